@@ -1,0 +1,305 @@
+"""The reference evaluator: MySQL 8.0's replica filter decision for one event (spec/filter-evaluation.md).
+
+This module *defines* rpl_sql's semantics. The compiled Spark SQL functions are tested against it, never
+the other way round. It is pure: counters come back as `Decision.hits` for the caller to add.
+
+>>> from rpl_sql.rules import Filters, FilterType
+>>> f = Filters().configure(FilterType.DO_DB, ("sales",), "STARTUP_OPTIONS", 1)
+>>> decide(f, RowEvent("sales", "february")).apply
+True
+>>> decide(f, StatementEvent("UPDATE", "prices", (TableRef("sales", "january"),))).decided_by
+'REPLICATE_DO_DB'
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .errors import MySQLError
+from .rules import FilterType, Filters, fold, like
+
+T = FilterType
+
+TRANSACTION_CONTROL = frozenset({"BEGIN", "COMMIT", "SAVEPOINT", "ROLLBACK", "ROLLBACK_TO_SAVEPOINT"})
+DATABASE_COMMANDS = frozenset({"CREATE_DB", "ALTER_DB", "DROP_DB"})
+XA_UNCOUNTED = frozenset({"XA_START", "XA_END", "XA_COMMIT", "XA_ROLLBACK"})
+REWRITE_UNCOUNTED = frozenset({"CREATE_DB", "DROP_DB", "BEGIN", "COMMIT"})
+COMMANDS = frozenset({
+    "INSERT", "INSERT_SELECT", "UPDATE", "UPDATE_MULTI", "DELETE", "DELETE_MULTI", "REPLACE",
+    "REPLACE_SELECT", "LOAD", "CREATE_TABLE", "ALTER_TABLE", "DROP_TABLE", "TRUNCATE", "RENAME_TABLE",
+    "CREATE_INDEX", "DROP_INDEX", "CREATE_VIEW", "DROP_VIEW", "CREATE_TRIGGER", "DROP_TRIGGER",
+    "SET_OPTION", "XA_PREPARE", "OTHER",
+}) | TRANSACTION_CONTROL | DATABASE_COMMANDS | XA_UNCOUNTED
+
+# decided_by labels that are not filter types
+TRANSACTION = "TRANSACTION_CONTROL"  # BEGIN/COMMIT/...: never filtered
+DEFAULT = "DEFAULT"  # table rules on, none matched: ignore iff a do rule exists
+NONE = "NONE"  # nothing decided: no applicable rule, event applied
+NO_UPDATED_TABLE = "NO_UPDATED_TABLE"  # table rules on, statement updates no table: skipped
+EXEMPT = "EXEMPT"  # SET / DROP TEMPORARY TABLE IF EXISTS: table rules skipped
+TRIGGER_NOT_FOUND = "TRIGGER_NOT_FOUND"  # DROP TRIGGER whose table the replica does not know
+LABELS = (TRANSACTION, DEFAULT, NONE, NO_UPDATED_TABLE, EXEMPT, TRIGGER_NOT_FOUND) + tuple(t.value for t in T)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table a statement references; `db` None means unqualified (resolved against the default db)."""
+
+    db: str | None
+    name: str
+    updating: bool = True
+
+
+@dataclass(frozen=True)
+class StatementEvent:
+    """A Query event (statement-based binlog, and all DDL)."""
+
+    command: str
+    default_db: str | None = ""
+    tables: tuple[TableRef, ...] = ()
+    drop_temporary_if_exists: bool = False
+    in_stored_program: bool = False
+    trigger_table: TableRef | None = None  # DROP_TRIGGER: the trigger's table on the replica, if it exists
+
+
+@dataclass(frozen=True)
+class RowEvent:
+    """A Table_map (and its rows events) of a row-based transaction."""
+
+    db: str
+    table: str
+    in_xa: bool = False
+
+
+Event = Union[StatementEvent, RowEvent]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The verdict, which rule (or label) decided, the matched rule value, and the counter hits."""
+
+    apply: bool
+    decided_by: str
+    rule: str | None = None
+    hits: tuple[FilterType, ...] = ()
+    database: str | None = None  # the (rewritten) database the checks used
+
+
+# ---------------------------------------------------------------- building blocks
+
+def rewrite(filters: Filters, db: str, lctn: int = 0) -> tuple[str, tuple[str, str] | None]:
+    """First pair whose `from` equals `db` (already folded) gives the new name; no chaining."""
+    for src, dst in filters.values(T.REWRITE_DB):
+        if fold(src, lctn) == db:
+            return dst, (src, dst)
+    return db, None
+
+
+def rewrite_db(filters: Filters, db: str | None, lctn: int = 0) -> str | None:
+    """The database an event on `db` is applied to (after lctn folding); the SQL `rewrite_db`."""
+    if db is None:
+        return None
+    return rewrite(filters, fold(db, lctn), lctn)[0]
+
+
+def _in(value: str, values: tuple, lctn: int) -> str | None:
+    v = fold(value, lctn)
+    for candidate in values:
+        if fold(candidate, lctn) == v:
+            return candidate
+    return None
+
+
+def _wild(patterns: tuple, key: str, lctn: int) -> str | None:
+    for p in patterns:
+        if like(p, key, lctn):
+            return p
+    return None
+
+
+def _db_rules(filters: Filters, db: str, lctn: int, count: bool):
+    """Database rules (do list wins over ignore list). Returns (verdict or None, label, rule, hits)."""
+    do, ignore = filters.values(T.DO_DB), filters.values(T.IGNORE_DB)
+    if do:
+        hit = _in(db, do, lctn)
+        if hit is None:
+            return False, T.DO_DB.value, None, ()
+        return None, T.DO_DB.value, hit, ((T.DO_DB,) if count else ())
+    hit = _in(db, ignore, lctn)
+    if hit is not None:
+        return False, T.IGNORE_DB.value, hit, ((T.IGNORE_DB,) if count else ())
+    return None, None, None, ()
+
+
+def tables_verdict(filters: Filters, tables: tuple[TableRef, ...], default_db: str, lctn: int = 0):
+    """The per-table loop (spec §5.1): the first updated table matching any rule decides.
+
+    Returns (apply, label, rule, hits).
+    """
+    do_t, ign_t = filters.values(T.DO_TABLE), filters.values(T.IGNORE_TABLE)
+    wdo, wign = filters.values(T.WILD_DO_TABLE), filters.values(T.WILD_IGNORE_TABLE)
+    any_updating = False
+    for t in tables:
+        if not t.updating:
+            continue
+        any_updating = True
+        key = (t.db if t.db is not None else default_db) + "." + t.name
+        for ftype, values, verdict in ((T.DO_TABLE, do_t, True), (T.IGNORE_TABLE, ign_t, False)):
+            hit = _in(key, values, lctn)
+            if hit is not None:
+                return verdict, ftype.value, hit, (ftype,)
+        for ftype, values, verdict in ((T.WILD_DO_TABLE, wdo, True), (T.WILD_IGNORE_TABLE, wign, False)):
+            hit = _wild(values, key, lctn)
+            if hit is not None:
+                return verdict, ftype.value, hit, (ftype,)
+    if not any_updating:
+        return False, NO_UPDATED_TABLE, None, ()
+    return not (do_t or wdo), DEFAULT, None, ()
+
+
+# ---------------------------------------------------------------- the two decision procedures
+
+def decide_statement(filters: Filters, ev: StatementEvent, lctn: int = 0) -> Decision:
+    """Spec §5: a statement-based event on a channel whose filter object is `filters`."""
+    cmd = ev.command.upper()
+    if cmd in TRANSACTION_CONTROL:
+        return Decision(True, TRANSACTION)
+    db = fold(ev.default_db or "", lctn)
+    db, pair = rewrite(filters, db, lctn)
+    hits: list[FilterType] = []
+    if pair is not None and fold(pair[0], lctn) != db and cmd not in REWRITE_UNCOUNTED:
+        hits.append(T.REWRITE_DB)
+    rewrite_hits = tuple(hits)
+
+    def done(apply: bool, label: str, rule: str | None = None, more: tuple = ()) -> Decision:
+        return Decision(apply, label, rule, more + rewrite_hits, db)
+
+    applied_by, applied_rule = NONE, None
+    if filters.values(T.DO_DB) or filters.values(T.IGNORE_DB):
+        verdict, label, rule, db_hits = _db_rules(filters, db, lctn, cmd not in XA_UNCOUNTED)
+        if verdict is False:
+            return done(False, label, rule, db_hits)
+        hits.extend(db_hits)
+        if label is not None:
+            applied_by, applied_rule = label, rule
+    elif cmd in DATABASE_COMMANDS:
+        key = db + "."
+        wdo, wign = filters.values(T.WILD_DO_TABLE), filters.values(T.WILD_IGNORE_TABLE)
+        hit = _wild(wdo, key, lctn)
+        if hit is not None:
+            return done(True, T.WILD_DO_TABLE.value, hit, (T.WILD_DO_TABLE,))
+        hit = _wild(wign, key, lctn)
+        if hit is not None:
+            return done(False, T.WILD_IGNORE_TABLE.value, hit, (T.WILD_IGNORE_TABLE,))
+        if wdo:
+            return done(False, DEFAULT)
+    db_hits = tuple(h for h in hits if h is not T.REWRITE_DB)
+
+    tables = ev.tables
+    if cmd == "DROP_TRIGGER":
+        if ev.trigger_table is None:
+            return done(False, TRIGGER_NOT_FOUND, None, db_hits)
+        tables = (TableRef(ev.trigger_table.db, ev.trigger_table.name, True),)
+
+    exempt = cmd == "SET_OPTION" or ev.drop_temporary_if_exists or ev.in_stored_program
+    if filters.table_rules_on and tables:
+        if exempt:
+            return done(True, EXEMPT, None, db_hits)
+        folded = tuple(TableRef(None if t.db is None else fold(t.db, lctn), fold(t.name, lctn), t.updating)
+                       for t in tables)
+        apply, label, rule, t_hits = tables_verdict(filters, folded, db, lctn)
+        return done(apply, label, rule, db_hits + t_hits)
+    return done(True, applied_by, applied_rule, db_hits)
+
+
+def decide_row(filters: Filters, ev: RowEvent, lctn: int = 0) -> Decision:
+    """Spec §6: one Table_map of a row-based transaction; raises ER_XA_REPLICATION_FILTERS inside XA."""
+    db, name = fold(ev.db, lctn), fold(ev.table, lctn)
+    db, pair = rewrite(filters, db, lctn)
+    hits: list[FilterType] = [T.REWRITE_DB] if pair is not None and fold(pair[0], lctn) != db else []
+    decision = _row_checks(filters, db, name, lctn, tuple(hits))
+    if ev.in_xa and not decision.apply:
+        raise MySQLError.of("ER_XA_REPLICATION_FILTERS")
+    return decision
+
+
+def _row_checks(filters: Filters, db: str, name: str, lctn: int, hits: tuple) -> Decision:
+    applied_by, applied_rule = NONE, None
+    if filters.values(T.DO_DB) or filters.values(T.IGNORE_DB):
+        verdict, label, rule, db_hits = _db_rules(filters, db, lctn, True)
+        if verdict is False:
+            return Decision(False, label, rule, hits + db_hits, db)
+        hits += db_hits
+        if label is not None:
+            applied_by, applied_rule = label, rule
+    if filters.table_rules_on:
+        apply, label, rule, t_hits = tables_verdict(filters, (TableRef(db, name, True),), db, lctn)
+        return Decision(apply, label, rule, hits + t_hits, db)
+    return Decision(True, applied_by, applied_rule, hits, db)
+
+
+# ---------------------------------------------------------------- WL#2516 "effective database" (opt-in)
+
+def _effective_patterns(filters: Filters, do: bool) -> list[tuple[str, str]]:
+    """DO (or IGNORE) rules as (label, LIKE pattern) over `db.table`: db rules as `db.%`, exact tables escaped."""
+    def esc(s: str) -> str:
+        return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    db_t, tab_t, wild_t = (T.DO_DB, T.DO_TABLE, T.WILD_DO_TABLE) if do else (T.IGNORE_DB, T.IGNORE_TABLE,
+                                                                             T.WILD_IGNORE_TABLE)
+    out = [(db_t.value, esc(d) + ".%") for d in filters.values(db_t)]
+    out += [(tab_t.value, esc(t)) for t in filters.values(tab_t)]
+    out += [(wild_t.value, p) for p in filters.values(wild_t)]
+    return out
+
+
+def decide_effective(filters: Filters, ev: Event, lctn: int = 0) -> Decision:
+    """Spec §9 (not MySQL's default): every table is judged on its effective database, in both formats."""
+    if isinstance(ev, RowEvent):
+        keys = [(fold(ev.db, lctn), fold(ev.table, lctn))]
+    else:
+        cmd = ev.command.upper()
+        if cmd in TRANSACTION_CONTROL:
+            return Decision(True, TRANSACTION)
+        ddb = fold(ev.default_db or "", lctn)
+        if cmd in DATABASE_COMMANDS:
+            keys = [(ddb, None)]
+        else:
+            keys = [(fold(t.db, lctn) if t.db is not None else ddb, fold(t.name, lctn))
+                    for t in ev.tables if t.updating]
+    resolved = [(rewrite(filters, db, lctn)[0], name) for db, name in keys]
+    keys_text = [db + "." + (name or "") for db, name in resolved]
+    for do in (True, False):
+        for key in keys_text:
+            for label, pattern in _effective_patterns(filters, do):
+                if like(pattern, key, lctn):
+                    return Decision(do, label, pattern, (), resolved[0][0] if resolved else None)
+    return Decision(True, NONE, None, (), resolved[0][0] if resolved else None)
+
+
+def decide(filters: Filters, event: Event, lctn: int = 0, mode: str = "mysql") -> Decision:
+    """Decide one event with one channel's filters: MySQL 8.0 semantics, or WL#2516 when asked."""
+    if mode == "effective_database":
+        return decide_effective(filters, event, lctn)
+    if isinstance(event, RowEvent):
+        return decide_row(filters, event, lctn)
+    return decide_statement(filters, event, lctn)
+
+
+DROP_TEMPORARY_IF_EXISTS = "DROP_TEMPORARY_TABLE_IF_EXISTS"
+
+
+def statement_event(command: str, default_db: str | None,
+                    tables: "tuple[TableRef, ...] | list[TableRef]" = ()) -> StatementEvent:
+    """The SQL-level contract of `should_apply_statement(channel, command, default_db, tables)`.
+
+    Two pseudo-commands carry what a flat signature cannot: `DROP_TEMPORARY_TABLE_IF_EXISTS` (exempt
+    from table rules) and `DROP_TRIGGER`, whose `tables` hold the trigger's table as known on the
+    replica (empty: the trigger does not exist there, so the statement is skipped).
+    """
+    cmd = (command or "OTHER").upper()
+    tables = tuple(tables)
+    if cmd == DROP_TEMPORARY_IF_EXISTS:
+        return StatementEvent("DROP_TABLE", default_db, tables, drop_temporary_if_exists=True)
+    if cmd == "DROP_TRIGGER":
+        return StatementEvent(cmd, default_db, (), trigger_table=tables[0] if tables else None)
+    return StatementEvent(cmd, default_db, tables)

@@ -1,0 +1,189 @@
+"""The seven filter types, one filter object, FILTER_RULE formatting and MySQL's name matching.
+
+Values are kept exactly as the user wrote them; only comparisons fold case (spec §2).
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Iterable, Union
+
+Pair = tuple[str, str]
+Value = Union[str, Pair]
+
+
+class FilterType(enum.Enum):
+    """A filter type; declaration order is performance_schema's row order."""
+
+    DO_DB = "REPLICATE_DO_DB"
+    IGNORE_DB = "REPLICATE_IGNORE_DB"
+    DO_TABLE = "REPLICATE_DO_TABLE"
+    IGNORE_TABLE = "REPLICATE_IGNORE_TABLE"
+    WILD_DO_TABLE = "REPLICATE_WILD_DO_TABLE"
+    WILD_IGNORE_TABLE = "REPLICATE_WILD_IGNORE_TABLE"
+    REWRITE_DB = "REPLICATE_REWRITE_DB"
+
+    @property
+    def filter_name(self) -> str:
+        return self.value
+
+    @property
+    def option(self) -> str:
+        """The start-up option, e.g. ``replicate-wild-do-table``."""
+        return self.value.lower().replace("_", "-")
+
+    @property
+    def is_table_rule(self) -> bool:
+        return self in TABLE_TYPES
+
+    @classmethod
+    def from_name(cls, name: str) -> "FilterType":
+        return cls(name.upper())
+
+
+TYPES: tuple[FilterType, ...] = tuple(FilterType)
+TABLE_TYPES = frozenset({FilterType.DO_TABLE, FilterType.IGNORE_TABLE,
+                         FilterType.WILD_DO_TABLE, FilterType.WILD_IGNORE_TABLE})
+
+# CONFIGURED_BY values (performance-schema.md §4)
+STARTUP_OPTIONS = "STARTUP_OPTIONS"
+CHANGE_REPLICATION_FILTER = "CHANGE_REPLICATION_FILTER"
+STARTUP_OPTIONS_FOR_CHANNEL = "STARTUP_OPTIONS_FOR_CHANNEL"
+CHANGE_REPLICATION_FILTER_FOR_CHANNEL = "CHANGE_REPLICATION_FILTER_FOR_CHANNEL"
+
+
+def fold(name: str, lctn: int) -> str:
+    """The comparison form of a name: unchanged with lower_case_table_names=0, lower-cased otherwise."""
+    return name.lower() if lctn else name
+
+
+def normalize_values(ftype: FilterType, values: Iterable[Value], lctn: int = 0) -> tuple:
+    """Store values as MySQL does: table rules are a set keyed by `db.table` (first spelling kept)."""
+    values = tuple(values)
+    if ftype in (FilterType.DO_TABLE, FilterType.IGNORE_TABLE):
+        seen: set[str] = set()
+        kept = []
+        for v in values:
+            k = fold(v, lctn)
+            if k not in seen:
+                seen.add(k)
+                kept.append(v)
+        return tuple(kept)
+    if ftype is FilterType.REWRITE_DB:
+        return tuple((a, b) for a, b in values)
+    return values
+
+
+def format_rule(ftype: FilterType, values: tuple) -> str:
+    """FILTER_RULE / SHOW REPLICA STATUS text (performance-schema.md §3)."""
+    if ftype is FilterType.REWRITE_DB:
+        return ",".join(f"({a},{b})" for a, b in values)
+    if ftype in (FilterType.DO_TABLE, FilterType.IGNORE_TABLE):
+        return ",".join(sorted(values, key=lambda v: v.encode("utf-8")))
+    return ",".join(values)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One filter type on one filter object: its values and P_S statistics."""
+
+    values: tuple = ()
+    configured_by: str | None = None
+    active_since: int = 0  # microseconds since the epoch, UTC; 0 = never configured (no P_S row)
+    counter: int = 0
+
+    @property
+    def has_row(self) -> bool:
+        return self.active_since != 0
+
+
+@dataclass(frozen=True)
+class Filters:
+    """A filter object: one slot per type, in FilterType order."""
+
+    slots: tuple[Slot, ...] = field(default_factory=lambda: tuple(Slot() for _ in TYPES))
+
+    def __getitem__(self, ftype: FilterType) -> Slot:
+        return self.slots[TYPES.index(ftype)]
+
+    def values(self, ftype: FilterType) -> tuple:
+        return self[ftype].values
+
+    def with_slot(self, ftype: FilterType, slot: Slot) -> "Filters":
+        i = TYPES.index(ftype)
+        return Filters(self.slots[:i] + (slot,) + self.slots[i + 1:])
+
+    def configure(self, ftype: FilterType, values: tuple, configured_by: str, now: int) -> "Filters":
+        """Replace one type's values; statistics restart (counter 0) even for an identical value."""
+        return self.with_slot(ftype, Slot(values, configured_by, now, 0))
+
+    def add_counts(self, counts: dict[FilterType, int]) -> "Filters":
+        out = self
+        for ftype, n in counts.items():
+            if n:
+                s = out[ftype]
+                out = out.with_slot(ftype, replace(s, counter=s.counter + n))
+        return out
+
+    @property
+    def table_rules_on(self) -> bool:
+        """MySQL's `is_on()`: some table rule (exact or wild) is non-empty."""
+        return any(self.values(t) for t in TABLE_TYPES)
+
+    def rows(self) -> list[tuple[FilterType, Slot]]:
+        """The slots that have a performance_schema row, in row order."""
+        return [(t, s) for t, s in zip(TYPES, self.slots) if s.has_row]
+
+
+# ---------------------------------------------------------------- wildcard matching (spec §3)
+
+def like_tokens(pattern: str) -> list[tuple[str, str]]:
+    """Split a MySQL LIKE pattern into ('lit', ch) / ('any', '%') / ('one', '_') tokens.
+
+    A backslash escapes the next character; a trailing backslash is a literal backslash.
+    """
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(("lit", pattern[i + 1]))
+            i += 2
+            continue
+        if c == "%":
+            out.append(("any", c))
+        elif c == "_":
+            out.append(("one", c))
+        else:
+            out.append(("lit", c))
+        i += 1
+    return out
+
+
+@lru_cache(maxsize=65536)
+def _like_regex(pattern: str, lctn: int) -> re.Pattern:
+    """Compile a LIKE pattern: over UTF-8 bytes with lctn=0 (`_` is one byte), over folded text otherwise."""
+    if lctn == 0:
+        parts = []
+        for kind, ch in like_tokens(pattern):
+            if kind == "any":
+                parts.append(b".*")
+            elif kind == "one":
+                parts.append(b".")
+            else:
+                parts.append(re.escape(ch.encode("utf-8")))
+        return re.compile(b"".join(parts), re.DOTALL)
+    sparts = []
+    for kind, ch in like_tokens(fold(pattern, lctn)):
+        sparts.append(".*" if kind == "any" else "." if kind == "one" else re.escape(ch))
+    return re.compile("".join(sparts), re.DOTALL)
+
+
+def like(pattern: str, subject: str, lctn: int = 0) -> bool:
+    """MySQL's wild-table match of `pattern` against the whole `subject` (a `db.table` key)."""
+    rx = _like_regex(pattern, lctn)
+    if lctn == 0:
+        return rx.fullmatch(subject.encode("utf-8", "surrogatepass")) is not None
+    return rx.fullmatch(fold(subject, lctn)) is not None

@@ -1,0 +1,90 @@
+"""The replica's control-plane state as immutable values: server settings, channels, filter objects.
+
+Nothing here does I/O; `server.py` maps (state, statement) to a new state and `store.py` persists it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+from .rules import Filters
+
+DEFAULT_CHANNEL = ""
+GR_CHANNELS = ("group_replication_applier", "group_replication_recovery")
+MAX_CHANNEL_NAME = 64
+MAX_CHANNELS = 256
+
+
+def is_gr_channel(name: str) -> bool:
+    return name in GR_CHANNELS
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A replication channel: its source options, thread flags and own filter object."""
+
+    name: str
+    options: tuple[tuple[str, object], ...] = ()  # canonical SOURCE_* keys, in first-set order
+    io_running: bool = False
+    sql_running: bool = False
+    filters: Filters = field(default_factory=Filters)
+
+    @property
+    def configured(self) -> bool:
+        """MySQL's test: the channel has a non-empty source host."""
+        return bool(self.option("SOURCE_HOST"))
+
+    @property
+    def is_gr(self) -> bool:
+        return is_gr_channel(self.name)
+
+    def option(self, key: str, default: object = None) -> object:
+        for k, v in self.options:
+            if k == key:
+                return v
+        return default
+
+    def with_options(self, updates: dict[str, object]) -> "Channel":
+        opts = dict(self.options)
+        opts.update(updates)
+        return replace(self, options=tuple(opts.items()))
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """Everything a replica server knows about replication filters and channels.
+
+    `channels` is kept sorted by name (byte order), MySQL's channel-map order.
+    """
+
+    lower_case_table_names: int = 0
+    global_filters: Filters = field(default_factory=Filters)
+    channels: tuple[Channel, ...] = ()
+    startup_options: tuple[str, ...] = ()
+    started_at: int = 0  # µs UTC of the last start-up
+    filter_mode: str = "mysql"  # or 'effective_database' (WL#2516, opt-in)
+
+    def channel(self, name: str) -> Channel | None:
+        for ch in self.channels:
+            if ch.name == name:
+                return ch
+        return None
+
+    def __iter__(self) -> Iterator[Channel]:
+        return iter(self.channels)
+
+    def with_channel(self, ch: Channel) -> "ServerState":
+        others = [c for c in self.channels if c.name != ch.name]
+        others.append(ch)
+        return replace(self, channels=tuple(sorted(others, key=lambda c: c.name.encode("utf-8"))))
+
+    def without_channel(self, name: str) -> "ServerState":
+        return replace(self, channels=tuple(c for c in self.channels if c.name != name))
+
+    def configured_channels(self, include_gr: bool = False) -> list[Channel]:
+        return [c for c in self.channels if c.configured and (include_gr or not c.is_gr)]
+
+
+def initial_state() -> ServerState:
+    """A fresh warehouse: as if started with no options (the default channel exists, unconfigured)."""
+    return ServerState(channels=(Channel(DEFAULT_CHANNEL),))

@@ -1,0 +1,80 @@
+"""Parsed statements: small immutable nodes, one per statement form (spec/statements.md).
+
+`channel` is None when the statement has no FOR CHANNEL clause; otherwise the lower-cased name.
+`legacy` records the SLAVE/MASTER spelling, which earns a 1287 deprecation warning.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .rules import FilterType
+
+
+@dataclass(frozen=True)
+class Statement:
+    """Base: `text` is the statement's source text, `line` its first line in the script."""
+
+    text: str = ""
+    line: int = 1
+
+
+@dataclass(frozen=True)
+class ChangeReplicationFilter(Statement):
+    # (type, values) in statement order; a repeated type appears twice, the last one wins.
+    # Values: str for db names, 'db.table' for tables, unescaped pattern strings, (from, to) pairs.
+    filters: tuple[tuple[FilterType, tuple], ...] = ()
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
+class ChangeReplicationSource(Statement):
+    # (canonical SOURCE_* key, value) in statement order; value is str or int.
+    options: tuple[tuple[str, object], ...] = ()
+    channel: str | None = None
+    legacy: bool = False  # CHANGE MASTER TO
+    legacy_options: tuple[str, ...] = ()  # MASTER_* keys as written, for 1287 warnings
+
+
+@dataclass(frozen=True)
+class ResetReplica(Statement):
+    all: bool = False
+    channel: str | None = None
+    legacy: bool = False
+
+
+@dataclass(frozen=True)
+class StartReplica(Statement):
+    threads: frozenset[str] = frozenset()  # {'IO', 'SQL'}; empty = both
+    channel: str | None = None
+    legacy: bool = False
+    unsupported: str | None = None  # UNTIL / USER= ... clause text: rejected with 1235
+
+
+@dataclass(frozen=True)
+class StopReplica(Statement):
+    threads: frozenset[str] = frozenset()
+    channel: str | None = None
+    legacy: bool = False
+
+
+@dataclass(frozen=True)
+class ShowReplicaStatus(Statement):
+    channel: str | None = None
+    legacy: bool = False
+
+
+@dataclass(frozen=True)
+class ShowReplicationFilterHistory(Statement):
+    """rpl_sql extension: the Delta history of filter changes (MySQL keeps none)."""
+
+    channel: str | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class OtherSQL(Statement):
+    """Any statement that is not a replication statement: handed to Spark SQL as written."""
+
+
+REPLICATION_STATEMENTS = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica,
+                          StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory)
