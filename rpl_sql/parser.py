@@ -1,0 +1,456 @@
+"""MySQL 8.0 replication statements -> rpl_sql.statements nodes (spec/statements.md §0-7).
+
+Scripts are split on ';' here; each statement is classified by its leading keywords.
+Replication statements are parsed with the Lark grammar in grammar/replication.lark and
+must be exactly right (MySQL's error 1064 otherwise); any other statement is handed on
+untouched as OtherSQL, because it is Spark's to judge.
+
+Choices where MySQL is ambiguous or rpl_sql is stricter, each deliberate:
+
+* ``FOR CHANNEL`` takes a string literal only. MySQL 8.0's ``opt_channel`` rule reads
+  ``TEXT_STRING_sys_nonewline``, so ``FOR CHANNEL ch1`` is a 1064 although some manual
+  examples leave out the quotes.
+* Numeric option values are unsigned integers (decimal or 0x hex); only
+  SOURCE_HEARTBEAT_PERIOD takes a decimal fraction. MySQL would also truncate a decimal
+  given for e.g. SOURCE_PORT; here that is a 1064.
+* On/off options (SOURCE_SSL, SOURCE_AUTO_POSITION, ...) are stored as 0 or 1; like MySQL
+  any non-zero number means on.
+* ``/*!NNNNN ... */`` comments are code when NNNNN <= 80040 (the MySQL 8.0 release
+  emulated), a plain comment otherwise.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from importlib import resources
+from typing import NamedTuple
+
+from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
+
+from .errors import CATALOGUE, MySQLError
+from .rules import FilterType
+from .statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
+                         ShowReplicaStatus, ShowReplicationFilterHistory, StartReplica, Statement,
+                         StopReplica)
+
+MYSQL_VERSION_ID = 80040
+
+# MySQL 8.0's reserved words (manual: "Keywords and Reserved Words in MySQL 8.0", the (R) entries,
+# up to 8.0.31's INTERSECT). Unquoted, they cannot be names.
+RESERVED_WORDS = frozenset("""
+ACCESSIBLE ADD ALL ALTER ANALYZE AND AS ASC ASENSITIVE BEFORE BETWEEN BIGINT BINARY BLOB BOTH BY
+CALL CASCADE CASE CHANGE CHAR CHARACTER CHECK COLLATE COLUMN CONDITION CONSTRAINT CONTINUE CONVERT
+CREATE CROSS CUBE CUME_DIST CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP CURRENT_USER CURSOR
+DATABASE DATABASES DAY_HOUR DAY_MICROSECOND DAY_MINUTE DAY_SECOND DEC DECIMAL DECLARE DEFAULT
+DELAYED DELETE DENSE_RANK DESC DESCRIBE DETERMINISTIC DISTINCT DISTINCTROW DIV DOUBLE DROP DUAL
+EACH ELSE ELSEIF EMPTY ENCLOSED ESCAPED EXCEPT EXISTS EXIT EXPLAIN
+FALSE FETCH FIRST_VALUE FLOAT FLOAT4 FLOAT8 FOR FORCE FOREIGN FROM FULLTEXT FUNCTION
+GENERATED GET GRANT GROUP GROUPING GROUPS HAVING HIGH_PRIORITY HOUR_MICROSECOND HOUR_MINUTE HOUR_SECOND
+IF IGNORE IN INDEX INFILE INNER INOUT INSENSITIVE INSERT INT INT1 INT2 INT3 INT4 INT8 INTEGER
+INTERSECT INTERVAL INTO IO_AFTER_GTIDS IO_BEFORE_GTIDS IS ITERATE JOIN JSON_TABLE KEY KEYS KILL
+LAG LAST_VALUE LATERAL LEAD LEADING LEAVE LEFT LIKE LIMIT LINEAR LINES LOAD LOCALTIME LOCALTIMESTAMP
+LOCK LONG LONGBLOB LONGTEXT LOOP LOW_PRIORITY
+MASTER_BIND MASTER_SSL_VERIFY_SERVER_CERT MATCH MAXVALUE MEDIUMBLOB MEDIUMINT MEDIUMTEXT MIDDLEINT
+MINUTE_MICROSECOND MINUTE_SECOND MOD MODIFIES NATURAL NOT NO_WRITE_TO_BINLOG NTH_VALUE NTILE NULL
+NUMERIC OF ON OPTIMIZE OPTIMIZER_COSTS OPTION OPTIONALLY OR ORDER OUT OUTER OUTFILE OVER
+PARTITION PERCENT_RANK PRECISION PRIMARY PROCEDURE PURGE
+RANGE RANK READ READS READ_WRITE REAL RECURSIVE REFERENCES REGEXP RELEASE RENAME REPEAT REPLACE
+REQUIRE RESIGNAL RESTRICT RETURN REVOKE RIGHT RLIKE ROW ROWS ROW_NUMBER
+SCHEMA SCHEMAS SECOND_MICROSECOND SELECT SENSITIVE SEPARATOR SET SHOW SIGNAL SMALLINT SPATIAL
+SPECIFIC SQL SQLEXCEPTION SQLSTATE SQLWARNING SQL_BIG_RESULT SQL_CALC_FOUND_ROWS SQL_SMALL_RESULT
+SSL STARTING STORED STRAIGHT_JOIN SYSTEM
+TABLE TERMINATED THEN TINYBLOB TINYINT TINYTEXT TO TRAILING TRIGGER TRUE
+UNDO UNION UNIQUE UNLOCK UNSIGNED UPDATE USAGE USE USING UTC_DATE UTC_TIME UTC_TIMESTAMP
+VALUES VARBINARY VARCHAR VARCHARACTER VARYING VIRTUAL WHEN WHERE WHILE WINDOW WITH WRITE
+XOR YEAR_MONTH ZEROFILL _FILENAME
+""".split())
+
+_NEAR_LIMIT = 80  # MySQL prints the rest of the statement with '%-.80s'
+
+
+class ParseError(MySQLError):
+    """1064 ER_PARSE_ERROR, located as MySQL locates it.
+
+    `near` is the statement text from the offending token on ('' at end of input), cut to
+    80 characters; `line` and `column` (1-based) are within the statement; `statement_line`
+    is the script line where the statement starts.
+    """
+
+    def __init__(self, near: str, line: int, column: int = 1, statement_line: int = 1):
+        spec = CATALOGUE["ER_PARSE_ERROR"]
+        super().__init__(spec.code, spec.sqlstate, spec.name, spec.template % (near, line))
+        self.near = near
+        self.line = line
+        self.column = column
+        self.statement_line = statement_line
+
+    @property
+    def script_line(self) -> int:
+        """The script line of the offending token."""
+        return self.statement_line + self.line - 1
+
+
+# ---------------------------------------------------------------- splitting and classifying
+
+_SCAN = re.compile(r"""
+    (?P<quoted> '(?:[^'\\]|\\.|'')*'? | "(?:[^"\\]|\\.|"")*"? | `(?:[^`]|``)*`? )
+  | (?P<comment> \#[^\n]* | --(?=[\x00-\x20]|\Z)[^\n]* | /\*(?!!)(?:.*?\*/|.*) )
+  | (?P<versioned> /\*!(?P<version>[0-9]{5})? )
+  | (?P<close> \*/ )
+  | (?P<semi> ; )
+  | (?P<word> [^\x00-#%-/:-@\[-\^`{-\x7f]+ )     # as the grammar's names
+  | (?P<space> [\ \t\n\r\f\v]+ )
+  | (?P<other> . )
+""", re.VERBOSE | re.DOTALL)
+
+
+def _pieces(text: str):
+    """Yield (kind, start, end) over `text`; unterminated quotes and comments run to the end.
+
+    An executed ``/*!`` comment yields its opener and its ``*/`` as kind 'marker' and its
+    content as code; a comment for a newer server is a 'comment'.
+    """
+    pos, n, in_versioned = 0, len(text), False
+    while pos < n:
+        m = _SCAN.match(text, pos)
+        kind, end = m.lastgroup, m.end()
+        if kind == "versioned":
+            version = m.group("version")
+            if version and int(version) > MYSQL_VERSION_ID:
+                close = text.find("*/", end)
+                kind, end = "comment", (n if close < 0 else close + 2)
+            else:
+                kind, in_versioned = "marker", True
+        elif kind == "close":
+            kind = "marker" if in_versioned else "other"
+            in_versioned = False
+        yield kind, pos, end
+        pos = end
+
+
+def split_statements(text: str) -> list[tuple[str, int]]:
+    """Split a script on ';' outside quotes and comments.
+
+    Returns (statement text, 1-based script line where it starts). Leading comments and
+    surrounding whitespace are not part of a statement, so its line is that of its first
+    keyword; statements with nothing else are dropped. As in the mysql client, ';' inside an
+    executed ``/*! ... */`` comment does end a statement.
+    """
+    out: list[tuple[str, int]] = []
+    line, counted = 1, 0
+    start = end = None
+
+    def flush():
+        nonlocal line, counted
+        if start is not None:
+            line += text.count("\n", counted, start)
+            counted = start
+            out.append((text[start:end], line))
+
+    for kind, s, e in _pieces(text):
+        if kind == "semi":
+            flush()
+            start = None
+        elif kind == "space" or (kind == "comment" and start is None):
+            continue
+        else:
+            start = s if start is None else start
+            end = e
+    flush()
+    return out
+
+
+def _expand_versioned_comments(text: str) -> str:
+    """Blank the markers of executed ``/*!NNNNN ... */`` comments, keeping every offset."""
+    if "/*!" not in text:
+        return text
+    chars = list(text)
+    for kind, s, e in _pieces(text):
+        if kind == "marker":
+            chars[s:e] = " " * (e - s)
+    return "".join(chars)
+
+
+def _leading_words(code: str, count: int) -> list[str]:
+    words: list[str] = []
+    for kind, s, e in _pieces(code):
+        if kind in ("space", "comment", "marker"):
+            continue
+        if kind != "word" or len(words) == count:
+            break
+        word = code[s:e]
+        words.append(word.upper() if word.isascii() else word)
+    return words
+
+
+def _is_replication(code: str) -> bool:
+    """Whether `code` starts like one of rpl_sql's statements (any CHANGE does: Spark has none)."""
+    w = _leading_words(code, 4)
+    if not w:
+        return False
+    if w[0] == "CHANGE":
+        return True
+    if w[0] in ("RESET", "START", "STOP"):
+        return w[1:2] in (["REPLICA"], ["SLAVE"])
+    if w[0] == "SHOW":
+        return w[1:3] in (["REPLICA", "STATUS"], ["SLAVE", "STATUS"]) or w[1:4] == ["REPLICATION", "FILTER", "HISTORY"]
+    return False
+
+
+# ---------------------------------------------------------------- building nodes
+
+class _Span(NamedTuple):
+    """Source offsets of START's unsupported clauses, turned into text once the text is known."""
+
+    start: int
+    end: int
+
+
+def _span(children) -> _Span:
+    bounds = [(c.start_pos, c.end_pos) if isinstance(c, Token) else c for c in children if c is not None]
+    return _Span(min(b[0] for b in bounds), max(b[1] for b in bounds))
+
+
+_UNESCAPE = {q: re.compile(r"\\(.)|" + q + q, re.DOTALL) for q in "'\""}
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
+
+
+def _string(tok: Token) -> str:
+    """A string literal's value: MySQL escapes, except that \\% and \\_ keep their backslash."""
+    quote = tok[0]
+    return _UNESCAPE[quote].sub(lambda m: quote if m[1] is None else _ESCAPES.get(m[1], m[1]), tok[1:-1])
+
+
+def _no_newline(value: str) -> str:
+    """MySQL's TEXT_STRING_sys_nonewline: patterns, channel names and most option strings."""
+    if "\n" in value:
+        raise MySQLError.of("ER_WRONG_VALUE", "argument contains not-allowed LF", value)
+    return value
+
+
+def _uint(tok: Token) -> int:
+    return int(tok, 16) if tok[:2] == "0x" else int(tok)
+
+
+def _option_key(tok: Token) -> tuple[str, str | None]:
+    """(canonical SOURCE_* key, the MASTER_* spelling if that was used)."""
+    key = tok.upper()
+    if key == "GET_MASTER_PUBLIC_KEY":
+        return "GET_SOURCE_PUBLIC_KEY", key
+    if key.startswith("MASTER_"):
+        return "SOURCE_" + key[len("MASTER_"):], key
+    return key, None
+
+
+def _sql_quoted(part: str) -> str:
+    return "'" + part.replace("'", "''") + "'"
+
+
+class _Build(Transformer):
+    """Rule callbacks, run by the LALR parser as it reduces (no parse tree is built)."""
+
+    def start(self, c):
+        return c[0]
+
+    # -- CHANGE REPLICATION FILTER
+
+    def change_filter(self, c):
+        return ChangeReplicationFilter(filters=tuple(c[:-1]), channel=c[-1])
+
+    def do_db(self, c):
+        return FilterType.DO_DB, c[0]
+
+    def ignore_db(self, c):
+        return FilterType.IGNORE_DB, c[0]
+
+    def do_table(self, c):
+        return FilterType.DO_TABLE, c[0]
+
+    def ignore_table(self, c):
+        return FilterType.IGNORE_TABLE, c[0]
+
+    def wild_do_table(self, c):
+        return FilterType.WILD_DO_TABLE, c[0]
+
+    def wild_ignore_table(self, c):
+        return FilterType.WILD_IGNORE_TABLE, c[0]
+
+    def rewrite_db(self, c):
+        return FilterType.REWRITE_DB, c[0]
+
+    db_list = table_list = pattern_list = pair_list = server_id_list = thread_list = staticmethod(tuple)
+
+    def table(self, c):
+        return f"{c[0]}.{c[1]}"
+
+    def pattern(self, c):
+        value = _no_newline(_string(c[0]))
+        if "." not in value:
+            raise MySQLError.of("ER_INVALID_RPL_WILD_TABLE_FILTER_PATTERN")
+        return value
+
+    def pair(self, c):
+        return c[0], c[1]
+
+    def ident(self, c):
+        tok = c[0]
+        return tok[1:-1].replace("``", "`") if tok.type == "QUOTED_IDENT" else str(tok)
+
+    def channel(self, c):
+        return _no_newline(_string(c[0])).lower()
+
+    # -- CHANGE REPLICATION SOURCE / CHANGE MASTER
+
+    def change_source(self, c, legacy=False):
+        options = c[:-1]
+        return ChangeReplicationSource(
+            options=tuple((key, value) for key, value, _ in options), channel=c[-1], legacy=legacy,
+            legacy_options=tuple(old for _, _, old in options if old))
+
+    def change_master(self, c):
+        return self.change_source(c, legacy=True)
+
+    def string_key(self, c):
+        return _option_key(c[0])
+
+    uint_key = flag_key = heartbeat_key = ciphersuites_key = string_key
+
+    def string_option(self, c):
+        (key, old), value = c[0], _string(c[1])
+        return key, (value if key == "SOURCE_COMPRESSION_ALGORITHMS" else _no_newline(value)), old
+
+    def uint_option(self, c):
+        (key, old), value = c
+        return key, _uint(value), old
+
+    def flag_option(self, c):
+        (key, old), value = c
+        return key, int(_uint(value) != 0), old
+
+    def heartbeat_option(self, c):
+        (key, old), value = c
+        return key, (float(value) if value.type == "DECIMAL" else _uint(value)), old
+
+    def nullable_string_option(self, c):
+        (key, old), value = c
+        return key, (None if value.type == "NULL" else _no_newline(_string(value))), old
+
+    def ignore_server_ids(self, c):
+        return "IGNORE_SERVER_IDS", tuple(_uint(t) for t in c[0]), None
+
+    def privilege_checks_user(self, c):
+        value = c[0]
+        return "PRIVILEGE_CHECKS_USER", (None if isinstance(value, Token) and value.type == "NULL" else value), None
+
+    def account(self, c):
+        user, host = (_string(p) if isinstance(p, Token) and p.type == "STRING" else str(p) for p in c)
+        return f"{_sql_quoted(user)}@{_sql_quoted('%' if c[1] is None else host)}"
+
+    def pk_check(self, c):
+        return c[0].upper()
+
+    def require_table_primary_key_check(self, c):
+        return "REQUIRE_TABLE_PRIMARY_KEY_CHECK", c[0], None
+
+    def anon_gtids(self, c):
+        tok = c[0]
+        return _string(tok) if tok.type == "STRING" else tok.upper()
+
+    def assign_gtids_to_anonymous_transactions(self, c):
+        return "ASSIGN_GTIDS_TO_ANONYMOUS_TRANSACTIONS", c[0], None
+
+    # -- RESET / START / STOP / SHOW
+
+    def replica(self, c):
+        return c[0].upper() == "SLAVE"
+
+    def reset_replica(self, c):
+        legacy, all_, channel = c
+        return ResetReplica(all=all_ is not None, channel=channel, legacy=legacy)
+
+    def thread(self, c):
+        return "SQL" if c[0].upper() == "SQL_THREAD" else "IO"
+
+    def start_replica(self, c):
+        legacy, threads, *clauses, channel = c
+        clauses = [x for x in clauses if x is not None]
+        return StartReplica(threads=frozenset(threads or ()), channel=channel, legacy=legacy,
+                            unsupported=_span(clauses) if clauses else None)
+
+    until = until_condition = user = password = default_auth = plugin_dir = staticmethod(_span)
+
+    def stop_replica(self, c):
+        legacy, threads, channel = c
+        return StopReplica(threads=frozenset(threads or ()), channel=channel, legacy=legacy)
+
+    def show_replica_status(self, c):
+        legacy, channel = c
+        return ShowReplicaStatus(channel=channel, legacy=legacy)
+
+    def show_filter_history(self, c):
+        channel, limit = c
+        return ShowReplicationFilterHistory(channel=channel, limit=limit)
+
+    def limit(self, c):
+        return _uint(c[0])
+
+
+class _AlwaysLexNames:
+    """Postlexer that makes every lexer state try names, so keywords match as whole words."""
+
+    always_accept = ("IDENT", "NEAR_DOT_IDENT")
+
+    def process(self, stream):
+        return stream
+
+
+def _reserved_to_error(tok: Token) -> Token:
+    """A reserved word where a name is expected gets a type no rule accepts: 1064 right there."""
+    if tok.isascii() and tok.upper() in RESERVED_WORDS:
+        tok.type = "RESERVED_WORD"
+    return tok
+
+
+@functools.cache
+def _lark() -> Lark:
+    grammar = (resources.files("rpl_sql.grammar") / "replication.lark").read_text(encoding="utf-8")
+    return Lark(grammar, parser="lalr", lexer="contextual", transformer=_Build(),
+                postlex=_AlwaysLexNames(), lexer_callbacks={"IDENT": _reserved_to_error},
+                g_regex_flags=re.ASCII, maybe_placeholders=True, cache=True)
+
+
+def _parse_error(err: UnexpectedInput, text: str, statement_line: int) -> ParseError:
+    tok = getattr(err, "token", None)
+    if isinstance(err, UnexpectedToken) and tok.type == "$END":
+        return ParseError("", text.count("\n") + 1, len(text) - text.rfind("\n"), statement_line)
+    pos = tok.start_pos if isinstance(err, UnexpectedToken) else err.pos_in_stream
+    return ParseError(text[pos:pos + _NEAR_LIMIT], err.line, err.column, statement_line)
+
+
+def parse_statement(text: str, line: int = 1) -> Statement:
+    """One statement: a replication statement's node, or OtherSQL for anything else.
+
+    Raises ParseError (1064), or MySQLError 3067 / 1525 for a bad wild pattern or a line
+    feed in a pattern, channel name or option string; either carries `statement_line`.
+    """
+    code = _expand_versioned_comments(text)
+    if not _is_replication(code):
+        return OtherSQL(text=text, line=line)
+    try:
+        stmt = _lark().parse(code)
+    except UnexpectedInput as err:
+        raise _parse_error(err, text, line) from None
+    except MySQLError as err:
+        err.statement_line = line
+        raise
+    stmt = dataclasses.replace(stmt, text=text, line=line)
+    if isinstance(stmt, StartReplica) and stmt.unsupported is not None:
+        start, end = stmt.unsupported
+        stmt = dataclasses.replace(stmt, unsupported=text[start:end])
+    return stmt
+
+
+def parse(text: str) -> list[Statement]:
+    """A whole script, all or nothing: the first bad replication statement raises."""
+    return [parse_statement(stmt, line) for stmt, line in split_statements(text)]
