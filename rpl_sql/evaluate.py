@@ -193,6 +193,8 @@ def decide_statement(filters: Filters, ev: StatementEvent, lctn: int = 0) -> Dec
             return done(False, T.WILD_IGNORE_TABLE.value, hit, (T.WILD_IGNORE_TABLE,))
         if wdo:
             return done(False, DEFAULT)
+        if wign:
+            applied_by = DEFAULT
     db_hits = tuple(h for h in hits if h is not T.REWRITE_DB)
 
     tables = ev.tables
