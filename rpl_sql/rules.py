@@ -54,9 +54,38 @@ STARTUP_OPTIONS_FOR_CHANNEL = "STARTUP_OPTIONS_FOR_CHANNEL"
 CHANGE_REPLICATION_FILTER_FOR_CHANNEL = "CHANGE_REPLICATION_FILTER_FOR_CHANNEL"
 
 
+def _simple_lower(c: str) -> str:
+    """Unicode's simple (one-to-one, context-free) lowercase mapping of one character."""
+    if c == "\u0130":  # the one letter whose full lowercase mapping has two characters
+        return "i"
+    low = c.lower()
+    return low if len(low) == 1 else c
+
+
+@lru_cache(maxsize=1)
+def fold_translation() -> tuple[str, str]:
+    """(from, to): every character whose simple lowercase differs, for SQL `translate(x, from, to)`."""
+    src, dst = [], []
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        low = _simple_lower(c)
+        if low != c:
+            src.append(c)
+            dst.append(low)
+    return "".join(src), "".join(dst)
+
+
 def fold(name: str, lctn: int) -> str:
-    """The comparison form of a name: unchanged with lower_case_table_names=0, lower-cased otherwise."""
-    return name.lower() if lctn else name
+    """The comparison form of a name: as is with lower_case_table_names=0, else lower-cased per character.
+
+    MySQL compares through utf8mb3_tolower_ci: each character's simple lowercase mapping, no context
+    (so final sigma stays itself, and U+0130 becomes 'i'), accent sensitive. `str.lower()` is not that.
+    """
+    if not lctn or name.isascii():
+        return name.lower() if lctn else name
+    return "".join(map(_simple_lower, name))
 
 
 def normalize_values(ftype: FilterType, values: Iterable[Value], lctn: int = 0) -> tuple:

@@ -213,7 +213,7 @@ def test_escaped_literal_matches_only_itself(a, b):
     assert like(_escape(a), b) == (a == b)
     assert like("%", b)
     assert like("_" * len(b.encode()), b, 0)
-    if len(b.lower()) == len(b):          # see the xfail'ed U+0130 case below
+    if len(b.lower()) == len(b):          # U+0130 has its own test below
         assert like("_" * len(b), b, 1)
 
 
@@ -234,19 +234,13 @@ def test_fold_basic():
     assert fold("ÉTÉ", 1) == "été"
 
 
-FOLD_BUG = ("rules.fold uses str.lower(), which is context sensitive (final sigma) and can change the length "
-            "of a name (U+0130); spec §2 says comparisons use Unicode *simple* case folding")
-
-
-@pytest.mark.xfail(strict=True, reason=FOLD_BUG)
 def test_fold_final_sigma_is_not_context_sensitive():
-    # simple case folding maps every Σ to σ, wherever it stands in the name
+    # per-character simple lowercase (utf8mb3_tolower_ci) maps every Σ to σ, wherever it stands
     assert fold("ΑΣ", 1) == fold("ασ", 1)
 
 
-@pytest.mark.xfail(strict=True, reason=FOLD_BUG)
 def test_like_underscore_is_one_character_for_dotted_capital_i():
-    # §3: with lctn != 0 `_` matches one character; 'İ' is one character (simple folding keeps it one)
+    # §3: with lctn != 0 `_` matches one character; the simple mapping keeps 'İ' one character ('i')
     assert like("db._", "db.İ", 1)
 
 
