@@ -1,0 +1,301 @@
+"""The replica server as a pure function: (state, statement, clock) -> new state, result, warnings.
+
+No I/O. Every check runs before anything changes, so an error leaves the state as it was
+(spec/statements.md §1.5 and §9). `start` is mysqld's start-up (spec §8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from . import performance_schema as pfs
+from .errors import MySQLError, Warning
+from .evaluate import Decision, Event, decide
+from .rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION_FILTER_FOR_CHANNEL, STARTUP_OPTIONS,
+                    STARTUP_OPTIONS_FOR_CHANNEL, TYPES, Filters, FilterType, Slot, normalize_values)
+from .startup import StartupOptions
+from .state import (DEFAULT_CHANNEL, MAX_CHANNEL_NAME, MAX_CHANNELS, Channel, ServerState, is_gr_channel)
+from .statements import (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, ShowReplicaStatus,
+                         StartReplica, Statement, StopReplica)
+
+
+@dataclass(frozen=True)
+class ResultSet:
+    columns: tuple[str, ...]
+    rows: tuple[tuple, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: ServerState
+    result: ResultSet | None = None
+    warnings: tuple[Warning, ...] = ()
+
+
+def _deprecated(old: str, new: str) -> Warning:
+    return Warning.of("ER_WARN_DEPRECATED_SYNTAX", old, new)
+
+
+def copy_global_filters(filters: Filters, global_filters: Filters, now: int) -> Filters:
+    """Spec §4: per type, an empty channel type takes the global values (and the global's CONFIGURED_BY)."""
+    for ftype in TYPES:
+        g = global_filters[ftype]
+        if not filters.values(ftype) and g.values:
+            filters = filters.with_slot(ftype, Slot(g.values, g.configured_by, now, 0))
+    return filters
+
+
+# ---------------------------------------------------------------- CHANGE REPLICATION FILTER
+
+def change_replication_filter(state: ServerState, stmt: ChangeReplicationFilter, now: int) -> Outcome:
+    final: dict[FilterType, tuple] = {}
+    for ftype, values in stmt.filters:  # the same type twice: the later one wins entirely
+        final[ftype] = normalize_values(ftype, values, state.lower_case_table_names)
+
+    def configure(filters: Filters, configured_by: str) -> Filters:
+        for ftype, values in final.items():
+            filters = filters.configure(ftype, values, configured_by, now)
+        return filters
+
+    if stmt.channel is None:
+        if not state.channels:
+            raise MySQLError.of("ER_REPLICA_CONFIGURATION")
+        targets = state.configured_channels()
+        for ch in targets:
+            if ch.sql_running:
+                raise MySQLError.of("ER_REPLICA_CHANNEL_SQL_THREAD_MUST_STOP", ch.name)
+        new = replace(state, global_filters=configure(state.global_filters, CHANGE_REPLICATION_FILTER))
+        for ch in targets:
+            new = new.with_channel(replace(ch, filters=configure(ch.filters, CHANGE_REPLICATION_FILTER)))
+        return Outcome(new)
+
+    if is_gr_channel(stmt.channel):
+        raise MySQLError.of("ER_REPLICA_CHANNEL_OPERATION_NOT_ALLOWED", "CHANGE REPLICATION FILTER", stmt.channel)
+    ch = state.channel(stmt.channel)
+    if ch is None or not ch.configured:
+        raise MySQLError.of("ER_REPLICA_CONFIGURATION")
+    if ch.sql_running:
+        raise MySQLError.of("ER_REPLICA_CHANNEL_SQL_THREAD_MUST_STOP", ch.name)
+    return Outcome(state.with_channel(replace(ch, filters=configure(ch.filters,
+                                                                    CHANGE_REPLICATION_FILTER_FOR_CHANNEL))))
+
+
+# ---------------------------------------------------------------- CHANGE REPLICATION SOURCE
+
+def change_replication_source(state: ServerState, stmt: ChangeReplicationSource, now: int) -> Outcome:
+    warnings = [_deprecated("CHANGE MASTER", "CHANGE REPLICATION SOURCE")] if stmt.legacy else []
+    warnings += [_deprecated(key.upper(), key.upper().replace("MASTER", "SOURCE")) for key in stmt.legacy_options]
+    name = stmt.channel
+    if name is None:
+        if len(state.channels) > 1:
+            raise MySQLError.of("ER_REPLICA_MULTIPLE_CHANNELS_CMD")
+        name = DEFAULT_CHANNEL
+    ch = state.channel(name)
+    if ch is None:
+        if len(name) > MAX_CHANNEL_NAME:
+            raise MySQLError.of("ER_REPLICA_CHANNEL_NAME_INVALID_OR_TOO_LONG")
+        if len(state.channels) >= MAX_CHANNELS:
+            raise MySQLError.of("ER_REPLICA_MAX_CHANNELS_EXCEEDED")
+        ch = Channel(name)
+    elif ch.io_running or ch.sql_running:
+        raise MySQLError.of("ER_REPLICA_CHANNEL_MUST_STOP", ch.name)
+    was_configured = ch.configured
+    ch = ch.with_options(dict(stmt.options))
+    if ch.configured and not was_configured and not ch.is_gr:
+        ch = replace(ch, filters=copy_global_filters(ch.filters, state.global_filters, now))
+    return Outcome(state.with_channel(ch), warnings=tuple(warnings))
+
+
+# ---------------------------------------------------------------- RESET REPLICA [ALL]
+
+_POSITION_OPTIONS = ("SOURCE_LOG_FILE", "SOURCE_LOG_POS", "RELAY_LOG_FILE", "RELAY_LOG_POS")
+
+
+def reset_replica(state: ServerState, stmt: ResetReplica, now: int) -> Outcome:
+    warnings = (_deprecated("RESET SLAVE", "RESET REPLICA"),) if stmt.legacy else ()
+    if stmt.channel is not None:
+        ch = state.channel(stmt.channel)
+        if ch is None:
+            raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
+        targets = [ch]
+    else:
+        targets = [c for c in state.channels if not (stmt.all and c.is_gr)]
+    for ch in targets:
+        if ch.io_running or ch.sql_running:
+            raise MySQLError.of("ER_REPLICA_CHANNEL_MUST_STOP", ch.name)
+    new = state
+    for ch in targets:
+        if stmt.all:
+            new = new.without_channel(ch.name)
+        else:
+            kept = tuple((k, v) for k, v in ch.options if k not in _POSITION_OPTIONS)
+            new = new.with_channel(replace(ch, options=kept))
+    if new.channel(DEFAULT_CHANNEL) is None:
+        new = new.with_channel(Channel(DEFAULT_CHANNEL))
+    return Outcome(new, warnings=warnings)
+
+
+# ---------------------------------------------------------------- START / STOP REPLICA
+
+def _thread_targets(state: ServerState, stmt: StartReplica | StopReplica, verb: str) -> list[Channel]:
+    if stmt.channel is None:
+        targets = state.configured_channels()
+        if not targets and isinstance(stmt, StartReplica):
+            raise MySQLError.of("ER_BAD_REPLICA")
+        return targets
+    if is_gr_channel(stmt.channel):
+        raise MySQLError.of("ER_REPLICA_CHANNEL_OPERATION_NOT_ALLOWED", verb, stmt.channel)
+    ch = state.channel(stmt.channel)
+    if ch is None:
+        raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
+    if isinstance(stmt, StartReplica) and not ch.configured:
+        raise MySQLError.of("ER_BAD_REPLICA")
+    return [ch]
+
+
+def start_stop_replica(state: ServerState, stmt: StartReplica | StopReplica, now: int) -> Outcome:
+    start = isinstance(stmt, StartReplica)
+    word = "SLAVE" if stmt.legacy else "REPLICA"
+    verb = f"{'START' if start else 'STOP'} {word}"
+    warnings = [_deprecated(verb, verb.replace("SLAVE", "REPLICA"))] if stmt.legacy else []
+    if start and stmt.unsupported:
+        raise MySQLError.of("ER_NOT_SUPPORTED_YET", stmt.unsupported)
+    targets = _thread_targets(state, stmt, verb)
+    threads = stmt.threads or frozenset({"IO", "SQL"})
+    single = stmt.channel is not None or len(targets) == 1
+    new = state
+    for ch in targets:
+        want_io = start if "IO" in threads else ch.io_running
+        want_sql = start if "SQL" in threads else ch.sql_running
+        if (want_io, want_sql) == (ch.io_running, ch.sql_running):
+            if single:
+                warnings.append(Warning.of("ER_REPLICA_WAS_RUNNING" if start else "ER_REPLICA_WAS_NOT_RUNNING",
+                                           level="Note"))
+            else:
+                warnings.append(Warning.of("ER_REPLICA_CHANNEL_WAS_RUNNING" if start
+                                           else "ER_REPLICA_CHANNEL_WAS_NOT_RUNNING", ch.name, level="Note"))
+            continue
+        new = new.with_channel(replace(ch, io_running=want_io, sql_running=want_sql))
+    return Outcome(new, warnings=tuple(warnings))
+
+
+# ---------------------------------------------------------------- SHOW REPLICA STATUS
+
+def show_replica_status(state: ServerState, stmt: ShowReplicaStatus, applier: dict | None = None) -> Outcome:
+    """`applier` maps channel name -> pipeline positions/GTID sets shown in the row (optional)."""
+    warnings = (_deprecated("SHOW SLAVE STATUS", "SHOW REPLICA STATUS"),) if stmt.legacy else ()
+    columns = pfs.SLAVE_STATUS_COLUMNS if stmt.legacy else pfs.REPLICA_STATUS_COLUMNS
+    if stmt.channel is None:
+        chans = [c for c in state.configured_channels(include_gr=True) if c.name != "group_replication_applier"]
+    else:
+        if stmt.channel == "group_replication_applier":
+            verb = "SHOW SLAVE STATUS" if stmt.legacy else "SHOW REPLICA STATUS"
+            raise MySQLError.of("ER_REPLICA_CHANNEL_OPERATION_NOT_ALLOWED", verb, stmt.channel)
+        ch = state.channel(stmt.channel)
+        if ch is None:
+            raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
+        chans = [ch] if ch.configured else []
+    applier = applier or {}
+    rows = tuple(pfs.replica_status_row(c, applier.get(c.name)) for c in chans)
+    return Outcome(state, ResultSet(columns, rows), warnings)
+
+
+# ---------------------------------------------------------------- dispatch
+
+def execute(state: ServerState, stmt: Statement, now: int, applier: dict | None = None) -> Outcome:
+    """Run one replication statement. `now` is the statement start time in µs (ACTIVE_SINCE)."""
+    if isinstance(stmt, ChangeReplicationFilter):
+        return change_replication_filter(state, stmt, now)
+    if isinstance(stmt, ChangeReplicationSource):
+        return change_replication_source(state, stmt, now)
+    if isinstance(stmt, ResetReplica):
+        return reset_replica(state, stmt, now)
+    if isinstance(stmt, (StartReplica, StopReplica)):
+        return start_stop_replica(state, stmt, now)
+    if isinstance(stmt, ShowReplicaStatus):
+        return show_replica_status(state, stmt, applier)
+    raise TypeError(f"not a replication statement for the server: {type(stmt).__name__}")
+
+
+# ---------------------------------------------------------------- start-up (spec §8)
+
+def _startup_filters(rules: Iterable, configured_by: str, lctn: int, now: int) -> Filters:
+    values: dict[FilterType, list] = {}
+    for r in rules:
+        values.setdefault(r.ftype, []).append(r.value)
+    filters = Filters()
+    for ftype in TYPES:
+        if ftype in values:
+            filters = filters.configure(ftype, normalize_values(ftype, values[ftype], lctn), configured_by, now)
+    return filters
+
+
+def start(state: ServerState, options: StartupOptions, now: int) -> Outcome:
+    """mysqld start-up: rebuild every filter object from the options and the channel catalog.
+
+    The catalog is the persisted channels; the default channel belongs to it only while configured.
+    Counters restart at 0, all threads are stopped (as with --skip-replica-start).
+    """
+    lctn = options.lower_case_table_names if options.lower_case_table_names is not None \
+        else state.lower_case_table_names
+    global_filters = _startup_filters((r for r in options.rules if r.channel is None), STARTUP_OPTIONS, lctn, now)
+    per_channel: dict[str, list] = {}
+    for r in options.rules:
+        if r.channel is not None:
+            per_channel.setdefault(r.channel, []).append(r)
+    warnings: list[Warning] = []
+    for name in list(per_channel):
+        if is_gr_channel(name):
+            warnings.append(Warning.of("ER_PER_CHANNEL_RPL_FILTER_CONF_FOR_GRP_RPL", name))
+            del per_channel[name]
+    catalog = [c for c in state.channels if c.name != DEFAULT_CHANNEL or c.configured]
+    channels = []
+    for ch in catalog:
+        filters = Filters()
+        rules = per_channel.pop(ch.name, None)
+        if ch.configured and not ch.is_gr:
+            if rules:
+                filters = _startup_filters(rules, STARTUP_OPTIONS_FOR_CHANNEL, lctn, now)
+            filters = copy_global_filters(filters, global_filters, now)
+        elif rules:
+            warnings.append(Warning.of("ER_RPL_REPLICA_RESET_FILTER_OPTIONS", ch.name))
+        channels.append(replace(ch, filters=filters, io_running=False, sql_running=False))
+    for name in per_channel:
+        warnings.append(Warning.of("ER_RPL_FILTERS_NOT_ATTACHED_TO_CHANNEL", name))
+    if not any(c.name == DEFAULT_CHANNEL for c in channels):
+        channels.append(Channel(DEFAULT_CHANNEL))
+    new = ServerState(
+        lower_case_table_names=lctn,
+        global_filters=global_filters,
+        channels=tuple(sorted(channels, key=lambda c: c.name.encode("utf-8"))),
+        startup_options=options.raw,
+        started_at=now,
+        filter_mode=options.filter_mode or state.filter_mode,
+    )
+    return Outcome(new, warnings=tuple(warnings))
+
+
+# ---------------------------------------------------------------- the applier's bookkeeping
+
+def apply_events(state: ServerState, channel: str, events: Iterable[Event]) -> tuple[ServerState, list[Decision]]:
+    """Decide events on one channel as its applier would, adding each decision's hits to COUNTER."""
+    ch = state.channel(channel)
+    if ch is None:
+        raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", channel)
+    decisions = []
+    counts: dict[FilterType, int] = {}
+    for ev in events:
+        d = decide(ch.filters, ev, state.lower_case_table_names, state.filter_mode)
+        decisions.append(d)
+        for h in d.hits:
+            counts[h] = counts.get(h, 0) + 1
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts))), decisions
+
+
+def add_counters(state: ServerState, counts: dict[str, dict[FilterType, int]]) -> ServerState:
+    """Add per-channel counter increments (from the Spark applier) to the state."""
+    for name, per_type in counts.items():
+        ch = state.channel(name)
+        if ch is not None:
+            state = state.with_channel(replace(ch, filters=ch.filters.add_counts(per_type)))
+    return state
