@@ -1,0 +1,561 @@
+"""The control-plane state as one small Delta Lake table, written with delta-rs (no Spark, no JVM).
+
+`<warehouse>/rpl_state` holds the whole `ServerState`, one row per thing (the server, each channel, each used
+filter slot), so one statement is one atomic Delta commit even when it touches channels and filters together.
+Every commit overwrites the table from the snapshot it read, with no commit retries inside delta-rs: a writer
+that lost a race gets `ConcurrentCommit` instead of silently overwriting, and `DeltaStore.transact` reruns its
+pure step on the fresh state. The Delta log doubles as the audit trail (`history`, `filter_changes`).
+
+    >>> store = DeltaStore("/tmp/warehouse")
+    >>> snap = store.load()                                  # version None on a fresh warehouse
+    >>> store.commit(snap, new_state, {"statement": "CHANGE REPLICATION FILTER ..."})
+    0
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, TypeVar
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+try:
+    from arro3.core import Array as _A3Array, DataType as _A3Type
+    _A3_TYPES = {pa.int32(): _A3Type.int32(), pa.int64(): _A3Type.int64(), pa.string(): _A3Type.string()}
+except ImportError:  # pragma: no cover - deltalake depends on arro3-core
+    _A3Array = None
+
+from .errors import MySQLError
+from .rules import TYPES, FilterType, Filters, Slot, format_rule
+from .state import ApplierPosition, Channel, ServerState, initial_state
+
+__all__ = ["STATE_TABLE", "SCHEMA", "FORMAT_VERSION", "Snapshot", "Commit", "FilterChange", "ConcurrentCommit",
+           "DeltaStore", "state_to_table", "state_from_table"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+STATE_TABLE = "rpl_state"
+FORMAT_VERSION = "1"
+META_PREFIX = "rpl_sql."  # caller metadata keys are namespaced: delta-rs owns 'operation', 'timestamp', ...
+FORMAT_KEY = META_PREFIX + "version"
+CHANGED_KEY = META_PREFIX + "filters_changed"  # how many filter rules the commit changed: lets audits skip it
+_INTERNAL_KEYS = frozenset({FORMAT_KEY, CHANGED_KEY})
+
+SERVER, CHANNEL, GLOBAL_FILTER, CHANNEL_FILTER = "server", "channel", "global_filter", "channel_filter"
+
+SCHEMA = pa.schema([
+    pa.field("seq", pa.int32(), nullable=False),          # row order: channel order survives the round trip
+    pa.field("kind", pa.string(), nullable=False),        # server | channel | global_filter | channel_filter
+    pa.field("channel_name", pa.string()),                # NULL for server and global filter rows
+    pa.field("filter_name", pa.string()),                 # REPLICATE_DO_DB, ...
+    pa.field("filter_rule", pa.string()),                 # P_S FILTER_RULE text, for people and Spark
+    pa.field("filter_values", pa.string()),               # JSON list: the exact values; pairs as 2-lists
+    pa.field("configured_by", pa.string()),
+    pa.field("active_since", pa.timestamp("us", tz="UTC")),  # NULL = never configured (no P_S row)
+    pa.field("counter", pa.int64()),
+    pa.field("payload", pa.string()),                     # JSON object: server / channel fields
+])
+
+_FILTER_COLUMNS = ["seq", "kind", "channel_name", "filter_name", "filter_rule", "filter_values",
+                   "configured_by", "active_since"]
+
+
+class ConcurrentCommit(Exception):
+    """Another writer committed after the snapshot was read; reload and redo the change."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A state as read at one table version; `commit` lands only if nobody committed since.
+
+    `version` is None when the table does not exist yet (the state is then `initial_state()`).
+    """
+
+    state: ServerState
+    version: int | None
+    _table: DeltaTable | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One entry of the Delta log, newest first in `DeltaStore.history`.
+
+    `metadata` is what the committer passed (e.g. ``{'statement': ..., 'operation': ...}``); `operation` is its
+    'operation' if any, else Delta's own (`delta_operation`, e.g. 'WRITE'); `format` is 'rpl_sql.version'.
+    """
+
+    version: int
+    timestamp: datetime
+    operation: str
+    metadata: dict[str, str]
+    delta_operation: str
+    format: str | None = None
+    filters_changed: int | None = None  # rules changed (see `filter_changes`); None: not written by rpl_sql
+
+
+@dataclass(frozen=True)
+class FilterChange:
+    """One filter rule (scope, channel, type) changed by one commit: the audit trail MySQL does not keep.
+
+    `channel_name` is None for a global filter; `filter_rule` is '' and `configured_by` None when the rule went
+    away; `previous_rule` is None when it did not exist before.
+    """
+
+    version: int
+    committed_at: datetime
+    statement: str | None
+    operation: str
+    channel_name: str | None
+    filter_name: str
+    filter_rule: str
+    previous_rule: str | None
+    configured_by: str | None
+
+
+# ---------------------------------------------------------------- (de)serialization
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _jsonable(value: Any) -> Any:
+    """Tuples become lists (and come back as tuples); anything JSON cannot keep exactly is refused."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    raise TypeError(f"cannot store {type(value).__name__} value {value!r} in the state table")
+
+
+def _tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def _options_json(ch: Channel) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in ch.options:
+        if key in out:
+            raise ValueError(f"channel {ch.name!r}: option {key!r} is set twice")
+        out[key] = _jsonable(value)
+    return out
+
+
+def state_to_table(state: ServerState) -> pa.Table:
+    """The state as rows of `SCHEMA`; `state_from_table` inverts it exactly.
+
+    >>> state_to_table(initial_state()).column("kind").to_pylist()
+    ['server', 'channel']
+    """
+    rows: list[dict[str, Any]] = []
+
+    def add(**row: Any) -> None:
+        row["seq"] = len(rows)
+        rows.append(row)
+
+    def add_filters(kind: str, channel: str | None, filters: Filters) -> None:
+        for ftype, slot in zip(TYPES, filters.slots):
+            if slot == Slot():
+                continue
+            add(kind=kind, channel_name=channel, filter_name=ftype.filter_name,
+                filter_rule=format_rule(ftype, slot.values), filter_values=_dumps(_jsonable(slot.values)),
+                configured_by=slot.configured_by, active_since=slot.active_since or None, counter=slot.counter)
+
+    add(kind=SERVER, payload=_dumps({
+        "lower_case_table_names": state.lower_case_table_names,
+        "startup_options": list(state.startup_options),
+        "started_at": state.started_at,
+        "filter_mode": state.filter_mode,
+    }))
+    add_filters(GLOBAL_FILTER, None, state.global_filters)
+    seen: set[str] = set()
+    for ch in state.channels:
+        if ch.name in seen:
+            raise ValueError(f"channel {ch.name!r} appears twice")
+        seen.add(ch.name)
+        payload = {"options": _options_json(ch), "io_running": ch.io_running, "sql_running": ch.sql_running}
+        if ch.applier != ApplierPosition():  # only written once the applier ran: older tables stay byte-identical
+            payload["applier"] = {"seq": ch.applier.seq, "executed_gtid_set": ch.applier.executed_gtid_set,
+                                  "source_log_file": ch.applier.source_log_file,
+                                  "source_log_pos": ch.applier.source_log_pos}
+        add(kind=CHANNEL, channel_name=ch.name, payload=_dumps(payload))
+        add_filters(CHANNEL_FILTER, ch.name, ch.filters)
+
+    return pa.Table.from_arrays([_array([r.get(f.name) for r in rows], f.type) for f in SCHEMA], schema=SCHEMA)
+
+
+def _array(values: list[Any], type: pa.DataType) -> pa.Array:
+    """Build a column without `pa.array(list)`: that probes for pandas and imports it on first use (about
+    0.5 s, more than the rest of a statement); arro3 (a deltalake dependency) hands over the same bytes."""
+    storage = pa.int64() if pa.types.is_timestamp(type) else type
+    if _A3Array is None:
+        arr = pa.array(values, storage)
+    else:
+        arr = pa.array(_A3Array(values, _A3_TYPES[storage]))
+    return arr.view(type) if storage is not type else arr
+
+
+def _sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows as dicts in `seq` order; timestamps as int µs (never through datetime: that imports pandas
+    and cannot hold every int64)."""
+    columns = []
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_timestamp(col.type):
+            if col.type.unit != "us":
+                col = col.cast(pa.timestamp("us", tz="UTC"))
+            columns.append([v for chunk in col.chunks for v in chunk.view(pa.int64()).to_pylist()])
+        else:
+            columns.append(col.to_pylist())
+    rows = [dict(zip(table.column_names, values)) for values in zip(*columns)]
+    if "seq" in table.column_names:
+        rows.sort(key=lambda r: r["seq"])
+    return rows
+
+
+def _slot(row: dict[str, Any]) -> tuple[FilterType, Slot]:
+    ftype = FilterType(row["filter_name"])
+    return ftype, Slot(values=_tuples(json.loads(row["filter_values"])), configured_by=row["configured_by"],
+                       active_since=row["active_since"] or 0, counter=row["counter"] or 0)
+
+
+def state_from_table(table: pa.Table) -> ServerState:
+    """Rebuild the state from the rows `state_to_table` wrote (in any row order: `seq` orders them)."""
+    server: dict[str, Any] | None = None
+    global_filters = Filters()
+    channels: dict[str, dict[str, Any]] = {}
+    channel_filters: dict[str, Filters] = {}
+    for row in _sorted_rows(table):
+        kind = row["kind"]
+        if kind == SERVER:
+            server = json.loads(row["payload"])
+        elif kind == CHANNEL:
+            channels[row["channel_name"]] = json.loads(row["payload"])
+        elif kind == GLOBAL_FILTER:
+            global_filters = global_filters.with_slot(*_slot(row))
+        elif kind == CHANNEL_FILTER:
+            name = row["channel_name"]
+            channel_filters[name] = channel_filters.get(name, Filters()).with_slot(*_slot(row))
+        else:
+            raise ValueError(f"unknown row kind {kind!r} in the state table")
+    if server is None:
+        raise ValueError("the state table has no server row")
+    orphans = set(channel_filters) - set(channels)
+    if orphans:
+        raise ValueError(f"filters for missing channels {sorted(orphans)!r} in the state table")
+    return ServerState(
+        lower_case_table_names=server["lower_case_table_names"],
+        global_filters=global_filters,
+        channels=tuple(
+            Channel(name=name,
+                    options=tuple((k, _tuples(v)) for k, v in p["options"].items()),
+                    io_running=p["io_running"], sql_running=p["sql_running"],
+                    filters=channel_filters.get(name, Filters()),
+                    applier=ApplierPosition(**p["applier"]) if "applier" in p else ApplierPosition())
+            for name, p in channels.items()),
+        startup_options=tuple(server["startup_options"]),
+        started_at=server["started_at"],
+        filter_mode=server["filter_mode"],
+    )
+
+
+# ---------------------------------------------------------------- the store
+
+def _read(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
+    """Read the loaded version's data files directly with pyarrow, single-threaded.
+
+    `to_pyarrow_table()` scans through a Python filesystem handler on pyarrow's thread pool, and here a
+    process that did so aborted at exit ('terminate called without an active exception') in 10-30% of
+    runs; plain `ParquetFile` reads of local files did not (0 in 100). Remote tables keep the dataset path.
+    """
+    paths = [_local_path(u) for u in dt.file_uris()]
+    if any(p is None for p in paths):
+        return dt.to_pyarrow_dataset().to_table(columns=columns, use_threads=False)
+    return _read_files(paths, columns)
+
+
+def _read_files(paths: list[str], columns: list[str] | None) -> pa.Table:
+    parts = [pq.ParquetFile(p).read(columns=columns, use_threads=False) for p in paths]
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return (SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])).empty_table()
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def _local_path(uri: str) -> str | None:
+    if uri.startswith("file://"):
+        return unquote(urlparse(uri).path)
+    return uri if os.path.isabs(uri) else None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _utc(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+_FilterKey = tuple[str | None, str]          # (channel_name or None for global, filter_name)
+_FilterVal = tuple[str, str, str | None, int]  # (filter_values JSON, filter_rule, configured_by, active_since)
+_ABSENT = ("[]", "", None, 0)
+
+
+class DeltaStore:
+    """The replica's control-plane state in `<warehouse>/rpl_state`, with optimistic concurrency.
+
+    >>> store = DeltaStore("/tmp/wh")
+    >>> result, version = store.transact(lambda s: (s.with_channel(Channel("ch1")), "ok"),
+    ...                                  {"statement": "CHANGE REPLICATION SOURCE TO ... FOR CHANNEL ch1"})
+    >>> [c.metadata["statement"] for c in store.history(1)]
+    ['CHANGE REPLICATION SOURCE TO ... FOR CHANNEL ch1']
+    """
+
+    def __init__(self, warehouse: str | os.PathLike, checkpoint_every: int = 50):
+        """Nothing touches the disk until the first commit creates the table (and its directories).
+
+        `checkpoint_every`: write a Delta checkpoint after every N-th version (0: never), so a fresh
+        process replays at most N log files to load the state.
+        """
+        self.warehouse = os.fspath(warehouse)
+        self.checkpoint_every = checkpoint_every
+        self._filter_cache: dict[tuple[int, int], dict[_FilterKey, _FilterVal]] = {}
+
+    @property
+    def state_path(self) -> str:
+        """Where the state table lives: ``<warehouse>/rpl_state``."""
+        return self.warehouse.rstrip("/") + "/" + STATE_TABLE
+
+    def _open(self, version: int | None = None) -> DeltaTable | None:
+        try:
+            return DeltaTable(self.state_path, version=version)
+        except TableNotFoundError:
+            return None
+
+    def version(self) -> int | None:
+        """The latest table version, None before the first commit."""
+        dt = self._open()
+        return None if dt is None else dt.version()
+
+    def load(self) -> Snapshot:
+        """Read the latest state.
+
+        >>> DeltaStore("/tmp/empty").load()
+        Snapshot(state=ServerState(...), version=None)
+        """
+        dt = self._open()
+        if dt is None:
+            return Snapshot(initial_state(), None)
+        return Snapshot(state_from_table(_read(dt)), dt.version(), dt)
+
+    def commit(self, snapshot: Snapshot, new_state: ServerState, metadata: dict[str, str]) -> int:
+        """Write `new_state` as the version right after `snapshot.version` and return that version.
+
+        Raises `ConcurrentCommit` if another writer committed (or created the table) first; the table is then
+        unchanged. `metadata` (e.g. ``{'statement': text, 'operation': 'CHANGE REPLICATION FILTER'}``) is kept
+        in the commit, with keys namespaced as ``rpl_sql.<key>``.
+        """
+        data = state_to_table(new_state)
+        info = self._commit_info(metadata)
+        before = {} if snapshot.version is None else _filter_map(state_to_table(snapshot.state))
+        info[CHANGED_KEY] = str(_count_changes(before, _filter_map(data)))
+        props = CommitProperties(max_commit_retries=0, custom_metadata=info)
+        hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+        if snapshot.version is None:
+            try:
+                write_deltalake(self.state_path, data, mode="error", commit_properties=props,
+                                post_commithook_properties=hooks,
+                                configuration={"delta.enableExpiredLogCleanup": "false"})
+            except DeltaError as e:
+                if isinstance(e, CommitFailedError) or DeltaTable.is_deltatable(self.state_path):
+                    raise ConcurrentCommit("the state table was created concurrently") from e
+                raise
+            return 0
+        dt = snapshot._table
+        if dt is None or dt.version() != snapshot.version:
+            dt = self._open(snapshot.version)
+            if dt is None:
+                raise ConcurrentCommit(f"version {snapshot.version} of the state table is gone")
+        try:
+            write_deltalake(dt, data, mode="overwrite", commit_properties=props, post_commithook_properties=hooks)
+        except CommitFailedError as e:
+            raise ConcurrentCommit(f"the state table moved past version {snapshot.version}") from e
+        version = snapshot.version + 1
+        if self.checkpoint_every and version % self.checkpoint_every == 0:
+            try:
+                dt.create_checkpoint()
+            except DeltaError:
+                log.warning("checkpoint of %s at version %d failed", self.state_path, version, exc_info=True)
+        return version
+
+    @staticmethod
+    def _commit_info(metadata: dict[str, str]) -> dict[str, str]:
+        info = {}
+        for key, value in metadata.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError(f"commit metadata must map str to str, got {key!r}: {value!r}")
+            if META_PREFIX + key in _INTERNAL_KEYS:
+                raise ValueError(f"commit metadata key {key!r} is reserved")
+            info[META_PREFIX + key] = value
+        info[FORMAT_KEY] = FORMAT_VERSION
+        return info
+
+    def transact(self, step: Callable[[ServerState], tuple[ServerState, T]], metadata: dict[str, str],
+                 retries: int = 20) -> tuple[T, int | None]:
+        """Apply the pure `step` to the latest state and commit its result, redoing it on conflicts.
+
+        Returns (step's result, new version), or version None when the step changed nothing (no commit).
+        A `MySQLError` from `step` propagates and commits nothing; after `retries` lost races,
+        ER_LOCK_DEADLOCK.
+
+        >>> store.transact(lambda s: (s, "nothing to do"), {"statement": "STOP REPLICA"})
+        ('nothing to do', None)
+        """
+        failures = 0
+        while True:
+            snap = self.load()
+            new_state, result = step(snap.state)
+            if new_state == snap.state:
+                return result, None
+            try:
+                return result, self.commit(snap, new_state, metadata)
+            except ConcurrentCommit as e:
+                failures += 1
+                if failures >= retries:
+                    raise MySQLError.of("ER_LOCK_DEADLOCK") from e
+                time.sleep(random.uniform(0, min(0.1, 0.002 * 2 ** failures)))
+
+    def history(self, limit: int | None = None) -> list[Commit]:
+        """The commits of the state table, newest first ([] before the first commit).
+
+        >>> [(c.version, c.operation, c.metadata["statement"]) for c in store.history(limit=1)]
+        [(3, 'CHANGE REPLICATION FILTER', 'CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1, db2)')]
+        """
+        dt = self._open()
+        if dt is None:
+            return []
+        out = []
+        for info in dt.history(limit):
+            meta = {k[len(META_PREFIX):]: str(v) for k, v in info.items()
+                    if k.startswith(META_PREFIX) and k not in _INTERNAL_KEYS}
+            delta_op = str(info.get("operation", ""))
+            changed = info.get(CHANGED_KEY)
+            out.append(Commit(version=info["version"], timestamp=_utc(info["timestamp"]),
+                              operation=meta.get("operation") or delta_op, metadata=meta,
+                              delta_operation=delta_op, format=info.get(FORMAT_KEY),
+                              filters_changed=int(changed) if changed is not None else None))
+        return out
+
+    def _filters_at(self, commit: Commit) -> dict[_FilterKey, _FilterVal]:
+        key = (commit.version, int(commit.timestamp.timestamp() * 1000))
+        cached = self._filter_cache.get(key)
+        if cached is None:
+            files = self._overwrite_files(commit) if commit.format is not None else None
+            if files is not None:
+                table = _read_files(files, _FILTER_COLUMNS)
+            else:
+                table = _read(DeltaTable(self.state_path, version=commit.version), _FILTER_COLUMNS)
+            cached = self._filter_cache[key] = _filter_map(table)
+        return cached
+
+    def _overwrite_files(self, commit: Commit) -> list[str] | None:
+        """The data files of a version that `commit()` wrote: the 'add' actions of its own log entry, since it
+        overwrote the whole table. About 20x cheaper than `load_as_version`, which replays the checkpoint
+        with one tombstone per earlier commit. None (use time travel) for remote tables or odd entries."""
+        root = _local_path(self.state_path) if "://" in self.state_path else os.path.abspath(self.state_path)
+        if root is None:
+            return None
+        try:
+            with open(os.path.join(root, "_delta_log", f"{commit.version:020d}.json"), encoding="utf-8") as f:
+                actions = [json.loads(line) for line in f if line.strip()]
+        except (OSError, ValueError):
+            return None
+        adds = [a["add"] for a in actions if "add" in a]
+        if not adds or any(a.get("deletionVector") or a.get("partitionValues") for a in adds):
+            return None
+        return [os.path.join(root, unquote(a["path"])) for a in adds]
+
+    def filter_changes(self, channel: str | None = None, limit: int | None = None) -> list[FilterChange]:
+        """Which commits changed which filter rules, newest first: values, CONFIGURED_BY or ACTIVE_SINCE
+        changed, or the rule appeared or went away. Counter updates are not changes.
+
+        `channel` keeps one channel's rules ('' is the default channel); `limit` counts changes. Only the
+        versions whose commit says it changed filters (or does not say: foreign writers) are read, so
+        counter-only commits cost nothing; a version whose predecessor's log is gone serves as the baseline.
+
+        >>> [(c.version, c.filter_name, c.filter_rule, c.previous_rule) for c in store.filter_changes(limit=1)]
+        [(3, 'REPLICATE_DO_DB', 'db1,db2', 'db1')]
+        """
+        commits = sorted(self.history(), key=lambda c: c.version)
+        if not commits:
+            return []
+        per_commit: list[list[FilterChange]] = []
+        previous: dict[_FilterKey, _FilterVal] | None = {} if commits[0].version == 0 else None
+        for commit in commits:
+            if commit.filters_changed == 0 and previous is not None:
+                continue
+            current = self._filters_at(commit)
+            if previous is not None:
+                per_commit.append(_diff(commit, previous, current, channel))
+            previous = current
+        changes = [c for found in reversed(per_commit) for c in found]
+        return changes if limit is None else changes[:limit]
+
+
+def _diff(commit: Commit, previous: dict[_FilterKey, _FilterVal], current: dict[_FilterKey, _FilterVal],
+          channel: str | None) -> list[FilterChange]:
+    out = []
+    for key in sorted(set(previous) | set(current), key=_change_order):
+        if channel is not None and key[0] != channel:
+            continue
+        old, new = previous.get(key, _ABSENT), current.get(key, _ABSENT)
+        if _compared(old) == _compared(new):
+            continue
+        removed = _compared(new) == _compared(_ABSENT)
+        out.append(FilterChange(
+            version=commit.version, committed_at=commit.timestamp,
+            statement=commit.metadata.get("statement"), operation=commit.operation,
+            channel_name=key[0], filter_name=key[1],
+            filter_rule="" if removed else new[1] or "",
+            previous_rule=None if _compared(old) == _compared(_ABSENT) else old[1] or "",
+            configured_by=None if removed else new[2]))
+    return out
+
+
+def _filter_map(table: pa.Table) -> dict[_FilterKey, _FilterVal]:
+    """The filter rows of a state table, keyed by (channel or None for global, filter name)."""
+    out = {}
+    for row in _sorted_rows(table.select(_FILTER_COLUMNS)):
+        if row["kind"] in (GLOBAL_FILTER, CHANNEL_FILTER):
+            scope = row["channel_name"] if row["kind"] == CHANNEL_FILTER else None
+            out[(scope, row["filter_name"])] = (row["filter_values"], row["filter_rule"], row["configured_by"],
+                                                row["active_since"] or 0)
+    return out
+
+
+def _compared(v: _FilterVal) -> tuple:
+    """What makes a rule change: values, CONFIGURED_BY, ACTIVE_SINCE (not the rule text, not the counter)."""
+    return v[0], v[2], v[3]
+
+
+def _count_changes(old: dict[_FilterKey, _FilterVal], new: dict[_FilterKey, _FilterVal]) -> int:
+    return sum(_compared(old.get(k, _ABSENT)) != _compared(new.get(k, _ABSENT)) for k in set(old) | set(new))
+
+
+def _change_order(key: _FilterKey) -> tuple:
+    """Global rules first, then channels by name; types in P_S row order."""
+    scope, name = key
+    rank = TYPES.index(FilterType(name))
+    return (scope is not None, (scope or "").encode("utf-8"), rank)
