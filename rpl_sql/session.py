@@ -1,0 +1,231 @@
+"""A client session of one replica server (a warehouse): text in, one Delta commit per statement out.
+
+>>> import rpl_sql, tempfile
+>>> s = rpl_sql.connect(tempfile.mkdtemp())
+>>> _ = s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h1' FOR CHANNEL 'ch1'")
+>>> _ = s.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB=(db1) FOR CHANNEL 'ch1'")
+>>> [r[:4] for r in s.filters()]
+[('ch1', 'REPLICATE_DO_DB', 'db1', 'CHANGE_REPLICATION_FILTER_FOR_CHANNEL')]
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from . import performance_schema as pfs
+from . import server
+from .errors import MySQLError, Warning
+from .evaluate import Decision, Event
+from .parser import parse
+from .startup import StartupOptions, parse_startup, read_option_file
+from .state import ServerState
+from .statements import OtherSQL, ShowReplicationFilterHistory, Statement
+from .store import DeltaStore
+
+DEFAULT_WAREHOUSE = "rpl_warehouse"
+WAREHOUSE_ENV = "RPL_SQL_WAREHOUSE"
+
+HISTORY_COLUMNS = ("VERSION", "COMMITTED_AT", "CHANNEL_NAME", "FILTER_NAME", "FILTER_RULE", "PREVIOUS_RULE",
+                   "CONFIGURED_BY", "OPERATION", "STATEMENT")
+
+
+def resolve_warehouse(warehouse: str | os.PathLike | None) -> str:
+    """The explicit path, else $RPL_SQL_WAREHOUSE, else ./rpl_warehouse."""
+    return os.fspath(warehouse or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE)
+
+
+def now_micros() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass
+class Result:
+    """What one statement returned: rows for SHOW-like statements, warnings, and the Delta version written."""
+
+    statement: Statement
+    columns: tuple[str, ...] = ()
+    rows: list[tuple] = field(default_factory=list)
+    warnings: tuple[Warning, ...] = ()
+    version: int | None = None  # the Delta commit of this statement; None if nothing changed
+    dataframe: Any = None  # Spark DataFrame for ordinary SQL queries
+
+    @property
+    def has_rows(self) -> bool:
+        return bool(self.columns)
+
+
+class Session:
+    """One client of a replica server whose state lives in Delta tables under `warehouse`.
+
+    Control-plane statements never start Spark. Ordinary SQL needs a SparkSession: pass `spark`, or
+    `spark="auto"` to start a local one the first time a statement needs it.
+    """
+
+    def __init__(self, warehouse: str | os.PathLike | None = None, *, spark: Any = None,
+                 clock: Callable[[], int] = now_micros):
+        self.warehouse = resolve_warehouse(warehouse)
+        self.store = DeltaStore(self.warehouse)
+        self._spark = spark
+        self._clock = clock
+        self._on_change: list[Callable[[ServerState], None]] = []
+        self.surface = None  # the SparkSurface, once registered in a SparkSession
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def state(self) -> ServerState:
+        """The current committed state (read fresh from Delta)."""
+        return self.store.load().state
+
+    def refresh(self) -> ServerState:
+        """Re-read the state (another process may have committed) and rebuild the Spark views/functions."""
+        state = self.state
+        for cb in self._on_change:
+            cb(state)
+        return state
+
+    def on_change(self, callback: Callable[[ServerState], None]) -> None:
+        """Call `callback(state)` after every commit this session makes (the Spark surface refreshes)."""
+        self._on_change.append(callback)
+
+    def _changed(self, version: int | None) -> None:
+        if version is not None and self._on_change:
+            state = self.state
+            for cb in self._on_change:
+                cb(state)
+
+    def _metadata(self, operation: str, text: str) -> dict[str, str]:
+        try:
+            user = getpass.getuser()
+        except Exception:  # no passwd entry in some containers
+            user = ""
+        return {"operation": operation, "statement": text, "user": user}
+
+    # ------------------------------------------------------------ statements
+
+    def execute(self, text: str) -> list[Result]:
+        """Run a script; every statement is parsed before any runs, and it stops at the first error."""
+        return list(self.run(text))
+
+    def run(self, text: str) -> Iterator[Result]:
+        """Like `execute`, yielding each result as its statement completes."""
+        for stmt in parse(text):
+            yield self.execute_statement(stmt)
+
+    def execute_statement(self, stmt: Statement) -> Result:
+        if isinstance(stmt, OtherSQL):
+            return self._spark_sql(stmt)
+        if isinstance(stmt, ShowReplicationFilterHistory):
+            return self._history(stmt)
+        now = self._clock()
+
+        def step(state: ServerState):
+            out = server.execute(state, stmt, now, self._applier_status(state))
+            return out.state, out
+
+        outcome, version = self.store.transact(step, self._metadata(type(stmt).__name__, stmt.text))
+        self._changed(version)
+        res = outcome.result
+        return Result(stmt, res.columns if res else (), list(res.rows) if res else [], outcome.warnings, version)
+
+    def sql(self, text: str):
+        """Run a script mixing replication statements and Spark SQL; return the last statement's DataFrame.
+
+        Replication statements that return rows (SHOW ...) come back as DataFrames too; the others as an
+        empty DataFrame. Views and functions reflect each statement before the next one runs.
+        """
+        spark = self.spark
+        last = None
+        for result in self.run(text):
+            last = result
+        if last is None:
+            return None
+        if last.dataframe is not None:
+            return last.dataframe
+        from .sparkframes import result_frame
+
+        return result_frame(spark, last)
+
+    def _applier_status(self, state: ServerState) -> dict | None:
+        """Hook for the pipeline: per-channel positions shown by SHOW REPLICA STATUS."""
+        return None
+
+    def _history(self, stmt: ShowReplicationFilterHistory) -> Result:
+        rows = [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
+                 c.configured_by, c.operation, c.statement)
+                for c in self.store.filter_changes(stmt.channel, stmt.limit)]
+        return Result(stmt, HISTORY_COLUMNS, rows)
+
+    def _spark_sql(self, stmt: OtherSQL) -> Result:
+        spark = self.spark
+        df = spark.sql(stmt.text)
+        return Result(stmt, tuple(df.columns), [], (), None, df)
+
+    @property
+    def spark(self):
+        """The SparkSession, started on first use when the session was made with spark='auto'."""
+        if self._spark == "auto" or self._spark is None:
+            from .spark import attach
+            attach(self)
+        return self._spark
+
+    def _set_spark(self, spark: Any) -> None:
+        self._spark = spark
+
+    # ------------------------------------------------------------ start-up
+
+    def start(self, options: Iterable[str] = (), *, defaults_file: str | os.PathLike | None = None,
+              lower_case_table_names: int | None = None) -> list[Warning]:
+        """Start the server: rebuild filters from `--replicate-*` options and the channel catalog (spec §8).
+
+        Statement-made filters are dropped, counters restart, threads are stopped. Raises StartupError
+        (nothing persisted) on a malformed option. Returns MySQL's start-up warnings.
+        """
+        file_options = read_option_file(defaults_file) if defaults_file else []
+        opts = list(options)
+        if lower_case_table_names is not None:
+            opts.append(f"--lower-case-table-names={lower_case_table_names}")
+        parsed: StartupOptions = parse_startup(opts, file_options)
+        now = self._clock()
+
+        def step(state: ServerState):
+            out = server.start(state, parsed, now)
+            return out.state, out
+
+        outcome, version = self.store.transact(step, self._metadata("START", " ".join(parsed.raw)))
+        self._changed(version)
+        return list(outcome.warnings)
+
+    # ------------------------------------------------------------ the applier's decisions
+
+    def apply_events(self, channel: str, events: Iterable[Event]) -> list[Decision]:
+        """Decide events as `channel`'s applier and add the hits to COUNTER, in one commit."""
+        events = list(events)
+
+        def step(state: ServerState):
+            return server.apply_events(state, channel, events)
+
+        decisions, version = self.store.transact(step, self._metadata("APPLY", f"{len(events)} events on '{channel}'"))
+        self._changed(version)
+        return decisions
+
+    # ------------------------------------------------------------ what P_S shows
+
+    def filters(self) -> list[tuple]:
+        """Rows of performance_schema.replication_applier_filters."""
+        return pfs.applier_filters(self.state)
+
+    def global_filters(self) -> list[tuple]:
+        """Rows of performance_schema.replication_applier_global_filters."""
+        return pfs.applier_global_filters(self.state)
+
+
+def connect(warehouse: str | os.PathLike | None = None, *, spark: Any = None) -> Session:
+    """Open a session on the replica server kept under `warehouse` (default ./rpl_warehouse)."""
+    return Session(warehouse, spark=spark)
+
+
+__all__ = ["Session", "Result", "connect", "MySQLError"]
