@@ -1,0 +1,85 @@
+"""The Spark surface: performance_schema views and compiled SQL functions in a SparkSession.
+
+>>> session = rpl_sql.register(spark, "/path/to/warehouse")  # doctest: +SKIP
+>>> spark.sql("SELECT * FROM replication_applier_filters").show()  # doctest: +SKIP
+>>> spark.sql("SELECT count_if(should_apply(channel, db, tbl)) FROM events").show()  # doctest: +SKIP
+
+After every statement the session commits, the views and functions are rebuilt from the new state;
+`Session.refresh()` picks up commits made by other processes.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import performance_schema as pfs
+from .state import ServerState
+
+FILTERS_VIEW = "replication_applier_filters"
+GLOBAL_FILTERS_VIEW = "replication_applier_global_filters"
+CHANNELS_VIEW = "rpl_sql_channels"
+CHANNELS_SCHEMA = ("CHANNEL_NAME STRING NOT NULL, CONFIGURED BOOLEAN NOT NULL, SOURCE_HOST STRING, "
+                   "SOURCE_PORT BIGINT, SOURCE_USER STRING, IO_RUNNING BOOLEAN NOT NULL, "
+                   "SQL_RUNNING BOOLEAN NOT NULL, GROUP_REPLICATION BOOLEAN NOT NULL")
+
+
+def channel_rows(state: ServerState) -> list[tuple]:
+    """rpl_sql_channels: every channel, configured or not (MySQL shows only configured ones)."""
+    return [(c.name, c.configured, c.option("SOURCE_HOST"), c.option("SOURCE_PORT"), c.option("SOURCE_USER"),
+             c.io_running, c.sql_running, c.is_gr) for c in state.channels]
+
+
+VIEWS: dict[str, tuple[str, Callable[[ServerState], list[tuple]]]] = {
+    FILTERS_VIEW: (pfs.FILTERS_SCHEMA, pfs.applier_filters),
+    GLOBAL_FILTERS_VIEW: (pfs.GLOBAL_FILTERS_SCHEMA, pfs.applier_global_filters),
+    CHANNELS_VIEW: (CHANNELS_SCHEMA, channel_rows),
+}
+
+
+class SparkSurface:
+    """Keeps one SparkSession's views and functions equal to a state; re-creates functions only on change."""
+
+    def __init__(self, spark: Any):
+        self.spark = spark
+        self._functions: tuple[str, ...] = ()
+        self.encoding = ""
+
+    def refresh(self, state: ServerState) -> None:
+        for name, (schema, rows) in VIEWS.items():
+            self.spark.createDataFrame(rows(state), schema).createOrReplaceTempView(name)
+        from .compile import compile_functions
+
+        compiled = compile_functions(state)
+        if compiled.statements != self._functions:
+            for text in compiled.statements:
+                self.spark.sql(text)
+            self._functions = compiled.statements
+            self.encoding = compiled.encoding
+
+
+def register(spark: Any, warehouse: Any = None, session: Any = None):
+    """Register views and functions of the warehouse's state in `spark`; return the Session to use."""
+    from .session import Session
+
+    if session is None:
+        session = Session(warehouse, spark=spark)
+    else:
+        session._set_spark(spark)
+    surface = SparkSurface(spark)
+    session.surface = surface
+    session.on_change(surface.refresh)
+    surface.refresh(session.state)
+    return session
+
+
+def attach(session) -> None:
+    """Give a session its Spark side: the active SparkSession, else a new local one."""
+    spark = session._spark if session._spark not in (None, "auto") else None
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    if spark is None:
+        from .sparkenv import local_spark
+
+        spark = local_spark()
+    register(spark, session=session)
