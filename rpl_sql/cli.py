@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Iterable, TextIO
 
 from .errors import MySQLError, StartupError
-from .parser import parse_statement, split_statements
+from .parser import parse_statement, split_statements, strip_vertical
 from .session import Result, Session
 from .startup import is_startup_option
 
@@ -71,10 +71,7 @@ class Shell:
         try:
             items = []
             for stmt_text, line in split_statements(text):
-                vertical = stmt_text.rstrip().endswith("\\G")
-                if vertical:
-                    stmt_text = stmt_text.rstrip()[:-2].rstrip()
-                items.append((parse_statement(stmt_text, line), vertical))
+                items.append((parse_statement(strip_vertical(stmt_text), line), stmt_text.endswith("\\G")))
         except MySQLError as e:
             self.error(e)
             return False

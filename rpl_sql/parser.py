@@ -99,6 +99,7 @@ _SCAN = re.compile(r"""
   | (?P<versioned> /\*!(?P<version>[0-9]{5})? )
   | (?P<close> \*/ )
   | (?P<semi> ; )
+  | (?P<vertical> \\G )
   | (?P<word> [^\x00-#%-/:-@\[-\^`{-\x7f]+ )     # as the grammar's names
   | (?P<space> [\ \t\n\r\f\v]+ )
   | (?P<other> . )
@@ -130,7 +131,7 @@ def _pieces(text: str):
 
 
 def split_statements(text: str) -> list[tuple[str, int]]:
-    """Split a script on ';' outside quotes and comments.
+    """Split a script on ';' (or the mysql client's ``\\G``, kept on the text) outside quotes and comments.
 
     Returns (statement text, 1-based script line where it starts). Leading comments and
     surrounding whitespace are not part of a statement, so its line is that of its first
@@ -150,6 +151,11 @@ def split_statements(text: str) -> list[tuple[str, int]]:
 
     for kind, s, e in _pieces(text):
         if kind == "semi":
+            flush()
+            start = None
+        elif kind == "vertical":
+            if start is not None:
+                end = e
             flush()
             start = None
         elif kind == "space" or (kind == "comment" and start is None):
@@ -453,4 +459,9 @@ def parse_statement(text: str, line: int = 1) -> Statement:
 
 def parse(text: str) -> list[Statement]:
     """A whole script, all or nothing: the first bad replication statement raises."""
-    return [parse_statement(stmt, line) for stmt, line in split_statements(text)]
+    return [parse_statement(strip_vertical(stmt), line) for stmt, line in split_statements(text)]
+
+
+def strip_vertical(text: str) -> str:
+    """A statement without the ``\\G`` terminator that asks the shell for vertical output."""
+    return text[:-2].rstrip() if text.endswith("\\G") else text
