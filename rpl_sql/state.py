@@ -20,6 +20,19 @@ def is_gr_channel(name: str) -> bool:
 
 
 @dataclass(frozen=True)
+class ApplierPosition:
+    """How far a channel's applier (`rpl_sql.apply`) got: mysql.slave_relay_log_info plus the GTIDs it executed.
+
+    Kept in the state so one commit moves the position and the COUNTERs together (the crash-safety anchor).
+    """
+
+    seq: int = 0  # last events.seq processed (applied or ignored); 0 = nothing yet
+    executed_gtid_set: str = ""  # every processed transaction's GTID, compact ('uuid:1-100' / 'domain-server-seq')
+    source_log_file: str = ""  # binlog file and end position of that event (Relay_Source_Log_File, Exec_Source_Log_Pos)
+    source_log_pos: int = 0
+
+
+@dataclass(frozen=True)
 class Channel:
     """A replication channel: its source options, thread flags and own filter object."""
 
@@ -28,6 +41,7 @@ class Channel:
     io_running: bool = False
     sql_running: bool = False
     filters: Filters = field(default_factory=Filters)
+    applier: ApplierPosition = field(default_factory=ApplierPosition)
 
     @property
     def configured(self) -> bool:
