@@ -1,0 +1,211 @@
+"""The `%rpl_sql` magic: in-process without Spark (control-plane statements only), and
+tests/notebooks/demo.ipynb executed by a real Jupyter kernel (this interpreter) with nbclient.
+
+The kernel starts its own local Spark (a separate process), loads `%load_ext rpl_sql.magic` and runs `%%rpl_sql`
+cells; the test checks the outputs against the Python API and the reference evaluator.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK = Path(__file__).parent / "notebooks" / "demo.ipynb"
+KERNEL = "rpl-sql-test"
+
+
+@pytest.fixture
+def kernel_env(tmp_path, monkeypatch):
+    """A kernelspec for sys.executable in tmp, and an env that keeps Jupyter, IPython and Spark state in tmp."""
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    prefix = tmp_path / "jupyter"
+    proc = subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix),
+                           "--name", KERNEL, "--display-name", "rpl_sql test"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    import pyspark_rpl_sql
+
+    paths = [str(Path(pyspark_rpl_sql.__file__).resolve().parent)] + \
+        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {
+        "JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "RPL_SQL_WAREHOUSE": str(tmp_path / "wh"),
+        "RPL_SQL_DRIVER_MEMORY": "1g",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(paths),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+        monkeypatch.delenv(k, raising=False)
+    return nbclient, tmp_path
+
+
+def _text(output: dict) -> str:
+    if output["output_type"] == "stream":
+        return output["text"]
+    if output["output_type"] == "error":
+        return "\n".join(output["traceback"])
+    data = output.get("data", {})
+    return data.get("text/html", "") + data.get("text/plain", "")
+
+
+@pytest.mark.spark
+def test_demo_notebook(kernel_env):
+    import nbformat
+
+    from rpl_sql import MySQLError, Session
+    from rpl_sql.evaluate import RowEvent, decide, rewrite_db
+
+    nbclient, tmp = kernel_env
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = nbclient.NotebookClient(nb, kernel_name=KERNEL, timeout=600, startup_timeout=180,
+                                     resources={"metadata": {"path": str(tmp)}})
+    t0 = time.monotonic()
+    client.execute()
+    print(f"notebook executed in {time.monotonic() - t0:.1f} s")
+
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for c in code:
+        errors = [o for o in c.outputs if o["output_type"] == "error"]
+        if "raises-exception" in c.metadata.get("tags", []):
+            assert errors, f"cell should have failed:\n{c.source}"
+        else:
+            assert not errors, "\n".join(_text(o) for o in errors)
+
+    setup, view, events, decisions, status, failing = (code[i] for i in (2, 3, 4, 5, 6, 7))
+    # configuration cell: each statement reported, the deprecated syntax warned on stderr
+    streams = {name: "".join(o["text"] for o in setup.outputs if o.get("name") == name)
+               for name in ("stdout", "stderr")}
+    assert streams["stdout"].count("Query OK, 0 rows affected") == 5
+    assert "Warning (Code 1287): 'CHANGE MASTER' is deprecated" in streams["stderr"]
+
+    from deltalake import DeltaTable
+
+    from rpl_sql.performance_schema import applier_filters
+    from rpl_sql.store import state_from_table
+
+    session = Session(str(tmp / "wh"))
+    # the state the middle cells saw: the failing cell made exactly one commit after them
+    version = session.store.version() - 1
+    state = state_from_table(DeltaTable(session.store.state_path, version=version).to_pyarrow_table())
+    # the view cell shows the P_S rows (HTML table of the returned pandas DataFrame)
+    (result,) = [o for o in view.outputs if o["output_type"] == "execute_result"]
+    html = result["data"]["text/html"]
+    assert html.count("</tr>") == 1 + len(applier_filters(state))  # header row + one per filter
+    for ch, name, rule, by, *_ in applier_filters(state):
+        for value in (ch, name, rule, by):
+            assert value.replace("'", "&#x27;") in html or value in html
+
+    # should_apply / rewrite_db in Spark agree with the reference evaluator
+    printed = "".join(o["text"] for o in decisions.outputs if o.get("name") == "stdout")
+    rows = json.loads(printed)
+    assert [r["id"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    for r in rows:
+        filters = state.channel(r["channel"]).filters
+        expected = decide(filters, RowEvent(r["db"], r["tbl"]), state.lower_case_table_names, state.filter_mode)
+        assert r["applied"] is expected.apply, r
+        assert r["target_db"] == rewrite_db(filters, r["db"], state.lower_case_table_names), r
+    assert [r["applied"] for r in rows] == [True, False, False, True, True, True]
+
+    # line magic value: SHOW REPLICA STATUS as a pandas DataFrame
+    (result,) = [o for o in status.outputs if o["output_type"] == "execute_result"]
+    plain = result["data"]["text/plain"]
+    assert "source-2" in plain and "3307" in plain and "(legacy,sales)" in plain
+
+    # the failing cell: first statement ran, the error shown MySQL-style, nothing after it ran
+    (error,) = [o for o in failing.outputs if o["output_type"] == "error"]
+    with pytest.raises(MySQLError) as raised:
+        session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (x) FOR CHANNEL 'nope'")
+    e = raised.value
+    assert error["traceback"] == [f"ERROR {e.code} ({e.sqlstate}): {e.message}"]
+    assert re.match(r"ERROR \d+ \([0-9A-Z]{5}\): ", error["traceback"][0])
+    assert "Query OK" in "".join(o["text"] for o in failing.outputs if o.get("name") == "stdout")
+    ch2 = {r[1]: r[2] for r in session.filters() if r[0] == "ch2"}
+    assert ch2.get("REPLICATE_IGNORE_DB") == "scratch" and "REPLICATE_DO_DB" not in ch2
+
+
+# ---------------------------------------------------------------- in-process, no Spark
+
+
+@pytest.fixture
+def ipython(monkeypatch):
+    """A plain IPython shell with the extension loaded; Spark is kept out (no active session is looked up)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import rpl_sql.magic
+    import rpl_sql.sparkenv
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("a control-plane cell must not start Spark")
+
+    monkeypatch.setattr(rpl_sql.magic, "_active_spark", lambda: None)
+    monkeypatch.setattr(rpl_sql.sparkenv, "local_spark", no_spark)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "rpl_sql.magic")
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+def test_split_options():
+    from rpl_sql.magic import split_options
+
+    assert split_options("--warehouse '/a b' --max-rows=5 SHOW REPLICA STATUS") == (
+        {"warehouse": "/a b", "max-rows": "5"}, " SHOW REPLICA STATUS")
+    assert split_options("SELECT 1 -- --warehouse x") == ({}, "SELECT 1 -- --warehouse x")
+
+
+def test_magic_control_plane(ipython, tmp_path, capsys):
+    from rpl_sql import MySQLError, Session
+    from rpl_sql.magic import StatementError
+    from rpl_sql.session import HISTORY_COLUMNS
+
+    wh = tmp_path / "wh"
+    ipython.user_ns["b"] = "NOT EXPANDED"
+    res = ipython.run_cell(f"""%%rpl_sql --warehouse {wh}
+CHANGE REPLICATION SOURCE TO SOURCE_HOST='h1' FOR CHANNEL 'ch1';
+CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1) FOR CHANNEL 'ch1';
+CHANGE MASTER TO MASTER_PORT = 3307 FOR CHANNEL 'ch1';
+""")
+    assert res.success and res.result is None
+    out = capsys.readouterr()
+    assert out.out.count("Query OK") == 3
+    assert "Warning (Code 1287)" in out.err
+
+    # line magic: no $/{} expansion; the value is a pandas DataFrame, --max-rows limits it
+    frame = ipython.run_line_magic("rpl_sql", f"--warehouse={wh} --max-rows 1 "
+                                   "CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = (`a$b`, `{b}`) FOR CHANNEL 'ch1';"
+                                   "SHOW REPLICATION FILTER HISTORY")
+    assert tuple(frame.columns) == HISTORY_COLUMNS and len(frame) == 1
+    assert frame["FILTER_RULE"][0] == "a$b,{b}"
+    assert "(showing the first 1 rows)" in capsys.readouterr().out
+
+    # a MySQL error: earlier statements committed, the cell fails with `ERROR code (state): message`
+    version = Session(str(wh)).store.version()
+    res = ipython.run_cell(f"""%%rpl_sql --warehouse {wh}
+CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db2) FOR CHANNEL 'ch1';
+START REPLICA FOR CHANNEL 'nope';
+CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db3) FOR CHANNEL 'ch1';
+""")
+    err = res.error_in_exec
+    assert isinstance(err, StatementError) and isinstance(err, MySQLError)
+    assert err._render_traceback_() == [f"ERROR {err.code} ({err.sqlstate}): {err.message}"]
+    assert Session(str(wh)).store.version() == version + 1
+    assert ("ch1", "REPLICATE_DO_DB", "db2") in [r[:3] for r in Session(str(wh)).filters()]
+
+    # a syntax error runs nothing
+    res = ipython.run_cell(f"%%rpl_sql --warehouse {wh}\n"
+                           "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (x);\nCHANGE REPLICATION FILTER OOPS")
+    assert res.error_in_exec.code == 1064
+    assert Session(str(wh)).store.version() == version + 1

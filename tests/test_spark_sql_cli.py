@@ -1,0 +1,301 @@
+"""`rpl-sql --export-sql` in the real `spark-sql` shell, and the `rpl_sql` data source behind its views.
+
+The CLI scenario costs two spark-sql starts (~20-40 s each): one run checks the views and functions against the
+Python API and the reference evaluator; after a change made with the Python API, a second run of the same script
+shows the views live and the functions still the exported snapshot.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rpl_sql import Session
+from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef, decide, rewrite_db
+from rpl_sql.export import harden, sql_string
+
+# Hostile names: quote, `;`, backslash, unicode (BMP and not), `$`, and `${...}` (CLI variable syntax).
+SETUP = r"""
+CHANGE REPLICATION SOURCE TO SOURCE_HOST='h1' FOR CHANNEL 'ch1';
+CHANGE REPLICATION SOURCE TO SOURCE_HOST='h;2' FOR CHANNEL 'c;h\'2';
+CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1, `we;ird'db`, `back\slash`, `ünï€😀`, `${env:HOME}`, `a$b`),
+    REPLICATE_WILD_IGNORE_TABLE = ('db1.tmp%', 'db1.a\\_b%', 'we;ird\'db.x;%') FOR CHANNEL 'ch1';
+CHANGE REPLICATION FILTER REPLICATE_IGNORE_TABLE = (`db;x`.`t'1`),
+    REPLICATE_REWRITE_DB = ((`s;rc`, `dst'db`)) FOR CHANNEL 'c;h\'2';
+CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = (mysql);
+"""
+HOME = os.path.expanduser("~")
+ROW_EVENTS = [
+    ("ch1", "db1", "t1"), ("ch1", "db1", "tmp_x"), ("ch1", "db2", "t1"), ("ch1", "we;ird'db", "t"),
+    ("ch1", "we;ird'db", "x;y"), ("ch1", "back\\slash", "t"), ("ch1", "ünï€😀", "t"), ("ch1", "${env:HOME}", "t"),
+    ("ch1", HOME, "t"), ("ch1", "a$b", "t"), ("ch1", "db1", "a_bc"), ("ch1", "db1", "aXbc"),
+    ("c;h'2", "db;x", "t'1"), ("c;h'2", "s;rc", "t'1"), ("c;h'2", "s;rc", "t"), ("c;h'2", "mysql", "t"),
+    ("c;h'2", "x", "y"),
+]
+STATEMENT_EVENTS = [  # (channel, command, default_db, tables)
+    ("ch1", "INSERT", "db1", (TableRef(None, "t1"),)),
+    ("ch1", "UPDATE", "db2", (TableRef("db1", "tmp_1"),)),
+    ("c;h'2", "INSERT", "s;rc", (TableRef(None, "t'1"),)),
+    ("c;h'2", "CREATE_DB", "mysql", ()),
+]
+
+
+def spark_sql_env(tmp: Path) -> dict[str, str]:
+    """Env of a Spark JVM whose Python workers import this checkout's rpl_sql and pyspark_rpl_sql."""
+    import pyspark
+    import pyspark_rpl_sql
+
+    env = dict(os.environ)
+    # Spark lists `pyspark_*` modules with pkgutil.iter_modules(), blind to editable-install import hooks.
+    paths = [str(Path(pyspark_rpl_sql.__file__).resolve().parent)] + \
+        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(paths),
+               SPARK_LOCAL_IP="127.0.0.1", LC_ALL="C.UTF-8")
+    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+        env.pop(k, None)
+    return env
+
+
+def spark_sql_binary() -> Path:
+    import pyspark
+
+    binary = Path(pyspark.__file__).parent / "bin" / "spark-sql"
+    if not binary.exists():
+        pytest.skip(f"pyspark ships no {binary}")
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        pytest.skip("no Java runtime")
+    return binary
+
+
+def run_spark_sql(tmp: Path, init: Path, sections: list[tuple[str, str]]) -> dict[str, list[list[str]]]:
+    """Run `spark-sql -S -i init -e <queries>` and return each section's rows (tab-split stdout lines)."""
+    script = "".join(f"SELECT '@@{name}';\n{query};\n" for name, query in sections)
+    cmd = [str(spark_sql_binary()), "-S", "--master", "local[1]",
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
+           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+           "--conf", "spark.driver.memory=1g",
+           "--conf", f"spark.sql.warehouse.dir={tmp / 'spark-warehouse'}",
+           "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={tmp}",
+           "-i", str(init), "-e", script]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=tmp, env=spark_sql_env(tmp), capture_output=True, timeout=900)
+    out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8", errors="replace")
+    print(f"spark-sql run took {time.monotonic() - t0:.1f} s")
+    assert proc.returncode == 0, f"spark-sql failed ({proc.returncode}):\n{err[-5000:]}"
+    result: dict[str, list[list[str]]] = {}
+    current = None
+    for line in out.split("\n"):
+        if line.startswith("@@"):
+            current = result.setdefault(line[2:], [])
+        elif line and current is not None:
+            current.append(line.split("\t"))
+    assert list(result) == [name for name, _ in sections], out
+    return result
+
+
+def cell(v: object) -> str:
+    """A value as spark-sql prints it."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if hasattr(v, "strftime"):
+        return v.strftime("%Y-%m-%d %H:%M:%S.%f")
+    return str(v)
+
+
+def byte_order(rows):
+    return sorted(rows, key=lambda r: tuple(str(v).encode("utf-8") for v in r))
+
+
+def tables_sql(tables) -> str:
+    items = [f"named_struct('db', {'CAST(NULL AS STRING)' if t.db is None else sql_string(t.db)}, "
+             f"'name', {sql_string(t.name)}, 'updating', {str(t.updating).lower()})" for t in tables]
+    return f"array({', '.join(items)})" if items else \
+        "CAST(array() AS ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>)"
+
+
+FILTER_QUERY = ("SELECT CHANNEL_NAME, FILTER_NAME, FILTER_RULE, CONFIGURED_BY, "
+                "date_format(ACTIVE_SINCE, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), COUNTER "
+                "FROM replication_applier_filters ORDER BY CHANNEL_NAME, FILTER_NAME")
+
+
+def function_sections() -> list[tuple[str, str]]:
+    rows = ", ".join(f"({i}, {sql_string(c)}, {sql_string(d)}, {sql_string(t)})"
+                     for i, (c, d, t) in enumerate(ROW_EVENTS))
+    stmts = " UNION ALL ".join(
+        f"SELECT {i} AS i, should_apply_statement({sql_string(c)}, {sql_string(cmd)}, {sql_string(ddb)}, "
+        f"{tables_sql(tables)}) AS a" for i, (c, cmd, ddb, tables) in enumerate(STATEMENT_EVENTS))
+    return [
+        ("rows", f"SELECT i, should_apply(c, d, t), rewrite_db(c, d) FROM VALUES {rows} AS e(i, c, d, t) ORDER BY i"),
+        ("statements", f"SELECT i, a FROM ({stmts}) ORDER BY i"),
+    ]
+
+
+def expected_functions(state) -> tuple[list[list[str]], list[list[str]]]:
+    """What the reference evaluator says for ROW_EVENTS and STATEMENT_EVENTS on `state`."""
+    lctn, mode = state.lower_case_table_names, state.filter_mode
+    rows = []
+    for i, (c, d, t) in enumerate(ROW_EVENTS):
+        filters = state.channel(c).filters
+        rows.append([str(i), cell(decide(filters, RowEvent(d, t), lctn, mode).apply),
+                     cell(rewrite_db(filters, d, lctn))])
+    stmts = [[str(i), cell(decide(state.channel(c).filters, StatementEvent(cmd, ddb, tables), lctn, mode).apply)]
+             for i, (c, cmd, ddb, tables) in enumerate(STATEMENT_EVENTS)]
+    return rows, stmts
+
+
+@pytest.mark.spark
+def test_exported_script_in_spark_sql(tmp_path):
+    """Views equal the Python API's rows and are live; functions equal the reference and are a snapshot."""
+    wh = tmp_path / "wh"
+    session = Session(str(wh))
+    session.execute(SETUP)
+    before = session.state
+
+    # the CLI entry point writes the script (no Spark involved)
+    exported = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "--warehouse", str(wh), "--export-sql"],
+                              capture_output=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr.decode()
+    init = tmp_path / "rpl_init.sql"
+    init.write_bytes(exported.stdout)
+    text = exported.stdout.decode("utf-8")
+    assert "USING rpl_sql OPTIONS (path " + sql_string(str(wh.resolve())) in text
+    assert "CREATE OR REPLACE TEMPORARY FUNCTION should_apply" in text
+    code = [ln for ln in text.splitlines() if not ln.startswith("--")]
+    assert all(ln.isascii() and "${" not in ln for ln in code), "statements must be ASCII, without ${"
+
+    sections = [
+        ("filters", FILTER_QUERY),
+        ("global", "SELECT FILTER_NAME, FILTER_RULE, CONFIGURED_BY FROM replication_applier_global_filters"),
+        ("channels", "SELECT * FROM rpl_sql_channels ORDER BY CHANNEL_NAME"),
+        ("history", "SELECT count(*), count(DISTINCT VERSION) FROM rpl_sql_filter_history"),
+        ("describe", "DESCRIBE replication_applier_filters"),
+    ] + function_sections()
+    first = run_spark_sql(tmp_path, init, sections)
+
+    assert first["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
+    assert first["global"] == [[cell(v) for v in r[:3]] for r in session.global_filters()]
+    from rpl_sql.spark import channel_rows
+    assert first["channels"] == byte_order([[cell(v) for v in r] for r in channel_rows(before)])
+    changes = session.store.filter_changes()
+    assert first["history"] == [[str(len(changes)), str(len({c.version for c in changes}))]]
+    assert [[c.strip() for c in r[:2]] for r in first["describe"]] == [  # DESCRIBE pads its columns
+        ["CHANNEL_NAME", "string"], ["FILTER_NAME", "string"], ["FILTER_RULE", "string"],
+        ["CONFIGURED_BY", "string"], ["ACTIVE_SINCE", "timestamp"], ["COUNTER", "bigint"]]
+    rows, stmts = expected_functions(before)
+    assert first["rows"] == rows
+    assert first["statements"] == stmts
+    assert ROW_EVENTS[8][1] == HOME and rows[8][1] == "false"  # `${env:HOME}` stayed literal
+
+    # change the rules with the Python API; run the same (not re-exported) script again
+    session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db2) FOR CHANNEL 'ch1'")
+    assert decide(session.state.channel("ch1").filters, RowEvent("db2", "t1")).apply
+    second = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections()[:1])
+    assert second["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
+    assert ["ch1", "REPLICATE_DO_DB", "db2"] in [r[:3] for r in second["filters"]]  # live
+    assert second["rows"] == rows  # snapshot: still the rules of the export
+    # a fresh export carries the new rules
+    from rpl_sql.export import export_sql
+    assert export_sql(session) != text
+
+
+# ---------------------------------------------------------------- the data source, in-process
+
+
+@pytest.mark.spark
+def test_data_source_reads_live_state(spark, warehouse):
+    from rpl_sql import performance_schema as pfs
+    from rpl_sql.datasource import HISTORY_SCHEMA, DefaultSource
+    from rpl_sql.session import HISTORY_COLUMNS
+    from rpl_sql.spark import CHANNELS_SCHEMA, channel_rows
+    from pyspark.sql.types import StructType
+
+    spark.dataSource.register(DefaultSource)  # explicit: discovery depends on how rpl_sql was installed
+    session = Session(warehouse)
+    session.execute(SETUP)
+
+    def read(table):
+        return spark.read.format("rpl_sql").option("table", table).load(os.path.abspath(warehouse))
+
+    def local(dt):  # classic PySpark collects TIMESTAMP as naive local time
+        return dt.astimezone().replace(tzinfo=None)
+
+    df = read("filters")
+    assert df.schema == StructType.fromDDL(pfs.FILTERS_SCHEMA)
+    assert sorted(tuple(r) for r in df.collect()) == sorted(
+        (*r[:4], local(r[4]), r[5]) for r in session.filters())
+    assert read("global_filters").schema == StructType.fromDDL(pfs.GLOBAL_FILTERS_SCHEMA)
+    assert [tuple(r) for r in read("global_filters").collect()] == [
+        (*r[:3], local(r[3])) for r in session.global_filters()]
+    assert read("channels").schema == StructType.fromDDL(CHANNELS_SCHEMA)
+    assert sorted(tuple(r) for r in read("channels").collect()) == sorted(channel_rows(session.state))
+    history = read("filter_history")
+    assert history.schema == StructType.fromDDL(HISTORY_SCHEMA)
+    assert tuple(history.columns) == HISTORY_COLUMNS
+    assert history.count() == len(session.store.filter_changes())
+
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW ds_filters USING rpl_sql "
+              f"OPTIONS (path {sql_string(os.path.abspath(warehouse))}, table 'filters')")
+    session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db9) FOR CHANNEL 'ch1'")
+    assert spark.sql("SELECT FILTER_RULE FROM ds_filters WHERE CHANNEL_NAME = 'ch1' "
+                     "AND FILTER_NAME = 'REPLICATE_DO_DB'").collect()[0][0] == "db9"
+    with pytest.raises(Exception, match="table='nope'"):
+        read("nope").collect()
+
+
+# ---------------------------------------------------------------- literal hardening
+
+HOSTILE = ["a;b", "it's", 'dq"x', "back\\slash", "trail\\", "${env:HOME}", "$", "${system:java.version}",
+           "ünï€😀", "line\nbreak\n  -- not a comment; x", "tab\tx\r", "\x01ctl", "\\u0041 stays", "%_\\%\\_"]
+
+
+def naive_literal(value: str) -> str:
+    """How a generator typically writes a Spark SQL literal: only backslash and quote escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def test_sql_string_is_cli_safe():
+    for value in HOSTILE:
+        lit = sql_string(value)
+        assert lit.isascii() and "$" not in lit and ";" not in lit and "\n" not in lit, lit
+
+
+def test_harden_rewrites_literals_only():
+    stmt = "SELECT 'a;b$c\n-- x' AS `col;1`, \"ü\" -- keep ${x}; note\n/* multi\n -- line ${y} */ FROM t"
+    assert harden(stmt) == ("SELECT 'a\\u003bb\\u0024c\\n-- x' AS `col;1`, \"\\u00fc\" -- keep $ {x}; note\n"
+                            "/* multi\n- -- line $ {y} */ FROM t")
+    assert harden("SELECT '\\$', '\\;', 'it\\'s', r'a\\b$'") == \
+        "SELECT '\\u0024', '\\u003b', 'it\\'s', 'a\\\\b\\u0024'"
+    assert harden("SELECT '\\\\', 'x'") == "SELECT '\\\\', 'x'"
+    with pytest.raises(ValueError):
+        harden("SELECT 1 AS `${x}`")
+
+
+@pytest.mark.spark
+def test_hardened_literals_mean_the_same_to_spark(spark):
+    """Spark reads the hardened literal (variable substitution on) as the naive one without substitution."""
+    key = "spark.sql.variable.substitute"
+    old = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "false")
+        naive = [spark.sql(f"SELECT {naive_literal(v)}").collect()[0][0] for v in HOSTILE]
+        raw = spark.sql("SELECT r'a\\b$;'").collect()[0][0]
+        spark.conf.set(key, "true")
+        hardened = [spark.sql(harden(f"SELECT {naive_literal(v)}")).collect()[0][0] for v in HOSTILE]
+        direct = [spark.sql(f"SELECT {sql_string(v)}").collect()[0][0] for v in HOSTILE]
+        raw_hardened = spark.sql(harden("SELECT r'a\\b$;'")).collect()[0][0]
+        substituted = spark.sql(f"SELECT {naive_literal('${system:java.version}')}").collect()[0][0]
+    finally:
+        spark.conf.set(key, old)
+    assert naive == HOSTILE
+    assert hardened == HOSTILE
+    assert direct == HOSTILE
+    assert raw == raw_hardened == "a\\b$;"
+    assert substituted != "${system:java.version}"  # why literals must not carry a raw `$`
