@@ -56,6 +56,25 @@ class SparkSurface:
             self.encoding = compiled.encoding
 
 
+HISTORY_VIEW = "rpl_sql_filter_history"
+
+
+def _register_history_view(spark: Any, warehouse: str) -> None:
+    """The audit trail as a live view over the Delta log, through the `rpl_sql` data source.
+
+    Registered explicitly: Spark discovers `pyspark_rpl_sql` on its own only when the module is on a
+    plain sys.path entry, which an editable install is not.
+    """
+    import os
+
+    from .datasource import DefaultSource
+    from .export import sql_string
+
+    spark.dataSource.register(DefaultSource)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {HISTORY_VIEW} USING rpl_sql "
+              f"OPTIONS (path {sql_string(os.path.abspath(warehouse))}, table 'filter_history')")
+
+
 def register(spark: Any, warehouse: Any = None, session: Any = None):
     """Register views and functions of the warehouse's state in `spark`; return the Session to use."""
     from .session import Session
@@ -64,6 +83,7 @@ def register(spark: Any, warehouse: Any = None, session: Any = None):
         session = Session(warehouse, spark=spark)
     else:
         session._set_spark(spark)
+    _register_history_view(spark, session.warehouse)
     surface = SparkSurface(spark)
     session.surface = surface
     session.on_change(surface.refresh)

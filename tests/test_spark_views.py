@@ -60,3 +60,6 @@ def test_mixed_script_and_stale_refresh(spark, tmp_path):
     s.refresh()
     assert spark.sql("SELECT should_apply('ch1', 'db2', 't')").collect()[0][0] is True
     assert spark.sql("SELECT FILTER_RULE FROM replication_applier_filters").collect()[0][0] == "db2"
+    history = spark.sql("SELECT FILTER_RULE, PREVIOUS_RULE FROM rpl_sql_filter_history "
+                        "WHERE CHANNEL_NAME = 'ch1' ORDER BY VERSION DESC").collect()
+    assert [tuple(r) for r in history] == [("db2", "db1"), ("db1", None)]  # live: no refresh needed
