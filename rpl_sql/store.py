@@ -349,6 +349,13 @@ class DeltaStore:
         dt = self._open()
         return None if dt is None else dt.version()
 
+    def load_version(self, version: int) -> ServerState:
+        """The state as committed at `version` (time travel)."""
+        dt = self._open(version)
+        if dt is None:
+            raise FileNotFoundError(self.state_path)
+        return state_from_table(_read(dt))
+
     def load(self) -> Snapshot:
         """Read the latest state.
 

@@ -168,14 +168,12 @@ def test_register_views_and_functions_over_connect(connect_url):
     print(f"Connect client took {time.monotonic() - t0:.1f} s")
     assert out["session_class"].startswith("pyspark.sql.connect")
 
-    from deltalake import DeltaTable
-    from rpl_sql.store import state_from_table
 
     from rpl_sql.performance_schema import applier_filters
 
     session = Session(wh)
     # the state the views and functions were built from, before the client's later changes
-    before = state_from_table(DeltaTable(session.store.state_path, version=out["version"]).to_pyarrow_table())
+    before = session.store.load_version(out["version"])
     view = sorted(tuple(r) for r in out["view"])
     assert view == sorted((r[0], r[1], r[2], r[3], r[5]) for r in applier_filters(before))
     assert ("ch1", "REPLICATE_DO_DB", "db1,we;ird'db", "CHANGE_REPLICATION_FILTER_FOR_CHANNEL", 0) in view

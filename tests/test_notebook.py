@@ -91,15 +91,13 @@ def test_demo_notebook(kernel_env):
     assert streams["stdout"].count("Query OK, 0 rows affected") == 5
     assert "Warning (Code 1287): 'CHANGE MASTER' is deprecated" in streams["stderr"]
 
-    from deltalake import DeltaTable
 
     from rpl_sql.performance_schema import applier_filters
-    from rpl_sql.store import state_from_table
 
     session = Session(str(tmp / "wh"))
     # the state the middle cells saw: the failing cell made exactly one commit after them
     version = session.store.version() - 1
-    state = state_from_table(DeltaTable(session.store.state_path, version=version).to_pyarrow_table())
+    state = session.store.load_version(version)
     # the view cell shows the P_S rows (HTML table of the returned pandas DataFrame)
     (result,) = [o for o in view.outputs if o["output_type"] == "execute_result"]
     html = result["data"]["text/html"]
