@@ -3,6 +3,8 @@
     rpl-sql [--warehouse DIR] [--start [--replicate-*=...] [--defaults-file my.cnf]]
             [-i init.sql] [-e "statements" | -f file.sql] [-S]
             [--export-sql]
+    rpl-sql ingest [--channel NAME] ...    (binlog sources -> Delta events)
+    rpl-sql apply [--channel NAME] ...     (the applier: Delta events -> applied events)
 
 Control-plane statements never start Spark. Errors print `ERROR <code> (<sqlstate>): <message>` on
 stderr and make a non-interactive run exit 1. End a statement with `\\G` for vertical output.
@@ -172,6 +174,14 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["ingest"]:
+        from .ingest import main as ingest_main
+
+        return ingest_main(argv[1:])
+    if argv[:1] == ["apply"]:
+        from .apply import main as apply_main
+
+        return apply_main(argv[1:])
     rest, startup = split_startup_args(argv)
     args = build_parser().parse_args(rest)
     session = Session(args.warehouse, spark="auto")

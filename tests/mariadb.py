@@ -1,0 +1,247 @@
+"""Throwaway MariaDB servers for tests and benchmarks: real binlogs, no mocks.
+
+Each `MariaDBServer` gets its own data directory, socket and free TCP port, binlogs in MIXED format with
+`binlog_row_metadata=FULL` (row images carry column names), and a password-less `root@127.0.0.1` for TCP.
+It is always stopped (SHUTDOWN, then SIGKILL by pid) at teardown, even when the test failed.
+
+    >>> with MariaDBServer(tmp_path / "m1", server_id=1) as m:   # doctest: +SKIP
+    ...     m.execute("CREATE DATABASE d1")
+
+Fixtures (module-scoped, so a test file starts its servers once; `reset()` between tests):
+`mariadb` (one server) and `mariadb_pair` (two servers, for two channels). Without `mariadbd` on PATH or in
+/usr/sbin they skip with the reason; CI installs it with `apt-get install -y mariadb-server`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+try:
+    import pytest
+except ImportError:  # used by bench/ without pytest
+    pytest = None
+
+SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin"])
+SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
+# Small footprints: two servers and Spark share 2 cores; durability is irrelevant for throwaway data.
+LIGHT_OPTIONS = ("--innodb-buffer-pool-size=64M", "--innodb-log-file-size=32M", "--innodb-flush-log-at-trx-commit=2",
+                 "--sync-binlog=0", "--skip-innodb-doublewrite", "--max-connections=50",
+                 "--performance-schema=OFF")
+
+
+def binaries() -> tuple[str, str] | None:
+    """(mariadbd, mariadb-install-db) paths, or None when MariaDB is not installed."""
+    server = shutil.which("mariadbd", path=SEARCH_PATH) or shutil.which("mysqld", path=SEARCH_PATH)
+    install = shutil.which("mariadb-install-db", path=SEARCH_PATH) or \
+        shutil.which("mysql_install_db", path=SEARCH_PATH)
+    if not server or not install:
+        return None
+    return server, install
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_TEMPLATE: dict[str, Path] = {}
+
+
+def _installed_datadir(install: str, base: Path) -> Path:
+    """A freshly initialised data directory; later servers of the process copy the first one (saves ~3 s each)."""
+    key = install
+    template = _TEMPLATE.get(key)
+    if template is None or not template.exists():
+        template = base.parent / f"_mariadb_template_{os.getpid()}"
+        if template.exists():
+            shutil.rmtree(template)
+        log = base.parent / f"_mariadb_install_{os.getpid()}.log"
+        with open(log, "wb") as out:
+            rc = subprocess.call([install, "--no-defaults", f"--datadir={template}",
+                                  "--auth-root-authentication-method=normal", "--skip-test-db"],
+                                 stdout=out, stderr=subprocess.STDOUT)
+        if rc != 0:
+            raise RuntimeError(f"mariadb-install-db failed ({rc}), see {log}")
+        _TEMPLATE[key] = template
+    data = base / "data"
+    shutil.copytree(template, data)
+    return data
+
+
+class MariaDBServer:
+    """One mariadbd process on 127.0.0.1:<port>, binlog on, killed for sure by `stop()`."""
+
+    def __init__(self, base: str | os.PathLike, server_id: int = 1, extra_options: Iterable[str] = LIGHT_OPTIONS):
+        self.base = Path(base)
+        self.server_id = server_id
+        self.extra_options = tuple(extra_options)
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self.socket = str(self.base / "sock")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, timeout: float = 60.0) -> "MariaDBServer":
+        found = binaries()
+        if found is None:
+            raise RuntimeError("mariadbd is not installed (apt-get install -y mariadb-server)")
+        server, install = found
+        self.base.mkdir(parents=True, exist_ok=True)
+        first = not (self.base / "data").exists()
+        data = _installed_datadir(install, self.base) if first else self.base / "data"
+        # A socket path must stay under ~107 bytes; pytest's tmp paths can be long.
+        if len(self.socket) > 100:
+            self.socket = f"/tmp/mdb-{os.getpid()}-{self.server_id}-{free_port()}.sock"
+        for attempt in range(3):  # the free port can be taken between probe and bind
+            if first or attempt:
+                self.port = free_port()
+            args = [server, "--no-defaults", f"--datadir={data}", f"--port={self.port}",
+                    "--bind-address=127.0.0.1", f"--socket={self.socket}", f"--log-bin={self.base / 'binlog'}",
+                    f"--server-id={self.server_id}", "--binlog-format=MIXED", "--binlog-row-metadata=FULL",
+                    "--user=root", "--skip-name-resolve", f"--pid-file={self.base / 'mariadbd.pid'}",
+                    f"--log-error={self.base / 'error.log'}", *self.extra_options]
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True)
+            try:
+                self._wait_ready(timeout)
+                break
+            except RuntimeError:
+                self._kill()
+                if attempt == 2:
+                    raise
+        if first:
+            self.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''",
+                         "GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION",
+                         "FLUSH PRIVILEGES", "RESET MASTER", socket=True)
+        return self
+
+    def restart(self) -> "MariaDBServer":
+        """Stop and start on the same data directory and port (binlogs kept; a new binlog file begins)."""
+        self.stop()
+        return self.start()
+
+    def _wait_ready(self, timeout: float) -> None:
+        import pymysql
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mariadbd exited with {self.proc.returncode}: {self.error_log()[-2000:]}")
+            try:
+                pymysql.connect(unix_socket=self.socket, user="root", password="", connect_timeout=1).close()
+                return
+            except Exception:
+                time.sleep(0.1)
+        raise RuntimeError(f"mariadbd not ready after {timeout}s: {self.error_log()[-2000:]}")
+
+    def error_log(self) -> str:
+        try:
+            return (self.base / "error.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SHUTDOWN, wait a little, then SIGKILL by pid: a server never outlives its test."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.execute("SHUTDOWN", socket=True, timeout=5)
+            except Exception:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._kill()
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def __enter__(self) -> "MariaDBServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ SQL
+
+    def connect(self, database: str | None = None, socket: bool = False, timeout: int = 30, **kw: Any):
+        """A pymysql connection (autocommit on), over TCP as root@127.0.0.1 unless `socket`."""
+        import pymysql
+
+        where = {"unix_socket": self.socket} if socket else {"host": "127.0.0.1", "port": self.port}
+        return pymysql.connect(user="root", password="", database=database, autocommit=True,
+                               connect_timeout=timeout, read_timeout=600, write_timeout=600, **where, **kw)
+
+    def execute(self, *statements: str, database: str | None = None, socket: bool = False,
+                timeout: int = 30) -> list[tuple]:
+        """Run statements on one connection (one session: SET SESSION and USE carry over); last result rows."""
+        conn = self.connect(database, socket=socket, timeout=timeout)
+        try:
+            rows: list[tuple] = []
+            with conn.cursor() as cur:
+                for sql in statements:
+                    cur.execute(sql)
+                    rows = list(cur.fetchall()) if cur.description else []
+            return rows
+        finally:
+            conn.close()
+
+    def binlog_end(self) -> tuple[str, int]:
+        """(file, position) of the end of the binlog: where a complete ingest stops."""
+        rows = self.execute("SHOW MASTER STATUS")
+        return rows[0][0], int(rows[0][1])
+
+    def reset(self) -> None:
+        """Drop user databases and start a fresh binlog (RESET MASTER): the next test sees a clean source."""
+        dbs = [r[0] for r in self.execute("SHOW DATABASES") if r[0] not in SYSTEM_DBS]
+        self.execute("SET SESSION sql_log_bin=0", *[f"DROP DATABASE `{d}`" for d in dbs], "RESET MASTER")
+
+    def channel_sql(self, channel: str) -> str:
+        """The CHANGE REPLICATION SOURCE statement for a channel reading this server."""
+        return (f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={self.port}, "
+                f"SOURCE_USER='root' FOR CHANNEL '{channel}'")
+
+
+def _require():
+    if binaries() is None:
+        pytest.skip("mariadbd is not installed (CI: apt-get install -y mariadb-server)")
+
+
+if pytest is not None:
+    @pytest.fixture(scope="module")
+    def mariadb(tmp_path_factory):
+        """One running MariaDB server for the module; call `.reset()` for a clean binlog."""
+        _require()
+        server = MariaDBServer(tmp_path_factory.mktemp("mariadb"), server_id=101)
+        try:
+            yield server.start()
+        finally:
+            server.stop()
+
+    @pytest.fixture(scope="module")
+    def mariadb_pair(tmp_path_factory):
+        """Two running MariaDB servers (server ids 201, 202): sources of two channels."""
+        _require()
+        servers = [MariaDBServer(tmp_path_factory.mktemp(f"mariadb{i}"), server_id=200 + i) for i in (1, 2)]
+        try:
+            for s in servers:
+                s.start()
+            yield tuple(servers)
+        finally:
+            for s in servers:
+                s.stop()
