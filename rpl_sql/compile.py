@@ -1,0 +1,670 @@
+"""Compile a replica's filter state into Spark SQL functions that agree exactly with `evaluate.py`.
+
+The output is a list of `CREATE OR REPLACE TEMPORARY FUNCTION ... RETURN <expr>` texts. Spark inlines SQL
+functions into the plan, so no Python runs per row. Public functions (argument names are part of the API):
+
+* ``rewrite_db(channel_name, db_name)``
+* ``should_apply(channel_name, db_name, table_name)`` / ``filter_decided_by(...)`` -- row events (spec §6)
+* ``should_apply_statement(channel_name, command, default_db, tables)`` /
+  ``filter_decided_by_statement(...)`` -- statement events, via `evaluate.statement_event` (spec §5)
+
+NULL contract: unknown or NULL channel -> NULL (MySQL has no applier for it); NULL db_name -> NULL; NULL
+table_name -> NULL unless the database rules alone reject the row (then FALSE and their label, the
+three-valued answer); statements: NULL command = 'OTHER', NULL default_db = '', NULL tables = empty, a NULL
+element or element name in `tables` -> NULL, a NULL `updating` counts as false. Row events inside an XA
+transaction (MySQL stops the applier) and the P_S counters are out of scope: these are pure functions.
+
+Case folding (lower_case_table_names != 0): rule values are folded in Python with `rules.fold`, event names
+in SQL with the same per-character table (`translate`, `lower()` only for pure ASCII, where both agree), so
+folding is exact for every string. Channel names are matched with Spark's `lower()`.
+
+Encoding (the reason this module is long): every exact list is an `IN` list, which Spark turns into a
+hash lookup (InSet); the rewrite map is looked up only behind an InSet guard; a wildcard list becomes cheap
+exact forms (InSet on the db part, on the table part, on the key, on prefixes/suffixes of the key) plus a
+few trie-factored, anchored `RLIKE`s that run only when a cheap InSet guard says they may match. Channels
+are dispatched by a CASE over distinct filter configurations ("case") or, when there are many, through
+channel-keyed sets `concat(channel, SEP, value)` ("flat"), so the expression size does not grow with the
+channel count. Derived values (folded names, rewritten db, key) are passed as arguments of nested helper
+functions: Spark projects SQL-function arguments once per row in projections and aggregates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from .evaluate import (DATABASE_COMMANDS, DEFAULT, DROP_TEMPORARY_IF_EXISTS, EXEMPT, NO_UPDATED_TABLE, NONE,
+                       TRANSACTION, TRANSACTION_CONTROL, TRIGGER_NOT_FOUND)
+from .rules import FilterType as T, Filters, fold, fold_translation, like_tokens
+from .state import ServerState
+
+ANY, ONE = 0, 1  # wildcard tokens; a literal token is the 1-character string itself
+
+# decision codes shared by all functions: code -> decided_by label; TRUE_CODES are the applied ones
+LABELS = {
+    1: TRANSACTION, 2: T.DO_DB.value, 3: T.IGNORE_DB.value, 4: T.WILD_DO_TABLE.value,
+    5: T.WILD_IGNORE_TABLE.value, 6: DEFAULT, 7: TRIGGER_NOT_FOUND, 8: EXEMPT, 9: NO_UPDATED_TABLE,
+    10: T.DO_TABLE.value, 11: T.IGNORE_TABLE.value, 12: T.WILD_DO_TABLE.value, 13: T.WILD_IGNORE_TABLE.value,
+    14: DEFAULT, 15: DEFAULT, 16: T.DO_DB.value, 17: NONE, 18: NONE, 19: DEFAULT,
+}
+TRUE_CODES = (1, 4, 8, 10, 12, 14, 16, 17, 18, 19)
+ROW_TABLE_TRUE = (0, 10, 12, 14)  # table code 0: the channel has no table rules
+
+CASE_MAX_GROUPS = 4  # more distinct non-trivial filter configurations than this -> flat encoding
+REGEX_CHUNK = 12000  # max regex source chars per RLIKE (Spark embeds it in generated Java as a constant)
+MAP_CHUNK = 64  # max entries of one literal map (element_at scans maps linearly)
+MAX_LENGTH_GROUPS = 4  # distinct prefix/suffix lengths tested with left()/right() IN (...); the rest: regex
+STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
+_P = "rpl_sql__"  # prefix of the helper functions
+
+
+@dataclass(frozen=True)
+class CompiledFunctions:
+    """CREATE FUNCTION texts in dependency order, and which encoding was chosen and why."""
+
+    statements: tuple[str, ...]
+    encoding: str
+
+
+# ---------------------------------------------------------------- quoting: the only place text is escaped
+
+def sql_str(s: str) -> str:
+    """A Spark SQL string literal for `s` (default parser: backslash escapes). Used for every literal.
+
+    Quote and backslash are escaped, `$` (Spark's ${var} substitution runs on the raw text) and non-printable
+    characters become \\uXXXX (surrogate pairs above the BMP): nothing in a name can end the literal, start
+    a comment, or be substituted.
+    """
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "$":  # Spark substitutes ${var} in the SQL text before parsing
+            out.append("\\u0024")
+        elif ch.isprintable() and ch != "\u00a0":
+            out.append(ch)
+        else:
+            o = ord(ch)
+            if o > 0xFFFF:
+                o -= 0x10000
+                out.append("\\u%04x\\u%04x" % (0xD800 + (o >> 10), 0xDC00 + (o & 0x3FF)))
+            else:
+                out.append("\\u%04x" % o)
+    return "'" + "".join(out) + "'"
+
+
+def _rx_char(ch: str) -> str:
+    """One literal character in a java.util.regex pattern: ASCII letters/digits as is, others \\x{h}."""
+    if ch.isascii() and (ch.isalnum() or ch == "_"):
+        return ch
+    return "\\x{%x}" % ord(ch)
+
+
+def _sql_list(values: Iterable[str]) -> str:
+    return ", ".join(sql_str(v) for v in sorted(set(values)))
+
+
+def fold_sql(expr: str, lctn: int) -> str:
+    """SQL for rules.fold(expr, lctn): per-character simple lowercase, exactly as Python computes it."""
+    if not lctn:
+        return expr
+    src, dst = fold_translation()
+    return (f"CASE WHEN octet_length({expr}) = char_length({expr}) THEN lower({expr}) "
+            f"ELSE translate({expr}, {sql_str(src)}, {sql_str(dst)}) END")
+
+
+def _latin1(expr: str) -> str:
+    """The UTF-8 bytes of a string as ISO-8859-1 characters: regex `.` then matches one byte."""
+    return f"decode(encode({expr}, 'UTF-8'), 'ISO-8859-1')"
+
+
+# ---------------------------------------------------------------- LIKE patterns
+
+def _tokens(pattern: str, lctn: int) -> tuple:
+    """MySQL LIKE tokens exactly as rules._like_regex reads them, with runs of `%` collapsed."""
+    out: list = []
+    for kind, ch in like_tokens(fold(pattern, lctn)):
+        if kind == "any":
+            if not out or out[-1] != ANY:
+                out.append(ANY)
+        else:
+            out.append(ONE if kind == "one" else ch)
+    return tuple(out)
+
+
+def _lits(toks: Sequence) -> str | None:
+    """The literal text of a wildcard-free token run, else None."""
+    if all(isinstance(t, str) for t in toks):
+        return "".join(toks)
+    return None
+
+
+def _sub_form(toks: tuple) -> tuple:
+    """Classify a pattern over one dot-free name: ('exact', s), ('all',), ('prefix', p), ('suffix', s) need
+    no regex; ('regex',) otherwise."""
+    lit = _lits(toks)
+    if lit is not None:
+        return ("exact", lit)
+    if toks == (ANY,):
+        return ("all",)
+    if len(toks) >= 2 and toks[-1] == ANY and _lits(toks[:-1]) is not None:
+        return ("prefix", _lits(toks[:-1]))
+    if len(toks) >= 2 and toks[0] == ANY and _lits(toks[1:]) is not None:
+        return ("suffix", _lits(toks[1:]))
+    return ("regex",)
+
+
+def _trie_regex(seqs: Iterable[Sequence], byte_mode: bool) -> str:
+    """One anchored regex matching exactly the token sequences, factored as a trie (shared prefixes once).
+
+    byte_mode: literals become their UTF-8 bytes as latin-1 characters (subject is _latin1(key)), so `_`
+    (regex `.`) matches one byte as in MySQL's binary comparison.
+    """
+    root: dict = {}
+    for seq in seqs:
+        node = root
+        for t in seq:
+            if isinstance(t, str) and byte_mode:
+                for b in t.encode("utf-8"):
+                    node = node.setdefault(chr(b), {})
+            else:
+                node = node.setdefault(t, {})
+        node[None] = {}
+
+    def tok(t) -> str:
+        return ".*" if t == ANY else "." if t == ONE else _rx_char(t)
+
+    def emit(node: dict) -> str:
+        out = []
+        while True:  # chains of single children: no group needed
+            edges = [k for k in node if k is not None]
+            if len(edges) == 1 and None not in node:
+                out.append(tok(edges[0]))
+                node = node[edges[0]]
+                continue
+            break
+        edges = [k for k in node if k is not None]
+        if edges:
+            alts = [tok(k) + emit(node[k]) for k in edges]
+            body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+            if len(alts) == 1 and len(body) > 1:
+                body = "(?:" + body + ")"
+            out.append(body + ("?" if None in node else ""))
+        return "".join(out)
+
+    return "(?s)\\A(?:" + emit(root) + ")\\z"
+
+
+# ---------------------------------------------------------------- per-channel model
+
+@dataclass
+class _Chan:
+    """One channel's filters, folded and pre-combined (the rewrite is folded into the db lists)."""
+
+    name: str
+    lctn: int
+    do_db: bool
+    pass_db: frozenset  # has do_db: folded event dbs that pass (rewrite applied)
+    rej_db: frozenset  # only ignore_db: folded event dbs that are ignored
+    has_db_rules: bool
+    key_map: dict  # folded src -> folded dst (entries that change the key)
+    out_map: dict  # folded src -> dst as configured (entries that change rewrite_db's result)
+    dot: frozenset
+    igt: frozenset
+    wdo: tuple
+    wig: tuple
+    table_rules: bool
+    default_true: bool  # tables_verdict's DEFAULT verdict
+
+    @property
+    def trivial(self) -> bool:
+        return not (self.has_db_rules or self.table_rules or self.out_map or self.key_map)
+
+    def signature(self) -> tuple:
+        return (self.do_db, self.pass_db, self.rej_db, self.has_db_rules, tuple(sorted(self.key_map.items())),
+                tuple(sorted(self.out_map.items())), self.dot, self.igt, self.wdo, self.wig, self.table_rules, self.default_true)
+
+
+def _chan(name: str, f: Filters, lctn: int) -> _Chan:
+    raw: dict = {}
+    for src, dst in f.values(T.REWRITE_DB):
+        raw.setdefault(fold(src, lctn), dst)
+    key_map = {s: fold(d, lctn) for s, d in raw.items() if fold(d, lctn) != s}
+    out_map = {s: d for s, d in raw.items() if d != s}
+    do = frozenset(fold(v, lctn) for v in f.values(T.DO_DB))
+    ign = frozenset(fold(v, lctn) for v in f.values(T.IGNORE_DB))
+
+    def combined(lst: frozenset) -> frozenset:
+        return frozenset({d for d in lst if d not in raw} | {s for s, d in raw.items() if fold(d, lctn) in lst})
+
+    wdo = tuple(dict.fromkeys(_tokens(p, lctn) for p in f.values(T.WILD_DO_TABLE)))
+    wig = tuple(dict.fromkeys(_tokens(p, lctn) for p in f.values(T.WILD_IGNORE_TABLE)))
+    return _Chan(
+        name=name, lctn=lctn, do_db=bool(do), pass_db=combined(do) if do else frozenset(),
+        rej_db=combined(ign) if (ign and not do) else frozenset(), has_db_rules=bool(do or ign),
+        key_map=key_map, out_map=out_map,
+        dot=frozenset(fold(v, lctn) for v in f.values(T.DO_TABLE)),
+        igt=frozenset(fold(v, lctn) for v in f.values(T.IGNORE_TABLE)),
+        wdo=wdo, wig=wig, table_rules=f.table_rules_on,
+        default_true=not (f.values(T.DO_TABLE) or f.values(T.WILD_DO_TABLE)))
+
+
+class _Group:
+    """Channels evaluated by one CASE branch. Not flat: identical configurations, plain sets. Flat: any
+    channels; every set is keyed `channel SEP value` and per-channel constants become `c IN (...)`."""
+
+    def __init__(self, chans: list[_Chan], flat: bool, sep: str, c: str = "c"):
+        self.chans, self.flat, self.sep, self.c = chans, flat, sep, c
+        self.reps = chans if flat else chans[:1]
+        self.names = [ch.name for ch in chans]
+
+    @property
+    def dispatch(self) -> str:
+        return f"{self.c} IN ({_sql_list(self.names)})"
+
+    def keyed(self, expr: str) -> str:
+        return f"concat({self.c}, {sql_str(self.sep)}, {expr})" if self.flat else expr
+
+    def member(self, expr: str, pairs: Iterable[tuple[_Chan, str]]) -> str:
+        """`expr` is in the channel's set; pairs = (channel, value) for the representative channels."""
+        vals = [(ch.name + self.sep + v) if self.flat else v for ch, v in pairs]
+        if not vals:
+            return "false"
+        return f"{self.keyed(expr)} IN ({_sql_list(vals)})"
+
+    def cond(self, pred: Callable[[_Chan], bool]) -> str:
+        yes = [ch.name for ch in self.chans if pred(ch)]
+        if len(yes) == len(self.chans):
+            return "true"
+        if not yes:
+            return "false"
+        no = [ch.name for ch in self.chans if not pred(ch)]
+        if len(no) < len(yes):
+            return f"NOT {self.c} IN ({_sql_list(no)})"
+        return f"{self.c} IN ({_sql_list(yes)})"
+
+    def prefix_toks(self, ch: _Chan) -> tuple:
+        return tuple(ch.name + self.sep) if self.flat else ()
+
+
+def _or(parts: Iterable[str]) -> str:
+    parts = [p for p in parts if p != "false"]
+    if "true" in parts:
+        return "true"
+    if not parts:
+        return "false"
+    return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+
+
+def _and(parts: Iterable[str]) -> str:
+    parts = [p for p in parts if p != "true"]
+    if "false" in parts:
+        return "false"
+    if not parts:
+        return "true"
+    return parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")"
+
+
+def _case(branches: Iterable[tuple[str, str]], default: str | None = None) -> str:
+    """CASE WHEN ... with constant conditions folded away; default None = no ELSE (NULL)."""
+    whens = []
+    for cond, val in branches:
+        if cond == "false":
+            continue
+        if cond == "true":
+            default = val
+            break
+        whens.append((cond, val))
+    if not whens:
+        return default if default is not None else "NULL"
+    body = " ".join(f"WHEN {c} THEN {v}" for c, v in whens)
+    return f"CASE {body}" + (f" ELSE {default}" if default is not None else "") + " END"
+
+
+class _Compiler:
+    def __init__(self, state: ServerState, encoding: str | None):
+        self.lctn = state.lower_case_table_names
+        chans = [_chan(ch.name, ch.filters, self.lctn) for ch in state.channels if ch.name == ch.name.lower()]
+        self.chans = chans
+        used = "".join(ch.name for ch in chans)
+        self.sep = next(s for s in ["\u0001", "\u0002", "\u0003", "\u0004", "\u001f", "\ufffe", "\uffff"]
+                        + [chr(c) for c in range(0xE000, 0xF900)] if s not in used)
+        trivial = [ch for ch in chans if ch.trivial]
+        rest = [ch for ch in chans if not ch.trivial]
+        by_sig: dict = {}
+        for ch in rest:
+            by_sig.setdefault(ch.signature(), []).append(ch)
+        if encoding is None:
+            encoding = "case" if len(by_sig) <= CASE_MAX_GROUPS else "flat"
+            why = (f"{len(by_sig)} distinct non-trivial filter configurations "
+                   f"{'<=' if encoding == 'case' else '>'} {CASE_MAX_GROUPS}")
+        else:
+            why = "forced"
+        if encoding not in ("case", "flat"):
+            raise ValueError(f"unknown encoding {encoding!r}")
+        self.mode = encoding
+        if encoding == "case":
+            groups = [_Group(g, False, self.sep) for g in by_sig.values()]
+        else:
+            groups = [_Group(rest, True, self.sep)] if rest else []
+        if trivial:
+            groups.append(_Group(trivial, False, self.sep))
+        self.groups = groups
+        self.regexes = 0
+        self.why = why
+
+    # ---------------------------------------------------------------- expressions
+
+    def fold_sql(self, expr: str) -> str:
+        return fold_sql(expr, self.lctn)
+
+    def canon(self, arg: str = "channel_name") -> str:
+        """The channel as stored: exact match first (no lower() for already-lower names)."""
+        if not self.chans:
+            return "CAST(NULL AS STRING)"
+        return f"CASE WHEN {arg} IN ({_sql_list(ch.name for ch in self.chans)}) THEN {arg} ELSE lower({arg}) END"
+
+    def groups_for(self, c: str) -> list[_Group]:
+        return [_Group(g.chans, g.flat, g.sep, c) for g in self.groups]
+
+    def dispatch(self, body: Callable[[_Group], str], null_if: str | None = None, c: str = "c") -> str:
+        """CASE over the channel groups (channel expression `c`); unknown channel -> NULL."""
+        branches = [(null_if, "NULL")] if null_if else []
+        branches += [(g.dispatch, body(g)) for g in self.groups_for(c)]
+        return _case(branches)
+
+    def lookup(self, g: _Group, d: str, mapping: Callable[[_Chan], dict]) -> str:
+        """`CASE WHEN d IN (sources) THEN map[d] ELSE d END`: the map is scanned only for rewritten dbs."""
+        pairs = [(ch, s, v) for ch in g.reps for s, v in mapping(ch).items()]
+        if not pairs:
+            return d
+        guard = g.member(d, [(ch, s) for ch, s, _ in pairs])
+        if len({v for _, _, v in pairs}) == 1:
+            return f"CASE WHEN {guard} THEN {sql_str(pairs[0][2])} ELSE {d} END"
+        keyed = [((ch.name + self.sep + s) if g.flat else s, v) for ch, s, v in pairs]
+        return f"CASE WHEN {guard} THEN {self._map_get(g.keyed(d), keyed)} ELSE {d} END"
+
+    def _map_get(self, key: str, pairs: list[tuple[str, str]]) -> str:
+        def one(ps):
+            return "element_at(map(" + ", ".join(f"{sql_str(k)}, {sql_str(v)}" for k, v in ps) + f"), {key})"
+        if len(pairs) <= MAP_CHUNK:
+            return one(pairs)
+        buckets: dict = {}
+        for k, v in pairs:
+            buckets.setdefault(len(k.encode("utf-8")), []).append((k, v))
+        whens = []
+        for n, ps in sorted(buckets.items()):
+            ps.sort()
+            inner = [one(ps[i:i + MAP_CHUNK]) for i in range(0, len(ps), MAP_CHUNK)]
+            whens.append((f"octet_length({key}) = {n}", inner[0] if len(inner) == 1 else f"coalesce({', '.join(inner)})"))
+        return _case(whens)
+
+    def key_db(self, d: str, c: str = "c") -> str:
+        """The folded, rewritten database of a folded db `d` (the db part of table keys)."""
+        gs = [g for g in self.groups_for(c) if any(ch.key_map for ch in g.reps)]
+        if not gs:
+            return d
+        return _case([(g.dispatch, self.lookup(g, d, lambda ch: ch.key_map)) for g in gs], d)
+
+    def db_code(self, g: _Group, d: str) -> str:
+        """2 do_db miss, 3 ignore_db hit, 16 do_db hit, 17 ignore_db miss, 18 no db rules."""
+        if not g.flat:
+            ch = g.chans[0]
+            if ch.do_db:
+                return f"CASE WHEN {g.member(d, [(ch, v) for v in ch.pass_db])} THEN 16 ELSE 2 END"
+            if ch.has_db_rules:
+                return f"CASE WHEN {g.member(d, [(ch, v) for v in ch.rej_db])} THEN 3 ELSE 17 END"
+            return "18"
+        do = g.member(d, [(ch, v) for ch in g.reps for v in ch.pass_db])
+        ign = g.member(d, [(ch, v) for ch in g.reps for v in ch.rej_db])
+        return _case([(g.cond(lambda ch: ch.do_db), f"CASE WHEN {do} THEN 16 ELSE 2 END"),
+                      (ign, "3"), (g.cond(lambda ch: ch.has_db_rules), "17")], "18")
+
+    # ---------------------------------------------------------------- wildcard lists
+
+    def rx_parts(self, g: _Group, items: list, subject: str) -> list[str]:
+        """Chunked, trie-factored, anchored RLIKEs of (channel, tokens) over `subject` (exact, any tokens).
+
+        A chunk containing `_` under lower_case_table_names=0 matches the latin-1 view of the UTF-8 bytes."""
+        items = sorted(items, key=lambda it: (it[0].name, str(it[1])))
+        chunks, cur, size = [], [], 0
+        for ch, toks in items:
+            est = 4 * (len(toks) + (len(ch.name) + 1 if g.flat else 0)) + 8
+            if cur and size + est > REGEX_CHUNK:
+                chunks.append(cur)
+                cur, size = [], 0
+            cur.append((ch, toks))
+            size += est
+        if cur:
+            chunks.append(cur)
+        out = []
+        for chunk in chunks:
+            byte_mode = self.lctn == 0 and any(ONE in toks for _, toks in chunk)
+            rx = _trie_regex([g.prefix_toks(ch) + tuple(toks) for ch, toks in chunk], byte_mode)
+            subj = g.keyed(subject)
+            self.regexes += 1
+            out.append(f"{_latin1(subj) if byte_mode else subj} RLIKE {sql_str(rx)}")
+        return out
+
+    def key_match(self, g: _Group, items: list, key: str) -> str:
+        """Any pattern matches the whole key: exact keys by InSet, the rest by regex (rare paths only)."""
+        exact = [(ch, _lits(t)) for ch, t in items if _lits(t) is not None]
+        allc = {ch.name for ch, t in items if t == (ANY,)}
+        rest = [(ch, t) for ch, t in items if _lits(t) is None and t != (ANY,)]
+        return _or([g.cond(lambda c: c.name in allc), g.member(key, exact)] + self.rx_parts(g, rest, key))
+
+    def sub_match(self, g: _Group, items: list, subject: str) -> list[str]:
+        """Patterns over one dot-free name: InSet for exact names, left()/right() IN for prefixes/suffixes
+        (a few distinct lengths), one regex for the rest."""
+        exact, allc, rx = [], set(), []
+        fixes: dict = {"prefix": {}, "suffix": {}}
+        for ch, toks in items:
+            f = _sub_form(toks)
+            if f[0] == "exact":
+                exact.append((ch, f[1]))
+            elif f[0] == "all":
+                allc.add(ch.name)
+            elif f[0] == "regex":
+                rx.append((ch, toks))
+            else:
+                fixes[f[0]].setdefault(len(f[1]), []).append((ch, f[1], toks))
+        out = [g.cond(lambda c: c.name in allc), g.member(subject, exact)]
+        for kind, fn in (("prefix", "left"), ("suffix", "right")):
+            groups = fixes[kind]
+            for i, n in enumerate(sorted(groups, key=lambda n: (-len(groups[n]), n))):
+                if i < MAX_LENGTH_GROUPS:
+                    out.append(g.member(f"{fn}({subject}, {n})", [(ch, v) for ch, v, _ in groups[n]]))
+                else:
+                    rx += [(ch, toks) for ch, _, toks in groups[n]]
+        return out + self.rx_parts(g, rx, subject)
+
+    def fast_match(self, g: _Group, items: list, k: str, t: str, key: str, rich: bool) -> str:
+        """A wild list on a row whose db part `k` and table `t` hold no '.': the pattern's one literal dot
+        is then the separator, so 'A.B' matches iff A matches k and B matches t. Patterns with a literal A
+        can only match on the rich path (k is one of the rules' literal databases)."""
+        db_all, dbg, tblg, on_t, on_d, keyrx = [], [], [], [], [], []
+        for ch, toks in items:
+            dots = [i for i, x in enumerate(toks) if x == "."]
+            if len(dots) != 1:
+                if not dots:  # no literal dot (MySQL refuses such patterns): the whole key
+                    keyrx.append((ch, toks))
+                continue  # two or more literal dots cannot match dot-free parts
+            a, b = toks[:dots[0]], toks[dots[0] + 1:]
+            la, lb = _lits(a), _lits(b)
+            if la is not None:
+                if rich:
+                    (db_all if b == (ANY,) else dbg).append((ch, toks, la))
+            elif a == (ANY,):
+                on_t.append((ch, b))
+            elif b == (ANY,):
+                on_d.append((ch, a))
+            elif lb is not None:
+                tblg.append((ch, toks, lb))
+            else:
+                keyrx.append((ch, toks))
+        parts = self.sub_match(g, on_t, t) + self.sub_match(g, on_d, k)
+        for subject, exact, guarded in ((k, db_all, dbg), (t, [], tblg)):
+            hit = g.member(subject, [(ch, v) for ch, _, v in exact])
+            if not guarded:
+                parts.append(hit)
+                continue
+            rx = _or(self.rx_parts(g, [(ch, toks) for ch, toks, _ in guarded], key))
+            both = g.member(subject, [(ch, v) for ch, _, v in exact + guarded])
+            parts.append(f"({both} AND {rx})" if not exact else f"({both} AND ({hit} OR {rx}))")
+        return _or(parts + self.rx_parts(g, keyrx, key))
+
+    def rich_dbs(self, g: _Group) -> list[tuple[_Chan, str]]:
+        """Databases whose rows can match an exact table rule or a pattern with a literal database."""
+        out = []
+        for ch in g.reps:
+            dbs = {v.split(".")[0] for v in ch.dot | ch.igt if v.count(".") == 1}
+            for toks in ch.wdo + ch.wig:
+                dots = [i for i, x in enumerate(toks) if x == "."]
+                if len(dots) == 1 and _lits(toks[:dots[0]]) is not None:
+                    dbs.add(_lits(toks[:dots[0]]))
+            out += [(ch, d) for d in sorted(dbs)]
+        return out
+
+    # ---------------------------------------------------------------- table tiers
+
+    def tiers(self, g: _Group, key: str, wdo: str, wig: str, exact: bool = True) -> str:
+        """tables_verdict for one key: 10 do_table, 11 ignore_table, 12 wild do, 13 wild ignore, 14/15
+        DEFAULT (true/false)."""
+        sets = [(g.member(key, [(ch, v) for ch in g.reps for v in ch.dot]), "10"),
+                (g.member(key, [(ch, v) for ch in g.reps for v in ch.igt]), "11")] if exact else []
+        return _case(sets + [(wdo, "12"), (wig, "13")], _case([(g.cond(lambda ch: ch.default_true), "14")], "15"))
+
+    def table_code(self, g: _Group, key: str) -> str:
+        """Statement tables (inside a lambda: no helper functions, key only); 0 = no table rules."""
+        if not any(ch.table_rules for ch in g.reps):
+            return "0"
+        t = self.tiers(g, key, self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wdo], key),
+                       self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wig], key))
+        on = g.cond(lambda ch: ch.table_rules)
+        return t if on == "true" else f"CASE WHEN {on} THEN {t} ELSE 0 END"
+
+    def row_table_code(self, g: _Group, k: str, t: str, key: str) -> str:
+        """A row's table code. Three paths: a '.' inside the db or table name (rare) -> whole-key forms;
+        db among the rules' literal databases -> exact sets and every pattern; otherwise (the common case)
+        only patterns whose database part is a wildcard, usually a handful of InSet lookups."""
+        if not any(ch.table_rules for ch in g.reps):
+            return "0"
+        wdo = [(ch, x) for ch in g.reps for x in ch.wdo]
+        wig = [(ch, x) for ch in g.reps for x in ch.wig]
+        slow = self.tiers(g, key, self.key_match(g, wdo, key), self.key_match(g, wig, key))
+        rich = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, True),
+                          self.fast_match(g, wig, k, t, key, True))
+        poor = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, False),
+                          self.fast_match(g, wig, k, t, key, False), exact=False)
+        dbs = self.rich_dbs(g)
+        body = _case([(f"contains({k}, '.') OR contains({t}, '.')", slow),
+                      (g.member(k, dbs), rich)], poor)
+        on = g.cond(lambda ch: ch.table_rules)
+        return body if on == "true" else f"CASE WHEN {on} THEN {body} ELSE 0 END"
+
+    def statement_code(self, g: _Group, cmd: str, ts: str, dc: str, k: str, d: str) -> str:
+        """Steps 3-5 of decide_statement for one group (steps 0-2 are shared)."""
+        branches = []
+        nodb = g.cond(lambda ch: not ch.has_db_rules)
+        wild_on = any(ch.wdo or ch.wig for ch in g.reps)
+        if nodb != "false" and wild_on:
+            # CREATE/ALTER/DROP DATABASE without db rules: wild rules on the key 'db.' decide, or fall through
+            dbkey = f"concat({k}, '.')"
+            dbcmd = f"{cmd} IN ({_sql_list(DATABASE_COMMANDS)}) AND {dc} = 18"
+            wdo = self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wdo], dbkey)
+            wig = self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wig], dbkey)
+            branches.append((_and([dbcmd, wdo]), "4"))
+            branches.append((_and([dbcmd, wig]), "5"))
+            branches.append((_and([dbcmd, g.cond(lambda ch: bool(ch.wdo))]), "6"))
+        n = f"coalesce(size({ts}), 0)"
+        branches.append((f"{cmd} = 'DROP_TRIGGER' AND {n} = 0", "7"))
+        on = g.cond(lambda ch: ch.table_rules)
+        if on != "false":
+            exempt = f"{cmd} IN ({_sql_list(['SET_OPTION', DROP_TEMPORARY_IF_EXISTS])})"
+            kx = (f"concat(CASE WHEN t_.db IS NULL THEN {k} ELSE {self.fold_sql('t_.db')} END, '.', "
+                  f"{self.fold_sql('t_.name')})")
+            tables = (f"CASE WHEN {cmd} = 'DROP_TRIGGER' THEN slice({ts}, 1, 1) "
+                      f"ELSE filter({ts}, t_ -> coalesce(t_.updating, false)) END")
+            keys = f"transform({tables}, t_ -> {kx})"
+            code = self.table_code(g, "x_")
+            agg = f"aggregate({keys}, 9, (acc_, x_) -> CASE WHEN acc_ IN (10, 11, 12, 13) THEN acc_ ELSE {code} END)"
+            branches.append((_and([on, f"{n} > 0"]), f"CASE WHEN {exempt} THEN 8 ELSE {agg} END"))
+        # a database statement that the wild-ignore rules did not match is applied by DEFAULT
+        wig_only = g.cond(lambda ch: bool(ch.wig) and not ch.wdo and not ch.has_db_rules)
+        if wig_only != "false":
+            dbcmd = f"{cmd} IN ({_sql_list(DATABASE_COMMANDS)})"
+            return _case(branches, _case([(_and([dbcmd, f"{dc} = 18", wig_only]), "19")], dc))
+        return _case(branches, dc)
+
+    # ---------------------------------------------------------------- functions
+
+    def functions(self) -> list[tuple[str, str, str, str]]:
+        """(name, params, return type, body) in dependency order: 4-5 helpers + the 5 public functions.
+
+        Few statements on purpose: CREATE FUNCTION re-analyses every function it calls.
+        """
+        S, P, TS = "STRING", _P, STATEMENT_TYPE
+        row_params = "channel_name STRING, db_name STRING, table_name STRING"
+        st_params = f"channel_name STRING, command STRING, default_db STRING, tables {TS}"
+        if not self.chans:
+            return [(n, p, rt, f"CAST(NULL AS {rt})") for n, p, rt in (
+                ("rewrite_db", "channel_name STRING, db_name STRING", S), ("should_apply", row_params, "BOOLEAN"),
+                ("filter_decided_by", row_params, S), ("should_apply_statement", st_params, "BOOLEAN"),
+                ("filter_decided_by_statement", st_params, S))]
+        # folding: a helper outside lambdas (the translate table is ~3k characters), inline inside them
+        f = (lambda x: f"{P}fold({x})") if self.lctn else (lambda x: x)
+        C, Fd, Ft = self.canon(), f("db_name"), f("table_name")
+        # try_element_at, not element_at: Spark 4.2 treats element_at(<literal array>, <nullable index>) as
+        # non-nullable and returns the last element for a NULL index (tests pin this)
+        labels = "array(" + ", ".join(sql_str(LABELS[i]) for i in range(1, max(LABELS) + 1)) + ")"
+        out = []
+
+        # helpers: fold, database code, table code for one key, statement steps 3-5, row label code
+        if self.lctn:
+            out.append((P + "fold", "x STRING", S, self.fold_sql("x")))
+        out.append((P + "dbc", "c STRING, d STRING", "INT", self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL")))
+        tc = self.dispatch(lambda g: self.row_table_code(g, "k", "t", "key"), "key IS NULL")
+        out.append((P + "tc", "c STRING, k STRING, t STRING, key STRING", "INT", tc))
+        body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
+        stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
+                     (f"cmd IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), ("dc IN (2, 3)", "dc")], body)
+        out.append((P + "stc", f"c STRING, cmd STRING, d STRING, ts {TS}, dc INT, k STRING", "INT", stc))
+        out.append((P + "rowc", "dc INT, tc INT", "INT", "CASE WHEN dc IN (2, 3) THEN dc WHEN tc = 0 THEN dc ELSE tc END"))
+
+        # rewrite_db
+        rw = self.dispatch(lambda g: self.lookup(g, Fd, lambda ch: ch.out_map), null_if="db_name IS NULL", c=C)
+        out.append(("rewrite_db", "channel_name STRING, db_name STRING", S, rw))
+
+        # rows: `db_ok(channel, db) AND rest`, the first conjunct references only channel_name and db_name
+        K = self.key_db(Fd, c=C)
+        KEY = f"concat({K}, '.', {Ft})"
+        tc_call = f"{P}tc({C}, {K}, {Ft}, {KEY})"
+        out.append(("should_apply", row_params, "BOOLEAN",
+                    f"{P}dbc({C}, {Fd}) >= 16 AND {tc_call} IN ({', '.join(map(str, ROW_TABLE_TRUE))})"))
+        out.append(("filter_decided_by", row_params, S,
+                    f"try_element_at({labels}, {P}rowc({P}dbc({C}, {Fd}), {tc_call}))"))
+
+        # statements
+        Fddb = f("coalesce(default_db, '')")
+        cmd = "upper(coalesce(nullif(command, ''), 'OTHER'))"
+        stc_call = f"{P}stc({C}, {cmd}, {Fddb}, tables, {P}dbc({C}, {Fddb}), {self.key_db(Fddb, c=C)})"
+        out.append(("should_apply_statement", st_params, "BOOLEAN",
+                    f"{stc_call} IN ({', '.join(map(str, TRUE_CODES))})"))
+        out.append(("filter_decided_by_statement", st_params, S, f"try_element_at({labels}, {stc_call})"))
+        return out
+
+
+def compile_functions(state: ServerState, *, encoding: str | None = None) -> CompiledFunctions:
+    """The CREATE FUNCTION statements for `state`; `encoding` ('case' / 'flat') overrides the size rule."""
+    comp = _Compiler(state, encoding)
+    funcs = comp.functions()
+    stmts = tuple(f"CREATE OR REPLACE TEMPORARY FUNCTION {name}({params}) RETURNS {rt} RETURN {body}"
+                  for name, params, rt, body in funcs)
+    size = sum(map(len, stmts))
+    desc = (f"{comp.mode}: {comp.why}; {len(comp.chans)} channels in {len(comp.groups)} CASE branches"
+            f"{' (one channel-keyed flat branch)' if comp.mode == 'flat' and any(g.flat for g in comp.groups) else ''}"
+            f"; lower_case_table_names={comp.lctn}; exact lists as IN/InSet, rewrite behind an InSet guard, "
+            f"wildcards as InSet/prefix/suffix forms plus {comp.regexes} guarded trie RLIKE chunk(s); "
+            f"{size} chars of SQL")
+    return CompiledFunctions(stmts, desc)
