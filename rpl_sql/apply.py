@@ -1,0 +1,975 @@
+"""The applier job: what a MySQL replica's SQL thread does, done in Spark over the Delta events table.
+
+    rpl-sql apply [--channel CH]... [--warehouse DIR] [--batch-size N] [-S]
+
+For each configured channel whose SQL thread runs (START REPLICA [SQL_THREAD]), batch after batch of the
+events after the channel's applier position (`events.seq`):
+
+1. **Decide once per distinct shape.** One narrow aggregation finds the distinct shapes -- (db_name,
+   table_name) of row events, (command, default_db, tables) of statements -- with their counts; the compiled
+   SQL functions (`should_apply*`, `filter_decided_by*`, `rewrite_db`) decide those few rows; the verdicts are
+   broadcast-joined back. The cost per event is one hash probe whatever the number of rules.
+2. **COUNTER hits per shape**, derived from (verdict, deciding rule, rewrite) and multiplied by the shape's
+   count; checked against the reference evaluator (`evaluate.decide`) shape by shape (all shapes while
+   cheap, else the most frequent ones), so a compiler bug stops the applier instead of writing wrong rows.
+3. **Applied events** (events schema + `applied_db` + `decided_by`) are written by Spark as Parquet into the
+   applied table's directory and committed to that Delta table by delta-rs in one commit that carries an app
+   transaction (`rpl_sql.apply/<channel>`, version = the batch's last seq) and the batch's bookkeeping
+   (counts per filter, GTIDs, positions) in its commit metadata.
+4. **Control plane**: one `DeltaStore` commit adds the COUNTERs, moves the applier position and merges the
+   GTIDs of every processed transaction, applied or ignored, into the channel's executed GTID set (MySQL
+   commits filtered transactions as empty ones; `gtid` marker rows -- transactions ingest dropped at the
+   source -- are recorded the same way and never applied).
+
+Crash safety: the two commits are ordered and each is atomic. A run first compares the applied table's app
+transaction version for the channel with the state's position: equal means clean; ahead means the last batch
+reached the applied table but not the state, so the batch is completed from the metadata of its commit
+(counts included, never recomputed); a crash before the data commit leaves only unreferenced files. Counts of
+a recovered batch go only to filters not reconfigured since it was decided (a reconfiguration resets
+COUNTER, as it would have after the batch in MySQL).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+
+from .compile import sql_str
+from .errors import MySQLError
+from .evaluate import (REWRITE_UNCOUNTED, TRANSACTION_CONTROL, XA_UNCOUNTED, RowEvent, TableRef, decide,
+                       rewrite_db, statement_event)
+from .events import EVENTS_SCHEMA, ROW_EVENT_TYPES, applied_path, events_path
+from .rules import TYPES, FilterType, Filters, fold
+from .state import ApplierPosition, Channel, ServerState, is_gr_channel
+
+__all__ = ["apply", "main", "ApplyReport", "ChannelReport", "Progress", "ApplyError", "BatchRecord", "GtidSet",
+           "record_batch", "applier_status", "derive_hits", "APPLIED_SCHEMA", "app_id", "not_running"]
+
+log = logging.getLogger(__name__)
+T = FilterType
+APP_PREFIX = "rpl_sql.apply/"
+META_KEY = "rpl_sql.apply"
+DATA_DIR = "data"  # applied files live under <applied table>/data/<channel hash>/<end seq>-<uuid>/
+TABLES_DDL = "array<struct<db:string,name:string,updating:boolean>>"
+APPLIED_SCHEMA = pa.schema(list(EVENTS_SCHEMA) + [("applied_db", pa.string()), ("decided_by", pa.string())])
+_TABLE_LABELS = frozenset({T.DO_TABLE.value, T.IGNORE_TABLE.value, T.WILD_DO_TABLE.value, T.WILD_IGNORE_TABLE.value})
+VERIFY_BUDGET = 3_000_000  # evaluator rule checks spent verifying shapes per batch (verify='auto')
+CLI_BATCH_SIZE = 1_000_000
+
+
+class ApplyError(Exception):
+    """The applier stopped (like a SQL thread error): malformed events, inconsistent positions, a compiler bug."""
+
+    def __init__(self, message: str, channel: str | None = None):
+        super().__init__(message if channel is None else f"channel '{channel}': {message}")
+        self.channel = channel
+
+
+def not_running(channel: str) -> MySQLError:
+    """MySQL's ER_REPLICA_NOT_RUNNING (1199), naming the channel to start."""
+    return MySQLError(1199, "HY000", "ER_REPLICA_NOT_RUNNING",
+                      f"This operation requires a running replica; configure replica and do START REPLICA "
+                      f"FOR CHANNEL '{channel}'")
+
+
+def app_id(channel: str) -> str:
+    """The Delta app transaction id of a channel's applier in the applied table."""
+    return APP_PREFIX + channel
+
+
+# ---------------------------------------------------------------- GTID sets
+
+_MARIADB = re.compile(r"^(\d+)-(\d+)-(\d+)$")
+
+
+class GtidSet:
+    """A compact executed-GTID set: MySQL intervals per source (`uuid:1-100:105`, tags kept in the key) and,
+    for MariaDB, the last seq_no per domain (`domain-server-seq`, like gtid_slave_pos)."""
+
+    def __init__(self, mysql: dict[str, list[tuple[int, int]]] | None = None,
+                 mariadb: dict[int, tuple[int, int]] | None = None):
+        self.mysql = {k: _merge(v) for k, v in (mysql or {}).items() if v}
+        self.mariadb = dict(mariadb or {})  # domain -> (server_id, seq_no)
+
+    @classmethod
+    def parse(cls, text: str | None) -> "GtidSet":
+        mysql: dict[str, list[tuple[int, int]]] = {}
+        mariadb: dict[int, tuple[int, int]] = {}
+        for item in re.split(r"[,\s]+", text or ""):
+            if not item:
+                continue
+            m = _MARIADB.match(item)
+            if m:
+                d, s, n = map(int, m.groups())
+                if d not in mariadb or n > mariadb[d][1]:
+                    mariadb[d] = (s, n)
+                continue
+            parts = item.split(":")
+            key = parts[0].lower()
+            for p in parts[1:]:
+                if re.fullmatch(r"\d+(-\d+)?", p):
+                    a, _, b = p.partition("-")
+                    mysql.setdefault(key, []).append((int(a), int(b or a)))
+                else:
+                    key = parts[0].lower() + ":" + p.lower()
+        return cls(mysql, mariadb)
+
+    def union(self, other: "GtidSet") -> "GtidSet":
+        mysql = {k: list(v) for k, v in self.mysql.items()}
+        for k, v in other.mysql.items():
+            mysql.setdefault(k, []).extend(v)
+        mariadb = dict(self.mariadb)
+        for d, (s, n) in other.mariadb.items():
+            if d not in mariadb or n > mariadb[d][1]:
+                mariadb[d] = (s, n)
+        return GtidSet(mysql, mariadb)
+
+    def __contains__(self, gtid: str) -> bool:
+        m = _MARIADB.match(gtid)
+        if m:
+            d, _, n = map(int, m.groups())
+            return d in self.mariadb and n <= self.mariadb[d][1]
+        key, _, n = gtid.rpartition(":")
+        return any(a <= int(n) <= b for a, b in self.mysql.get(key.lower(), ()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GtidSet) and str(self) == str(other)
+
+    def __str__(self) -> str:
+        out = [k + ":" + ":".join(str(a) if a == b else f"{a}-{b}" for a, b in v) for k, v in sorted(self.mysql.items())]
+        out += [f"{d}-{s}-{n}" for d, (s, n) in sorted(self.mariadb.items())]
+        return ",".join(out)
+
+    __repr__ = __str__
+
+
+def _merge(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1] + 1:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+# ---------------------------------------------------------------- the batch record (commit metadata)
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """What one batch decided; stored in the applied table's commit, then applied to the state.
+
+    `counts`: FILTER_NAME -> COUNTER increments; `filters`: FILTER_NAME -> signature of the slot the counts
+    belong to (a reconfigured slot has another one); `by_rule`: decided_by -> [applied, ignored].
+    """
+
+    channel: str
+    start: int
+    end: int
+    events: int
+    applied: int
+    ignored: int
+    gtid_only: int
+    counts: dict[str, int]
+    filters: dict[str, str]
+    by_rule: dict[str, list[int]]
+    gtids: str
+    last_file: str | None
+    last_pos: int | None
+    events_version: int
+
+    def to_meta(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> "BatchRecord":
+        return cls(**{k: meta[k] for k in cls.__dataclass_fields__})
+
+
+def slot_signature(filters: Filters, ftype: FilterType) -> str:
+    """Identifies one configuration of a slot: reconfiguring (even to the same values) changes ACTIVE_SINCE."""
+    s = filters[ftype]
+    digest = hashlib.sha1(json.dumps(s.values, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+    return f"{s.active_since}:{digest}"
+
+
+def record_batch(state: ServerState, rec: BatchRecord) -> ServerState:
+    """Pure: add a batch's COUNTERs, move the position, merge GTIDs -- once (a recorded batch is a no-op)."""
+    ch = state.channel(rec.channel)
+    if ch is None:  # RESET REPLICA ALL since: the channel and its counters are gone
+        return state
+    pos = ch.applier.seq
+    if pos >= rec.end:
+        return state
+    if pos != rec.start:
+        raise ApplyError(f"batch {rec.start + 1}..{rec.end} does not follow the applier position {pos}", rec.channel)
+    counts = {FilterType(name): n for name, n in rec.counts.items()
+              if n and rec.filters.get(name) == slot_signature(ch.filters, FilterType(name))}
+    gtids = str(GtidSet.parse(ch.applier.executed_gtid_set).union(GtidSet.parse(rec.gtids)))
+    applier = ApplierPosition(rec.end, gtids, rec.last_file if rec.last_file is not None else ch.applier.source_log_file,
+                              rec.last_pos if rec.last_pos is not None else ch.applier.source_log_pos)
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts), applier=applier))
+
+
+def applier_status(state: ServerState) -> dict[str, dict]:
+    """What `Session._applier_status` should return: per channel, the SHOW REPLICA STATUS applier columns.
+
+    Executed_Gtid_Set is server-wide in MySQL (gtid_executed), so every channel shows the union.
+    """
+    executed = GtidSet()
+    for ch in state.channels:
+        executed = executed.union(GtidSet.parse(ch.applier.executed_gtid_set))
+    out = {}
+    for ch in state.channels:
+        row: dict[str, Any] = {"executed_gtid_set": str(executed)}
+        if ch.applier.source_log_file:
+            row["relay_source_log_file"] = ch.applier.source_log_file
+            row["exec_source_log_pos"] = ch.applier.source_log_pos
+        out[ch.name] = row
+    return out
+
+
+# ---------------------------------------------------------------- hits of one decided shape
+
+def _rewrite_index(filters: Filters, lctn: int) -> dict[str, str]:
+    """folded `from` -> `to` of the first pair per source: evaluate.rewrite as a dict (O(1) per shape)."""
+    idx: dict[str, str] = {}
+    for src, dst in filters.values(T.REWRITE_DB):
+        idx.setdefault(fold(src, lctn), dst)
+    return idx
+
+
+def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None, apply: bool, decided_by: str,
+                rewrite_idx: dict[str, str], lctn: int) -> tuple[FilterType, ...]:
+    """COUNTER hits of one decision from its verdict and deciding rule (spec §4, §7), without re-deciding.
+
+    `db` is the row's table database, or the statement's default database. Equal to `evaluate.decide(...).hits`
+    (as a multiset); tests/test_apply.py checks it and so does the applier while it runs.
+    """
+    count_db = count_rw = True
+    if kind == "query":
+        cmd = statement_event(command, None).command
+        if cmd in TRANSACTION_CONTROL:
+            return ()
+        count_db, count_rw = cmd not in XA_UNCOUNTED, cmd not in REWRITE_UNCOUNTED
+    hits = []
+    d = fold(db or "", lctn)
+    if count_rw and d in rewrite_idx and rewrite_idx[d] != d:
+        hits.append(T.REWRITE_DB)
+    if filters.values(T.DO_DB) and count_db and not (decided_by == T.DO_DB.value and not apply):
+        hits.append(T.DO_DB)
+    if decided_by == T.IGNORE_DB.value and count_db:
+        hits.append(T.IGNORE_DB)
+    if decided_by in _TABLE_LABELS:
+        hits.append(T(decided_by))
+    return tuple(hits)
+
+
+@dataclass
+class Shape:
+    """One distinct decision input of a batch, its count and verdict."""
+
+    kind: str  # 'row' | 'query' | 'gtid' | anything else = malformed
+    db: str | None
+    table: str | None
+    command: str | None
+    default_db: str | None
+    tables_json: str | None
+    tables: list | None
+    count: int
+    min_seq: int
+    max_seq: int
+    apply: bool | None = None
+    decided_by: str | None = None
+    applied_db: str | None = None
+    hits: tuple[FilterType, ...] = ()
+
+    def event(self):
+        if self.kind == "row":
+            return RowEvent(self.db, self.table)
+        refs = [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (self.tables or ())]
+        return statement_event(self.command, self.default_db, refs)
+
+    def describe(self) -> str:
+        if self.kind == "row":
+            return f"row event on {self.db!r}.{self.table!r}"
+        if self.kind == "query":
+            return f"{self.command or 'OTHER'} statement (default db {self.default_db!r}, tables {self.tables_json})"
+        return f"event_type {self.kind!r}"
+
+
+# ---------------------------------------------------------------- reports
+
+@dataclass
+class Progress:
+    """Reported after every batch (and once per channel at the start)."""
+
+    channel: str
+    batch: int
+    position: int  # applier position (seq) after the batch
+    events_done: int  # events processed for this channel in this run
+    events_pending: int | None  # estimate of what is left (from the events table's file stats)
+    seconds: float  # since the channel started in this run
+
+    @property
+    def rate(self) -> float:
+        return self.events_done / self.seconds if self.seconds > 0 else 0.0
+
+    def __str__(self) -> str:
+        left = f", ~{self.events_pending:,} left" if self.events_pending is not None else ""
+        return (f"[apply] channel '{self.channel}': batch {self.batch}, position {self.position:,}, "
+                f"{self.events_done:,} events in {self.seconds:.1f}s ({self.rate:,.0f} events/s){left}")
+
+
+@dataclass
+class ChannelReport:
+    """One channel's run: what was read, applied, ignored, and by which rule."""
+
+    channel: str
+    status: str = "up to date"  # 'applied' | 'up to date' | 'not running' | 'stopped' | 'no events'
+    start_seq: int = 0
+    end_seq: int = 0
+    events: int = 0
+    applied: int = 0
+    ignored: int = 0
+    gtid_only: int = 0
+    batches: int = 0
+    recovered: int = 0  # half-done batches completed from the applied table's metadata
+    by_rule: dict[str, list[int]] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    note: str = ""
+
+    def add(self, rec: BatchRecord) -> None:
+        self.events += rec.events
+        self.applied += rec.applied
+        self.ignored += rec.ignored
+        self.gtid_only += rec.gtid_only
+        self.end_seq = rec.end
+        for k, (a, i) in rec.by_rule.items():
+            cur = self.by_rule.setdefault(k, [0, 0])
+            cur[0] += a
+            cur[1] += i
+        for k, n in rec.counts.items():
+            if n:
+                self.counters[k] = self.counters.get(k, 0) + n
+
+
+@dataclass
+class ApplyReport:
+    """The summary of one `apply` run."""
+
+    channels: list[ChannelReport]
+    seconds: float = 0.0
+
+    @property
+    def events(self) -> int:
+        return sum(c.events for c in self.channels)
+
+    def channel(self, name: str) -> ChannelReport:
+        return next(c for c in self.channels if c.channel == name)
+
+    def table(self) -> str:
+        """Per channel: events read, applied, ignored; then per channel and deciding rule."""
+        from .cli import format_table
+
+        head = ("Channel", "Status", "Seqs", "Events", "Applied", "Ignored", "GTID only", "Batches", "Seconds",
+                "Events/s")
+        rows = [(c.channel, c.status + (f" ({c.note})" if c.note else ""),
+                 f"{c.start_seq + 1}..{c.end_seq}" if c.end_seq > c.start_seq else "-", c.events, c.applied,
+                 c.ignored, c.gtid_only, c.batches, f"{c.seconds:.1f}",
+                 f"{c.events / c.seconds:,.0f}" if c.seconds > 0 and c.events else "-") for c in self.channels]
+        out = format_table(head, rows)
+        rule_rows = [(c.channel, rule, a, i, c.counters.get(rule, "")) for c in self.channels
+                     for rule, (a, i) in sorted(c.by_rule.items())]
+        if rule_rows:
+            out += "\n" + format_table(("Channel", "Decided by", "Applied", "Ignored", "COUNTER +"), rule_rows)
+        extra = [(c.channel, k, n) for c in self.channels for k, n in sorted(c.counters.items()) if k not in c.by_rule]
+        if extra:
+            out += "\n" + format_table(("Channel", "Filter", "COUNTER +"), extra)
+        return out
+
+
+# ---------------------------------------------------------------- the job
+
+@contextlib.contextmanager
+def _timed(what: str, channel: str):
+    t = time.perf_counter()
+    yield
+    log.debug("channel '%s': %s %.2fs", channel, what, time.perf_counter() - t)
+
+
+def _fs(path: str):
+    from pyarrow import fs as pafs
+
+    if "://" not in path:
+        return pafs.LocalFileSystem(), os.path.abspath(path)
+    return pafs.FileSystem.from_uri(path)
+
+
+class _Applier:
+    def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[Progress], None] | None,
+                 verify: str):
+        from .store import DeltaStore
+
+        if batch_size is not None and batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        if verify not in ("auto", "all", "none"):
+            raise ValueError("verify must be 'auto', 'all' or 'none'")
+        self.spark = spark
+        self.warehouse = warehouse
+        self.store = DeltaStore(warehouse)
+        self.batch_size = batch_size
+        self.progress = progress
+        self.verify = verify
+        self.events = events_path(warehouse)
+        self.applied = applied_path(warehouse)
+        self.surface = None
+        self._config_key = None
+
+    # ------------------------------------------------------------ channels
+
+    def targets(self, state: ServerState, channels: Iterable[str] | None) -> tuple[list[str], bool]:
+        """The channels to run and whether they were named (named ones must exist and run: checked first)."""
+        if channels is None:
+            return [c.name for c in state.configured_channels()], False
+        names = []
+        for raw in channels:
+            name = raw.lower()
+            if is_gr_channel(name):
+                raise MySQLError.of("ER_REPLICA_CHANNEL_OPERATION_NOT_ALLOWED", "rpl-sql apply", name)
+            ch = state.channel(name)
+            if ch is None:
+                raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", name)
+            if not ch.configured:
+                raise MySQLError.of("ER_BAD_REPLICA")
+            if name not in names:
+                names.append(name)
+        return names, True
+
+    # ------------------------------------------------------------ the applied table
+
+    def _applied_table(self, create: bool):
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return DeltaTable(self.applied)
+        except TableNotFoundError:
+            if not create:
+                return None
+        try:
+            return DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
+                                     description="events applied by rpl_sql's applier")
+        except Exception:
+            if DeltaTable.is_deltatable(self.applied):
+                return DeltaTable(self.applied)
+            raise
+
+    @staticmethod
+    def _find_record(dt, channel: str, end: int) -> BatchRecord | None:
+        """The metadata of the commit that moved `channel` to `end` (newest commits first: it is recent)."""
+        for limit in (64, 1024, None):
+            history = dt.history(limit)
+            for info in history:
+                meta = info.get(META_KEY)
+                if isinstance(meta, str):
+                    meta = json.loads(meta)
+                if isinstance(meta, dict) and meta.get("channel") == channel and meta.get("end") == end:
+                    return BatchRecord.from_meta(meta)
+            if limit is not None and len(history) < limit:
+                break
+        return None
+
+    def recover(self, channel: str, report: ChannelReport) -> None:
+        """Finish a batch that reached the applied table but not the state (crash between the two commits)."""
+        state = self.store.load().state
+        ch = state.channel(channel)
+        dt = self._applied_table(create=False)
+        done = (dt.transaction_version(app_id(channel)) or 0) if dt is not None else 0
+        pos = ch.applier.seq
+        if done == pos:
+            return
+        if done < pos:
+            raise ApplyError(f"the applied table has events through seq {done} but the applier position is {pos} "
+                             f"(was {self.applied} replaced or the position edited?)", channel)
+        rec = self._find_record(dt, channel, done)
+        if rec is None:
+            raise ApplyError(f"the applied table's commit of batch ..{done} has no rpl_sql.apply metadata", channel)
+        if rec.start != pos:
+            raise ApplyError(f"the applied table is at seq {done} (batch from {rec.start}) but the applier position "
+                             f"is {pos} (was the channel reset?)", channel)
+        self._commit_state(rec)
+        report.recovered += 1
+        report.add(rec)
+
+    def _commit_state(self, rec: BatchRecord) -> None:
+        self.store.transact(lambda s: (record_batch(s, rec), None),
+                            {"operation": "APPLY",
+                             "statement": f"APPLY FOR CHANNEL '{rec.channel}' events {rec.start + 1}..{rec.end}"})
+
+    def _commit_applied(self, rec: BatchRecord, actions: list) -> bool:
+        """Commit the batch's files with its app transaction; False if this batch was already committed."""
+        from deltalake import CommitProperties, PostCommitHookProperties
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import Transaction
+
+        for attempt in range(50):
+            dt = self._applied_table(create=True)
+            done = dt.transaction_version(app_id(rec.channel)) or 0
+            if done == rec.end:
+                return False
+            if done != rec.start:
+                raise ApplyError(f"another applier moved the channel to seq {done} while this one applied "
+                                 f"{rec.start + 1}..{rec.end}", rec.channel)
+            try:
+                dt.create_write_transaction(
+                    actions, mode="append", schema=APPLIED_SCHEMA,
+                    commit_properties=CommitProperties(
+                        custom_metadata={META_KEY: rec.to_meta(), "rpl_sql.operation": "APPLY"},
+                        max_commit_retries=0, app_transactions=[Transaction(app_id(rec.channel), rec.end)]),
+                    post_commithook_properties=PostCommitHookProperties(create_checkpoint=True,
+                                                                        cleanup_expired_logs=False))
+                return True
+            except CommitFailedError:
+                time.sleep(min(0.5, 0.01 * 2 ** attempt))
+        raise MySQLError.of("ER_LOCK_DEADLOCK")
+
+    # ------------------------------------------------------------ Spark side
+
+    def _ensure_spark(self):
+        if self.spark is None:
+            from .sparkenv import local_spark
+
+            self.spark = local_spark(app_name="rpl_sql-apply", **{"spark.ui.showConsoleProgress": "false"})
+        return self.spark
+
+    def _functions(self, state: ServerState) -> None:
+        """Compiled SQL functions for exactly this state (recompiled only when filters changed)."""
+        key = (state.lower_case_table_names, state.filter_mode,
+               tuple((c.name, tuple(s.values for s in c.filters.slots)) for c in state.channels))
+        if self.surface is None:
+            from .spark import SparkSurface  # what rpl_sql.register uses, pinned to the state decided with
+
+            self.surface = SparkSurface(self.spark)
+        if key != self._config_key:
+            with _timed("compile + register functions", "*"):
+                self.surface.refresh(state)
+            self._config_key = key
+
+    def run_channel(self, channel: str, report: ChannelReport, version: int) -> None:
+        from . import deltaread
+
+        snap = deltaread.snapshot(self.events, version, {"channel": [channel]})
+        stats_max = [f.max_values.get("seq") for f in snap.files]
+        known_max = max(stats_max) if snap.files and all(m is not None for m in stats_max) else None
+        t0 = time.perf_counter()
+        state = self.store.load().state
+        if not snap.files or (known_max is not None and known_max <= state.channel(channel).applier.seq):
+            report.status = "up to date" if snap.files else "no events"
+            return
+        spark = self._ensure_spark()
+        from pyspark.sql import functions as F
+
+        events = deltaread.read_snapshot(spark, snap).withColumn("channel", F.lit(channel))
+        done = 0
+        batch = 0
+        while True:
+            state = self.store.load().state
+            ch = state.channel(channel)
+            if ch is None or not ch.configured or not ch.sql_running:
+                report.status, report.note = "stopped", "SQL thread stopped during the run"
+                break
+            pos = ch.applier.seq
+            rec = self.batch(events, state, ch, pos, version)
+            if rec is None:
+                break
+            batch += 1
+            done += rec.events
+            report.batches += 1
+            report.add(rec)
+            report.status = "applied"
+            if self.progress is not None:
+                pending = None if known_max is None else max(0, known_max - rec.end)
+                self.progress(Progress(channel, batch, rec.end, done, pending, time.perf_counter() - t0))
+            if self.batch_size is None:
+                break
+        report.seconds += time.perf_counter() - t0
+
+    def _batch_end(self, events, lo: int) -> int | None:
+        """The last seq of a batch of about batch_size events after `lo`, extended to its transaction's end."""
+        from pyspark.sql import functions as F
+
+        if self.batch_size is None:
+            return None
+        hi = lo + self.batch_size
+        row = events.where(F.col("seq") == hi).select("gtid").limit(1).collect()
+        if not row:
+            return None  # fewer events left than a batch: take them all
+        gtid = row[0]["gtid"]
+        if gtid is None:
+            return hi
+        last = events.where((F.col("seq") > hi) & (F.col("gtid") == gtid)).agg(F.max("seq")).collect()[0][0]
+        return hi if last is None else last
+
+    def batch(self, events, state: ServerState, ch: Channel, lo: int, version: int) -> BatchRecord | None:
+        """Decide, write and commit one batch after seq `lo`; None when there is nothing after `lo`."""
+        from pyspark.sql import functions as F
+
+        with _timed("batch end", ch.name):
+            hi = self._batch_end(events, lo)
+        ev = events.where(F.col("seq") > lo)
+        if hi is not None:
+            ev = ev.where(F.col("seq") <= hi)
+        ev = _with_shape_columns(ev)
+        sql = state.filter_mode == "mysql"  # the compiled functions implement MySQL's semantics only
+        if sql:
+            self._functions(state)
+        with _timed("shapes + verdicts + gtids", ch.name):
+            shapes, gtids, (last_file, last_pos) = self._aggregate(ev, ch, sql)
+        if not shapes:
+            return None
+        total = sum(s.count for s in shapes)
+        first, last = min(s.min_seq for s in shapes), max(s.max_seq for s in shapes)
+        if first != lo + 1 or last - lo != total:
+            raise ApplyError(f"events {lo + 1}..{last} are not gapless ({total} events, first seq {first}): "
+                             f"ingest must write seq 1, 2, 3, ... per channel", ch.name)
+        bad = [s for s in shapes if s.kind not in ("row", "query", "gtid")]
+        if bad:
+            raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
+        with _timed(f"hits of {len(shapes)} shapes", ch.name):
+            self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
+
+        counts: dict[str, int] = {}
+        by_rule: dict[str, list[int]] = {}
+        applied = ignored = gtid_only = 0
+        for s in shapes:
+            if s.kind == "gtid":
+                gtid_only += s.count
+                continue
+            for h in s.hits:
+                counts[h.value] = counts.get(h.value, 0) + s.count
+            cur = by_rule.setdefault(s.decided_by, [0, 0])
+            cur[0 if s.apply else 1] += s.count
+            if s.apply:
+                applied += s.count
+            else:
+                ignored += s.count
+        rec = BatchRecord(
+            channel=ch.name, start=lo, end=last, events=total, applied=applied, ignored=ignored, gtid_only=gtid_only,
+            counts=counts, filters={t.value: slot_signature(ch.filters, t) for t in TYPES}, by_rule=by_rule,
+            gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version)
+        with _timed("write", ch.name):
+            actions = self._write(ev, [s for s in shapes if s.apply], rec)
+        with _timed("commit applied", ch.name):
+            self._commit_applied(rec, actions)
+        with _timed("commit state", ch.name):
+            self._commit_state(rec)
+        return rec
+
+    def _aggregate(self, ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
+        """One Spark action: the distinct shapes with counts and (SQL) verdicts, the batch's GTIDs and the
+        binlog file/position of its last event.
+
+        The compiled functions run on the aggregated rows, so they cost per shape, not per event. GTIDs come
+        back as intervals per source (MySQL) or the last seq_no per domain (MariaDB), never as one row per
+        transaction.
+        """
+        from pyspark.sql import functions as F
+
+        # Only fixed-width aggregation buffers (counts, min/max, max_by of a long): Spark keeps the hash
+        # aggregate; a string or struct buffer (first(tables), max_by(binlog_file)) would make it sort every row.
+        shapes = (ev.groupBy("_kind", "_db", "_table", "_cmd", "_ddb", "_tables")
+                  .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"))
+                  .withColumn("t", F.from_json("_tables", TABLES_DDL)))
+        c = sql_str(ch.name)
+        if sql:
+            shapes = shapes.select("*", F.expr(
+                f"CASE _kind WHEN 'row' THEN should_apply({c}, _db, _table) "
+                f"WHEN 'query' THEN should_apply_statement({c}, _cmd, _ddb, t) END").alias("ok"), F.expr(
+                f"CASE _kind WHEN 'row' THEN filter_decided_by({c}, _db, _table) "
+                f"WHEN 'query' THEN filter_decided_by_statement({c}, _cmd, _ddb, t) END").alias("by"), F.expr(
+                f"CASE _kind WHEN 'row' THEN rewrite_db({c}, _db) WHEN 'query' THEN rewrite_db({c}, _ddb) END")
+                .alias("adb"))
+        # GTIDs and the last position, per (binlog file, GTID source): a handful of rows. A source's numbers
+        # come back as min, max and distinct count (contiguous when count = max - min + 1, the usual case);
+        # only gapped ones are resolved exactly afterwards. All buffers fixed-width: a hash aggregate.
+        g = F.col("gtid")
+        mysql = g.contains(":")
+        parts = F.split(g, "-")
+        gsel = ev.select("seq", "binlog_file", "binlog_pos", mysql.alias("my"),
+                         F.when(mysql, F.expr(
+                             "substring(gtid, 1, length(gtid) - length(substring_index(gtid, ':', -1)) - 1)"))
+                         .otherwise(parts.getItem(0)).alias("key"),
+                         F.when(mysql, F.substring_index(g, ":", -1).cast("bigint"))
+                         .otherwise(parts.getItem(2).cast("bigint")).alias("gn"),
+                         F.when(~mysql, parts.getItem(1).cast("bigint")).alias("server"),
+                         (g.isNotNull() & ~mysql & (F.size(parts) != 3)).alias("bad_shape"))
+        gt = (gsel.groupBy("binlog_file", "my", "key")
+              .agg(F.min("gn").alias("mn"), F.max("gn").alias("mx"), F.countDistinct("gn").alias("nd"),
+                   F.max_by("server", "gn").alias("srv"),
+                   F.max("seq").alias("last_seq"), F.max_by("binlog_pos", "seq").alias("last_pos"),
+                   F.sum(F.when(F.col("my").isNotNull() & (
+                       F.col("gn").isNull() | (F.col("gn") < 1) | F.col("bad_shape")
+                       | (~F.col("my") & (F.col("server").isNull() | F.col("key").cast("bigint").isNull()))),
+                       1).otherwise(0)).alias("bad")))
+        rows = (shapes.withColumn("_set", F.lit("shape"))
+                .unionByName(gt.withColumn("_set", F.lit("gtid")), allowMissingColumns=True).collect())
+        out: list[Shape] = []
+        mysql_iv: dict[str, list[tuple[int, int]]] = {}
+        mariadb: dict[int, tuple[int, int]] = {}
+        last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
+        for r in rows:
+            if r["_set"] == "shape":
+                t = None if r["t"] is None else [x.asDict() for x in r["t"]]
+                s = Shape(r["_kind"], r["_db"], r["_table"], r["_cmd"], r["_ddb"], r["_tables"], t, r["n"],
+                          r["lo"], r["hi"])
+                if sql and s.kind in ("row", "query"):
+                    if r["ok"] is None or r["by"] is None:
+                        raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", ch.name)
+                    s.apply, s.decided_by, s.applied_db = bool(r["ok"]), r["by"], r["adb"]
+                out.append(s)
+                continue
+            if r["last_seq"] is not None and r["last_seq"] > last[0]:
+                last = (r["last_seq"], r["binlog_file"], r["last_pos"])
+            if r["my"] is None:
+                continue
+            if r["bad"]:
+                raise ApplyError(f"{r['bad']} events carry a GTID that is neither 'uuid:n' nor 'domain-server-n' "
+                                 f"(source {r['key']!r})", ch.name)
+            elif r["my"]:
+                ivs = [(r["mn"], r["mx"])] if r["nd"] == r["mx"] - r["mn"] + 1 else _islands(gsel, r)
+                mysql_iv.setdefault(r["key"].lower(), []).extend(ivs)
+            else:
+                d = int(r["key"])
+                if d not in mariadb or r["mx"] > mariadb[d][1]:
+                    mariadb[d] = (int(r["srv"]), int(r["mx"]))
+        return out, GtidSet(mysql_iv, mariadb), last[1:]
+
+    def _decide(self, state: ServerState, ch: Channel, shapes: list[Shape], sql: bool) -> None:
+        """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
+        lctn = state.lower_case_table_names
+        if not sql:
+            for s in shapes:
+                d = decide(ch.filters, s.event(), lctn, state.filter_mode)
+                s.apply, s.decided_by, s.applied_db, s.hits = d.apply, d.decided_by, self._applied_db(ch, s, lctn), d.hits
+            return
+        idx = _rewrite_index(ch.filters, lctn)
+        for s in shapes:
+            s.hits = derive_hits(ch.filters, s.kind, s.command, s.db if s.kind == "row" else s.default_db,
+                                 s.apply, s.decided_by, idx, lctn)
+        self._verify(ch, shapes, lctn)
+
+    @staticmethod
+    def _applied_db(ch: Channel, s: Shape, lctn: int) -> str | None:
+        return rewrite_db(ch.filters, s.db if s.kind == "row" else s.default_db, lctn)
+
+    def _verify(self, ch: Channel, shapes: list[Shape], lctn: int) -> None:
+        if self.verify == "none":
+            return
+        rules = sum(len(ch.filters.values(t)) for t in TYPES) + 1
+        todo = sorted(shapes, key=lambda s: -s.count)
+        if self.verify == "auto" and len(todo) * rules > VERIFY_BUDGET:
+            todo = todo[:max(64, VERIFY_BUDGET // rules)]
+        for s in todo:
+            try:
+                d = decide(ch.filters, s.event(), lctn)
+            except Exception as e:  # the evaluator refuses what SQL decided: a malformed or XA event
+                raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", ch.name) from e
+            got = (s.apply, s.decided_by, sorted(h.value for h in s.hits), s.applied_db)
+            want = (d.apply, d.decided_by, sorted(h.value for h in d.hits), self._applied_db(ch, s, lctn))
+            if got != want:
+                raise ApplyError(f"the compiled functions disagree with the reference evaluator on the "
+                                 f"{s.describe()} (seq {s.min_seq}): SQL {got}, evaluator {want}", ch.name)
+
+    def _write(self, ev, applied: list[Shape], rec: BatchRecord) -> list:
+        """Write the applied events as Parquet under the applied table; the delta-rs add actions for them."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as Ty
+
+        if not applied:
+            return []
+        key_schema = Ty.StructType([Ty.StructField(n, Ty.StringType()) for n in
+                                    ("_kind", "_db", "_table", "_cmd", "_ddb", "_tables", "applied_db", "decided_by")])
+        verdicts = self.spark.createDataFrame(
+            [(s.kind, s.db, s.table, s.command, s.default_db, s.tables_json, s.applied_db, s.decided_by)
+             for s in applied], key_schema)
+        keys = ("_kind", "_db", "_table", "_cmd", "_ddb", "_tables")
+        v = verdicts.select(*[F.col(k).alias("v" + k) for k in keys], "applied_db", "decided_by")
+        cond = [ev[k].eqNullSafe(v["v" + k]) for k in keys]
+        cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else F.col(n)
+                for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it
+        out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")
+        hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
+        rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
+        target = f"{self.applied.rstrip('/')}/{rel_dir}"
+        conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+                "spark.sql.parquet.compression.codec": "snappy"}
+        saved = {k: self.spark.conf.get(k, None) for k in conf}
+        try:
+            for k, val in conf.items():
+                self.spark.conf.set(k, val)
+            out.write.mode("errorifexists").parquet(target)
+        finally:
+            for k, val in saved.items():
+                if val is None:
+                    self.spark.conf.unset(k)
+                else:
+                    self.spark.conf.set(k, val)
+        actions, rows = _add_actions(target, rel_dir)
+        if rows != rec.applied:
+            raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
+                             f"nothing committed", rec.channel)
+        return actions
+
+
+def _islands(gsel, r) -> list[tuple[int, int]]:
+    """Exact intervals of a gapped GTID source in a batch: gaps-and-islands over its distinct numbers."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    d = (gsel.where(F.col("my") & (F.col("key") == r["key"]) & F.col("binlog_file").eqNullSafe(r["binlog_file"]))
+         .select("gn").distinct())
+    isl = (d.withColumn("island", F.col("gn") - F.row_number().over(Window.orderBy("gn")))
+           .groupBy("island").agg(F.min("gn").alias("a"), F.max("gn").alias("b")).collect())
+    return sorted((x["a"], x["b"]) for x in isl)
+
+
+def _with_shape_columns(ev):
+    """The decision inputs of each event, NULL where they do not apply (so equal shapes group together)."""
+    from pyspark.sql import functions as F
+
+    et = F.col("event_type")
+    kind = (F.when(et.isin(*ROW_EVENT_TYPES), "row").when(et == "query", "query").when(et == "gtid", "gtid")
+            .otherwise(F.coalesce(et, F.lit("NULL"))))
+    ev = ev.withColumn("_kind", kind)
+    row, query = F.col("_kind") == "row", F.col("_kind") == "query"
+    return (ev.withColumn("_db", F.when(row, F.col("db_name")))
+            .withColumn("_table", F.when(row, F.col("table_name")))
+            .withColumn("_cmd", F.when(query, F.col("command")))
+            .withColumn("_ddb", F.when(query, F.col("default_db")))
+            .withColumn("_tables", F.when(query, F.to_json(F.col("tables")))))
+
+
+def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
+    """AddActions (with numRecords and seq/channel stats from the footers) for the Parquet files Spark wrote."""
+    import pyarrow.parquet as pq
+    from pyarrow import fs as pafs
+    from deltalake.transaction import AddAction
+
+    fs, base = _fs(target)
+    infos = [i for i in fs.get_file_info(pafs.FileSelector(base, recursive=False))
+             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+             and not i.base_name.startswith(("_", "."))]
+    actions, total = [], 0
+    for info in sorted(infos, key=lambda i: i.base_name):
+        with fs.open_input_file(info.path) as fh:
+            md = pq.ParquetFile(fh).metadata
+        if md.num_rows == 0:
+            continue
+        total += md.num_rows
+        stats: dict[str, Any] = {"numRecords": md.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+        names = [md.schema.column(i).path for i in range(md.num_columns)]
+        for col in ("channel", "seq"):
+            if col not in names:
+                continue
+            j = names.index(col)
+            rgs = [md.row_group(k).column(j).statistics for k in range(md.num_row_groups)]
+            if all(s is not None and s.has_min_max and s.has_null_count for s in rgs):
+                stats["minValues"][col] = min(s.min for s in rgs)
+                stats["maxValues"][col] = max(s.max for s in rgs)
+                stats["nullCount"][col] = sum(s.null_count for s in rgs)
+        mtime = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
+        actions.append(AddAction(f"{rel_dir}/{info.base_name}", info.size, {}, mtime, True, json.dumps(stats)))
+    return actions, total
+
+
+def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[str] | None = None, *,
+          batch_size: int | None = None, progress: Callable[[Progress], None] | None = None,
+          verify: str = "auto") -> ApplyReport:
+    """Run the applier over the events landed so far (the events table as of the start of the run).
+
+    `spark`: a SparkSession, or None to start a local one (only if some channel has events to apply).
+    `channels`: names to run (each must exist, be configured and have its SQL thread running, else MySQL's
+    error); None = every configured channel, skipping those whose SQL thread is stopped.
+    `batch_size`: events per batch (extended to the end of the last transaction); None = one batch per channel.
+    `progress`: called with a `Progress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many shapes
+    the reference evaluator re-checks. Half-done batches of a crashed run are completed first.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from .session import resolve_warehouse
+
+    t0 = time.perf_counter()
+    job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify)
+    state = job.store.load().state
+    names, named = job.targets(state, channels)
+    reports = {n: ChannelReport(n) for n in names}
+    for n in names:  # recovery is bookkeeping of work already done: it runs whether or not the thread runs
+        reports[n].start_seq = reports[n].end_seq = state.channel(n).applier.seq
+        job.recover(n, reports[n])
+    state = job.store.load().state
+    if named:
+        for n in names:
+            if not state.channel(n).sql_running:
+                raise not_running(n)
+    try:
+        version = DeltaTable(job.events).version()
+    except TableNotFoundError:
+        version = None
+    for n in names:
+        rep = reports[n]
+        ch = state.channel(n)
+        if not ch.sql_running:
+            rep.status, rep.note = "not running", "START REPLICA SQL_THREAD to apply"
+            continue
+        if version is None:
+            rep.status = "no events"
+            continue
+        job.run_channel(n, rep, version)
+    return ApplyReport(list(reports.values()), time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`rpl-sql apply`: run the applier, print progress on stderr and the summary on stdout."""
+    p = argparse.ArgumentParser(prog="rpl-sql apply",
+                                description="Apply landed change events as each channel's replica SQL thread would.")
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--channel", action="append", help="channel to apply (repeatable; default: all configured)")
+    p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE,
+                   help=f"events per batch, 0 = one batch per channel (default {CLI_BATCH_SIZE:,})")
+    p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+
+    def show(pr: Progress) -> None:
+        sys.stderr.write(str(pr) + "\n")
+        sys.stderr.flush()
+
+    try:
+        report = apply(None, args.warehouse, args.channel, batch_size=args.batch_size or None,
+                       progress=None if args.silent else show)
+    except MySQLError as e:
+        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        return 1
+    except ApplyError as e:
+        sys.stderr.write(f"ERROR: applier stopped: {e}\n")
+        return 1
+    sys.stdout.write(report.table() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,634 @@
+"""The applier job (rpl_sql.apply) and the Delta reader it uses (rpl_sql.deltaread).
+
+Events tables are built directly with delta-rs in the canonical schema; every applier result is compared
+with the reference evaluator run over the same events (`server.apply_events`): which events are applied,
+into which database, decided by which rule, and the COUNTERs.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from rpl_sql import MySQLError, Session
+from rpl_sql import server
+from rpl_sql.apply import (APPLIED_SCHEMA, ApplyError, BatchRecord, GtidSet, app_id, applier_status, apply,
+                           derive_hits, record_batch, slot_signature, _rewrite_index)
+from rpl_sql.deltaread import UnsupportedDeltaTable, read_delta, snapshot
+from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, rewrite_db,
+                              statement_event)
+from rpl_sql.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
+from rpl_sql.rules import TYPES, Filters, FilterType as T
+from rpl_sql.state import ApplierPosition, Channel, ServerState
+from rpl_sql.statements import ShowReplicaStatus
+from rpl_sql.store import DeltaStore
+
+UUID1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+UUID2 = "5f22fa47-71ca-11e1-9e33-c80aa9429563"
+
+
+# ---------------------------------------------------------------- building events
+
+class Log:
+    """Canonical event rows per channel with gapless seq, transactions sharing one GTID."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+        self.seq: dict[str, int] = {}
+        self.gno: dict[str, int] = {}
+
+    def _row(self, channel, event_type, gtid, **kw):
+        seq = self.seq[channel] = self.seq.get(channel, 0) + 1
+        row = {f.name: None for f in EVENTS_SCHEMA}
+        row.update(channel=channel, seq=seq, gtid=gtid, binlog_file="binlog.000001", binlog_pos=1000 + 100 * seq,
+                   event_type=event_type, event_time=datetime(2024, 5, 1, tzinfo=timezone.utc), source="binlog")
+        row.update(kw)
+        if event_type in ROW_EVENT_TYPES:
+            row["filter_db"] = row["db_name"]
+            row.setdefault("rows", '[{"after": {"id": 1}}]')
+        else:
+            row["filter_db"] = row["default_db"] or ""
+        self.rows.append(row)
+        return row
+
+    def next_gtid(self, channel, flavor="mysql"):
+        n = self.gno[channel] = self.gno.get(channel, 0) + 1
+        if flavor == "mysql":
+            return f"{UUID1 if channel == 'ch1' else UUID2}:{n}"
+        if flavor == "mariadb":
+            return f"0-7-{n}"
+        return None
+
+    def rows_txn(self, channel, tables, flavor="mysql", ddb="app"):
+        """BEGIN, one row event per (db, table), COMMIT: a row-based transaction."""
+        g = self.next_gtid(channel, flavor)
+        self._row(channel, "query", g, command="BEGIN", statement_kind="TRANSACTION", default_db=ddb, statement="BEGIN")
+        for i, (db, tbl) in enumerate(tables):
+            self._row(channel, ROW_EVENT_TYPES[i % 3], g, db_name=db, table_name=tbl)
+        self._row(channel, "query", g, command="COMMIT", statement_kind="TRANSACTION", default_db=ddb,
+                  statement="COMMIT")
+
+    def stmt(self, channel, command, ddb, tables=(), flavor="mysql", kind="DML", text=None):
+        """One statement-based event in its own transaction (DDL is, DML gets BEGIN/COMMIT around it)."""
+        g = self.next_gtid(channel, flavor)
+        tl = [{"db": d, "name": n, "updating": u} for d, n, u in tables]
+        if kind == "DML":
+            self._row(channel, "query", g, command="BEGIN", statement_kind="TRANSACTION", default_db=ddb)
+        self._row(channel, "query", g, command=command, statement_kind=kind, default_db=ddb, tables=tl,
+                  statement=text or command)
+        if kind == "DML":
+            self._row(channel, "query", g, command="COMMIT", statement_kind="TRANSACTION", default_db=ddb)
+
+    def marker(self, channel, flavor="mysql"):
+        """A transaction ingest dropped at the source: only its GTID is left."""
+        self._row(channel, "gtid", self.next_gtid(channel, flavor))
+
+    def table(self, rows=None) -> pa.Table:
+        return pa.Table.from_pylist(self.rows if rows is None else rows, schema=EVENTS_SCHEMA)
+
+
+def land(warehouse, log: Log, rows=None):
+    write_deltalake(events_path(warehouse), log.table(rows), partition_by=PARTITION_BY, mode="append")
+
+
+def evaluator_event(row):
+    if row["event_type"] in ROW_EVENT_TYPES:
+        return RowEvent(row["db_name"], row["table_name"])
+    refs = [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (row["tables"] or ())]
+    return statement_event(row["command"], row["default_db"], refs)
+
+
+def reference(state: ServerState, rows):
+    """What the applier must produce, from the reference evaluator: (state with counters, {(ch, seq): row})."""
+    applied = {}
+    for name in sorted({r["channel"] for r in rows}):
+        mine = sorted((r for r in rows if r["channel"] == name and r["event_type"] != "gtid"), key=lambda r: r["seq"])
+        state, decisions = server.apply_events(state, name, [evaluator_event(r) for r in mine])
+        ch = state.channel(name)
+        for r, d in zip(mine, decisions):
+            if d.apply:
+                db = r["db_name"] if r["event_type"] in ROW_EVENT_TYPES else r["default_db"]
+                applied[(name, r["seq"])] = (rewrite_db(ch.filters, db, state.lower_case_table_names), d.decided_by)
+    return state, applied
+
+
+def counters(state: ServerState):
+    return {(c.name, t.value): c.filters[t].counter for c in state.channels for t in TYPES if c.filters[t].counter}
+
+
+def applied_rows(spark, warehouse):
+    rows = read_delta(spark, applied_path(warehouse)).select("channel", "seq", "applied_db", "decided_by").collect()
+    return [((r.channel, r.seq), (r.applied_db, r.decided_by)) for r in rows]
+
+
+def gtid_set(rows, channel):
+    s = GtidSet()
+    for r in rows:
+        if r["channel"] == channel and r["gtid"]:
+            s = s.union(GtidSet.parse(r["gtid"]))
+    return str(s)
+
+
+SETUP = """
+CHANGE REPLICATION SOURCE TO SOURCE_HOST='h0' FOR CHANNEL '';
+CHANGE REPLICATION SOURCE TO SOURCE_HOST='h1' FOR CHANNEL 'ch1';
+CHANGE REPLICATION SOURCE TO SOURCE_HOST='h2' FOR CHANNEL 'ch2';
+CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1, db9), REPLICATE_WILD_DO_TABLE = ('db%.t1%', 'db1.x\\_%')
+    FOR CHANNEL 'ch1';
+CHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((db2, db22), (app, app2)), REPLICATE_IGNORE_TABLE = (db22.t9),
+    REPLICATE_WILD_IGNORE_TABLE = ('%.tmp%', 'db3.%') FOR CHANNEL 'ch2';
+CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = (mysql), REPLICATE_DO_TABLE = (app.t1, db1.t2) FOR CHANNEL '';
+"""
+
+
+def setup_server(warehouse, start=True, script=SETUP):
+    ticks = itertools.count(1_700_000_000_000_000, 1_000_000)
+    s = Session(warehouse, clock=lambda: next(ticks))
+    s.execute(script)
+    if start:
+        s.execute("START REPLICA")
+    return s
+
+
+def mixed_log(seed=7, scale=1) -> Log:
+    """Row and statement events across channels: multi-table and cross-db statements, database DDL, rewrite,
+    DROP TRIGGER / DROP TEMPORARY TABLE IF EXISTS / SET / XA START, GTID markers, MySQL and MariaDB GTIDs."""
+    rnd = random.Random(seed)
+    log = Log()
+    dbs = ["db1", "db2", "db3", "db9", "app", "mysql", "db11", "Db1"]
+    tables = ["t1", "t2", "t9", "t11", "tmp_x", "x_y", "xzy"]
+    for _ in range(60 * scale):
+        ch = rnd.choice(["", "ch1", "ch2"])
+        flavor = "mariadb" if ch == "ch2" else "mysql"
+        r = rnd.random()
+        if r < 0.45:
+            log.rows_txn(ch, [(rnd.choice(dbs), rnd.choice(tables)) for _ in range(rnd.randint(1, 4))], flavor)
+        elif r < 0.7:
+            cmd = rnd.choice(["INSERT", "UPDATE", "UPDATE_MULTI", "DELETE_MULTI", "INSERT_SELECT", "REPLACE"])
+            tl = [(rnd.choice([None, *dbs]), rnd.choice(tables), rnd.random() < 0.6) for _ in range(rnd.randint(0, 3))]
+            log.stmt(ch, cmd, rnd.choice(["", *dbs]), tl, flavor)
+        elif r < 0.85:
+            cmd = rnd.choice(["CREATE_DB", "ALTER_DB", "DROP_DB"])
+            log.stmt(ch, cmd, rnd.choice(dbs), (), flavor, kind="DATABASE_DDL")
+        elif r < 0.93:
+            cmd = rnd.choice(["CREATE_TABLE", "DROP_TRIGGER", DROP_TEMPORARY_IF_EXISTS, "SET_OPTION", "XA_START",
+                              "GRANT" if False else "OTHER"])
+            tl = [] if cmd in ("SET_OPTION", "OTHER", "XA_START") else [(None, rnd.choice(tables), True)]
+            if cmd == "DROP_TRIGGER" and rnd.random() < 0.3:
+                tl = []
+            log.stmt(ch, cmd, rnd.choice(dbs), tl, flavor, kind="TABLE_DDL")
+        else:
+            log.marker(ch, flavor)
+    return log
+
+
+# ---------------------------------------------------------------- pure parts (no Spark)
+
+def test_gtid_set_parse_union_format():
+    s = GtidSet.parse(f"{UUID1}:1-5:7,{UUID2}:3")
+    assert str(s.union(GtidSet.parse(f"{UUID1}:6,{UUID1}:8-9"))) == f"{UUID1}:1-9,{UUID2}:3"
+    assert f"{UUID1}:4" in s and f"{UUID1}:6" not in s
+    m = GtidSet.parse("0-1-100,1-2-5").union(GtidSet.parse("0-3-90,1-2-7"))
+    assert str(m) == "0-1-100,1-2-7" and "0-1-99" in m
+    assert str(GtidSet.parse(f"{UUID1.upper()}:tag:1-3")) == f"{UUID1}:tag:1-3"
+    assert str(GtidSet.parse("")) == ""
+
+
+def random_filters(rnd: random.Random, lctn: int) -> Filters:
+    names = ["db1", "DB1", "db2", "db3", "", "app"]
+    f = Filters()
+    pick = lambda pool, k: tuple(rnd.sample(pool, rnd.randint(0, k)))  # noqa: E731
+    f = f.configure(T.DO_DB, pick(names, 2) if rnd.random() < 0.4 else (), "X", 1)
+    f = f.configure(T.IGNORE_DB, pick(names, 2), "X", 1)
+    f = f.configure(T.DO_TABLE, pick(["db1.t1", "db2.t2", "DB1.T1", "db22.t1"], 2) if rnd.random() < 0.4 else (), "X", 1)
+    f = f.configure(T.IGNORE_TABLE, pick(["db1.t2", "db3.t1", "db22.t9"], 2), "X", 1)
+    f = f.configure(T.WILD_DO_TABLE, pick(["db%.t1%", "db1.%", "%.x\\_%", "d_2.%"], 2) if rnd.random() < 0.4 else (),
+                    "X", 1)
+    f = f.configure(T.WILD_IGNORE_TABLE, pick(["%.tmp%", "db3.%", "DB%.%"], 2), "X", 1)
+    f = f.configure(T.REWRITE_DB, pick([("db2", "db22"), ("db1", "db1"), ("DB2", "x"), ("app", "App")], 2), "X", 1)
+    return f
+
+
+def test_derive_hits_equals_the_evaluator():
+    """The applier's hit rule reproduces evaluate.decide(...).hits exactly, over random filters and events."""
+    rnd = random.Random(1)
+    commands = sorted(COMMANDS | {DROP_TEMPORARY_IF_EXISTS, "", None}, key=str)
+    names = ["db1", "DB1", "db2", "db22", "db3", "", "app", "x"]
+    tables = ["t1", "t2", "T1", "t9", "tmp", "x_y"]
+    checked = 0
+    for _ in range(300):
+        lctn = rnd.choice([0, 1])
+        f = random_filters(rnd, lctn)
+        idx = _rewrite_index(f, lctn)
+        for _ in range(40):
+            if rnd.random() < 0.5:
+                ev, kind, cmd, db = RowEvent(rnd.choice(names), rnd.choice(tables)), "row", None, None
+                db = ev.db
+            else:
+                cmd, db = rnd.choice(commands), rnd.choice(names + [None])
+                refs = [TableRef(rnd.choice([None] + names), rnd.choice(tables), rnd.random() < 0.6)
+                        for _ in range(rnd.randint(0, 3))]
+                ev, kind = statement_event(cmd, db, refs), "query"
+            d = decide(f, ev, lctn)
+            got = derive_hits(f, kind, cmd, db, d.apply, d.decided_by, idx, lctn)
+            assert sorted(h.value for h in got) == sorted(h.value for h in d.hits), (f, ev, d)
+            checked += 1
+    assert checked == 12000
+
+
+def _rec(**kw):
+    base = dict(channel="c", start=0, end=10, events=10, applied=6, ignored=3, gtid_only=1,
+                counts={"REPLICATE_DO_DB": 5, "REPLICATE_REWRITE_DB": 2}, filters={}, by_rule={},
+                gtids=f"{UUID1}:1-3", last_file="binlog.000002", last_pos=400, events_version=3)
+    base.update(kw)
+    return BatchRecord(**base)
+
+
+def test_record_batch_once_and_only_for_unchanged_filters():
+    f = Filters().configure(T.DO_DB, ("db1",), "X", 10).configure(T.REWRITE_DB, (("a", "b"),), "X", 10)
+    state = ServerState(channels=(Channel("c", options=(("SOURCE_HOST", "h"),), filters=f),))
+    sig = {t.value: slot_signature(f, t) for t in TYPES}
+    s1 = record_batch(state, _rec(filters=sig))
+    ch = s1.channel("c")
+    assert (ch.filters[T.DO_DB].counter, ch.filters[T.REWRITE_DB].counter) == (5, 2)
+    assert ch.applier == ApplierPosition(10, f"{UUID1}:1-3", "binlog.000002", 400)
+    assert record_batch(s1, _rec(filters=sig)) == s1  # recorded once
+    with pytest.raises(ApplyError, match="does not follow"):
+        record_batch(s1, _rec(start=20, end=30, filters=sig))
+    # DO_DB reconfigured (same values, new ACTIVE_SINCE) after the batch was decided: its count is gone
+    f2 = f.configure(T.DO_DB, ("db1",), "X", 11)
+    s2 = record_batch(state.with_channel(replace(state.channel("c"), filters=f2)), _rec(filters=sig))
+    assert (s2.channel("c").filters[T.DO_DB].counter, s2.channel("c").filters[T.REWRITE_DB].counter) == (0, 2)
+    s3 = record_batch(s1, _rec(start=10, end=12, gtids=f"{UUID1}:4,0-1-9", filters=sig, last_file=None,
+                               last_pos=None))
+    assert s3.channel("c").applier == ApplierPosition(12, f"{UUID1}:1-4,0-1-9", "binlog.000002", 400)
+    assert record_batch(state.without_channel("c"), _rec(filters=sig)) == state.without_channel("c")
+
+
+def test_applier_status_for_show_replica_status():
+    state = ServerState(channels=(
+        Channel("a", options=(("SOURCE_HOST", "h"),), applier=ApplierPosition(5, f"{UUID1}:1-5", "binlog.000003", 77)),
+        Channel("b", options=(("SOURCE_HOST", "h"),), applier=ApplierPosition(2, "0-1-2"))))
+    status = applier_status(state)
+    assert status["a"] == {"executed_gtid_set": f"{UUID1}:1-5,0-1-2", "relay_source_log_file": "binlog.000003",
+                           "exec_source_log_pos": 77}
+    assert status["b"] == {"executed_gtid_set": f"{UUID1}:1-5,0-1-2"}
+    out = server.show_replica_status(state, ShowReplicaStatus(text="", channel="a"), status)
+    row = dict(zip(out.result.columns, out.result.rows[0]))
+    assert (row["Executed_Gtid_Set"], row["Relay_Source_Log_File"], row["Exec_Source_Log_Pos"]) == (
+        f"{UUID1}:1-5,0-1-2", "binlog.000003", 77)
+
+
+def test_applier_position_round_trips_through_the_store(warehouse):
+    store = DeltaStore(warehouse)
+    pos = ApplierPosition(42, f"{UUID1}:1-42", "binlog.000009", 12345)
+    store.transact(lambda s: (s.with_channel(Channel("x", applier=pos)), None), {"statement": "t"})
+    assert store.load().state.channel("x").applier == pos
+
+
+# ---------------------------------------------------------------- deltaread
+
+def test_read_delta_partition_values_and_paths(spark, tmp_path):
+    """'' and NULL partitions (both NULL, per the Delta protocol), hive-unsafe and non-ASCII values: the fast
+    hive path, literal groups and the file-name join all give the log's values."""
+    from rpl_sql import deltaread
+
+    path = str(tmp_path / "t")
+    chans = ["", None, "a", "a", "b", "é", "x/y", "p%q", "='#"]
+    dbs = ["", "", None, "db'q/%=é #", "Ab", "ü", "2024", "d", "__HIVE_DEFAULT_PARTITION__x"]
+    t = pa.table({"channel": chans, "filter_db": dbs, "v": list(range(len(chans))),
+                  "ts": pa.array([datetime(2024, 1, 1, tzinfo=timezone.utc)] * len(chans), pa.timestamp("us", "UTC"))})
+    write_deltalake(path, t, partition_by=["channel", "filter_db"])
+    write_deltalake(path, t.slice(2, 3), partition_by=["channel", "filter_db"], mode="append")
+    want = sorted([(None if c == "" else c, None if d == "" else d, v) for c, d, v in zip(chans, dbs, range(9))]
+                  + [(chans[i], dbs[i] or None, i) for i in (2, 3, 4)], key=str)
+    for groups in (64, 0):
+        deltaread.MAX_LITERAL_GROUPS = groups
+        try:
+            df = read_delta(spark, path, engine="delta-rs")
+            assert df.columns == ["channel", "filter_db", "v", "ts"]
+            assert dict(df.dtypes)["channel"] == "string" and dict(df.dtypes)["ts"] == "timestamp"
+            assert sorted([(r.channel, r.filter_db, r.v) for r in df.collect()], key=str) == want
+            got = read_delta(spark, path, partitions={"channel": ["a", ""]}, engine="delta-rs").collect()
+            assert sorted(r.v for r in got) == [0, 1, 2, 2, 3, 3]
+        finally:
+            deltaread.MAX_LITERAL_GROUPS = 2
+    assert sorted(r.v for r in read_delta(spark, path, version=0, engine="delta-rs").collect()) == list(range(9))
+    assert len(snapshot(path, 0).files) == 9
+
+
+def test_read_delta_prunes_partitions_on_the_fast_path(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"channel": ["a", "b"] * 5, "v": range(10)}), partition_by=["channel"])
+    df = read_delta(spark, path, engine="delta-rs").where("channel = 'b'")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "PartitionFilters: [isnotnull(channel" in plan and sorted(r.v for r in df.collect()) == [1, 3, 5, 7, 9]
+
+
+class _FakeTable:
+    table_uri = "file:///x"
+
+    def __init__(self, features=(), config=None, dvs=()):
+        self._features, self._config, self._dvs = features, config or {}, dvs
+
+    def protocol(self):
+        return type("P", (), {"reader_features": list(self._features)})()
+
+    def metadata(self):
+        return type("M", (), {"configuration": self._config})()
+
+    def deletion_vectors(self):
+        return iter(self._dvs)
+
+
+def test_read_delta_refuses_what_parquet_alone_cannot_read():
+    from rpl_sql.deltaread import _check_readable
+
+    _check_readable(_FakeTable(("timestampNtz", "deletionVectors")))  # feature on, none in use: fine
+    with pytest.raises(UnsupportedDeltaTable, match="deletion vectors are in use"):
+        _check_readable(_FakeTable(("deletionVectors",), dvs=[pa.record_batch({"filepath": ["f"]})]))
+    with pytest.raises(UnsupportedDeltaTable, match="column mapping"):
+        _check_readable(_FakeTable(("columnMapping",), {"delta.columnMapping.mode": "name"}))
+    with pytest.raises(UnsupportedDeltaTable, match="typeWidening"):
+        _check_readable(_FakeTable(("typeWidening",)))
+
+
+# ---------------------------------------------------------------- the applier, in-process
+
+def check_against_reference(spark, warehouse, log: Log, state_before: ServerState):
+    want_state, want_rows = reference(state_before, log.rows)
+    got = applied_rows(spark, warehouse)
+    assert len(got) == len(set(k for k, _ in got)), "duplicate applied events"
+    assert dict(got) == want_rows
+    after = DeltaStore(warehouse).load().state
+    assert counters(after) == counters(want_state)
+    for ch in ("", "ch1", "ch2"):
+        assert after.channel(ch).applier.seq == log.seq.get(ch, 0)
+        assert after.channel(ch).applier.executed_gtid_set == gtid_set(log.rows, ch)
+    return after
+
+
+def test_apply_matches_the_reference_evaluator(spark, warehouse):
+    setup_server(warehouse)
+    log = mixed_log()
+    land(warehouse, log)
+    before = DeltaStore(warehouse).load().state
+    seen = []
+    report = apply(spark, warehouse, verify="all", progress=seen.append)
+    after = check_against_reference(spark, warehouse, log, before)
+    assert {c.channel for c in report.channels} == {"", "ch1", "ch2"}
+    for c in report.channels:
+        mine = [r for r in log.rows if r["channel"] == c.channel]
+        assert c.events == len(mine) and c.gtid_only == sum(r["event_type"] == "gtid" for r in mine)
+        assert c.applied + c.ignored + c.gtid_only == c.events and c.status == "applied"
+        assert c.counters == {t: n for (ch, t), n in counters(after).items() if ch == c.channel}
+    assert len(seen) == 3 and "events/s" in str(seen[0])
+    text = report.table()
+    assert "Decided by" in text and "REPLICATE_DO_DB" in text
+    # applied rows keep every event column, plus where and why
+    df = read_delta(spark, applied_path(warehouse))
+    assert df.columns == APPLIED_SCHEMA.names
+    row = df.where("channel = 'ch2' AND event_type = 'write_rows' AND db_name = 'db2'").limit(1).collect()
+    if row:
+        assert row[0].applied_db == "db22" and row[0].rows.startswith("[")
+    stmts = df.where("channel = '' AND tables IS NOT NULL AND size(tables) > 1").limit(1).collect()
+    assert not stmts or isinstance(stmts[0].tables[0].name, str)
+    # SHOW REPLICA STATUS through the hook
+    status = applier_status(after)
+    assert status["ch1"]["executed_gtid_set"].startswith(UUID1) and "0-7-" in status["ch1"]["executed_gtid_set"]
+    last = max((r for r in log.rows if r["channel"] == "ch1"), key=lambda r: r["seq"])
+    assert status["ch1"]["exec_source_log_pos"] == last["binlog_pos"]
+
+
+def test_rerun_is_a_no_op_and_new_events_continue_in_batches(spark, warehouse):
+    setup_server(warehouse)
+    log = mixed_log(seed=11)
+    cut = len(log.rows)
+    land(warehouse, log)
+    before = DeltaStore(warehouse).load().state
+    apply(spark, warehouse)
+    v_applied = DeltaTable(applied_path(warehouse)).version()
+    v_state = DeltaStore(warehouse).version()
+    again = apply(spark, warehouse, batch_size=25)
+    assert all(c.events == 0 and c.status == "up to date" for c in again.channels)
+    assert (DeltaTable(applied_path(warehouse)).version(), DeltaStore(warehouse).version()) == (v_applied, v_state)
+    # more events land: the next run continues after the position, in batches cut at transaction ends
+    more = mixed_log(seed=12)
+    for r in more.rows:
+        r["seq"] += log.seq.get(r["channel"], 0)
+        r["gtid"] = None if r["gtid"] is None else r["gtid"].replace(":", ":9").replace("0-7-", "0-7-9")
+    log.rows += more.rows
+    for ch, n in more.seq.items():
+        log.seq[ch] = log.seq.get(ch, 0) + n
+    land(warehouse, log, log.rows[cut:])
+    report = apply(spark, warehouse, batch_size=30)
+    assert sum(c.batches for c in report.channels) > 3
+    check_against_reference(spark, warehouse, log, before)
+    # batches end at transaction boundaries: every batch's last event ends its GTID's transaction
+    dt = DeltaTable(applied_path(warehouse))
+    ends = [(h[ "rpl_sql.apply"]["channel"], h["rpl_sql.apply"]["end"]) for h in dt.history() if "rpl_sql.apply" in h]
+    by_key = {(r["channel"], r["seq"]): r for r in log.rows}
+    for ch, end in ends:
+        nxt = by_key.get((ch, end + 1))
+        assert nxt is None or nxt["gtid"] is None or nxt["gtid"] != by_key[(ch, end)]["gtid"]
+
+
+def test_refuses_a_channel_whose_sql_thread_is_stopped(spark, warehouse):
+    s = setup_server(warehouse, start=False)
+    s.execute("START REPLICA FOR CHANNEL 'ch1'; START REPLICA IO_THREAD FOR CHANNEL 'ch2'")
+    log = mixed_log(seed=3)
+    land(warehouse, log)
+    with pytest.raises(MySQLError) as e:
+        apply(spark, warehouse, ["ch1", "CH2"])
+    assert (e.value.code, e.value.name) == (1199, "ER_REPLICA_NOT_RUNNING") and "'ch2'" in e.value.message
+    assert not DeltaTable.is_deltatable(applied_path(warehouse))
+    with pytest.raises(MySQLError, match="3074"):
+        apply(spark, warehouse, ["nope"])
+    # all channels: the running one is applied, the stopped ones are reported, not applied
+    report = apply(spark, warehouse)
+    assert report.channel("ch1").status == "applied"
+    assert [(c.channel, c.status, c.events) for c in report.channels if c.channel != "ch1"] == [
+        ("", "not running", 0), ("ch2", "not running", 0)]
+    assert {k[0] for k, _ in applied_rows(spark, warehouse)} == {"ch1"}
+
+
+def test_crash_between_the_two_commits_is_completed_from_the_metadata(spark, warehouse, monkeypatch):
+    from rpl_sql import apply as apply_mod
+
+    s = setup_server(warehouse)
+    log = mixed_log(seed=5)
+    land(warehouse, log)
+    before = DeltaStore(warehouse).load().state
+    calls = []
+    real = apply_mod._Applier._commit_state
+
+    def crash(self, rec):
+        calls.append(rec.channel)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed between the data commit and the state commit")
+        return real(self, rec)
+
+    monkeypatch.setattr(apply_mod._Applier, "_commit_state", crash)
+    with pytest.raises(KeyboardInterrupt):
+        apply(spark, warehouse, batch_size=10)
+    monkeypatch.setattr(apply_mod._Applier, "_commit_state", real)
+    half = calls[-1]
+    dt = DeltaTable(applied_path(warehouse))
+    state = DeltaStore(warehouse).load().state
+    assert (dt.transaction_version(app_id(half)) or 0) > state.channel(half).applier.seq
+    report = apply(spark, warehouse, batch_size=10)
+    assert report.channel(half).recovered == 1
+    check_against_reference(spark, warehouse, log, before)
+
+    # counts of a half-done batch go only to filters not reconfigured since it was decided
+    wh2 = warehouse + "2"
+    s2 = setup_server(wh2)
+    land(wh2, log)
+    calls.clear()
+    monkeypatch.setattr(apply_mod._Applier, "_commit_state", lambda self, rec: (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        apply(spark, wh2, ["ch1"])
+    monkeypatch.setattr(apply_mod._Applier, "_commit_state", real)
+    s2.execute("STOP REPLICA FOR CHANNEL 'ch1'; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1, db9) "
+               "FOR CHANNEL 'ch1'")
+    report = apply(spark, wh2, ["ch2"])  # recovery of ch1 is not asked for: ch1 stays half-done
+    st = DeltaStore(wh2).load().state
+    assert st.channel("ch1").applier.seq == 0
+    with pytest.raises(MySQLError, match="1199"):
+        apply(spark, wh2, ["ch1"])  # recovery runs first, then the stopped thread is refused
+    st = DeltaStore(wh2).load().state
+    assert st.channel("ch1").applier.seq == log.seq["ch1"]
+    rec = next(h["rpl_sql.apply"] for h in DeltaTable(applied_path(wh2)).history()
+               if h.get("rpl_sql.apply", {}).get("channel") == "ch1")
+    assert rec["channel"] == "ch1" and rec["counts"]["REPLICATE_DO_DB"] > 0
+    # DO_DB was reconfigured: its COUNTER restarted after the batch; the others got the batch's counts
+    assert {t.value: st.channel("ch1").filters[t].counter for t in TYPES} == {
+        t.value: 0 if t is T.DO_DB else rec["counts"].get(t.value, 0) for t in TYPES}
+
+
+def test_malformed_events_stop_the_applier_before_any_commit(spark, warehouse):
+    setup_server(warehouse)
+    log = Log()
+    log.rows_txn("ch1", [("db1", "t1")])
+    log._row("ch1", "write_rows", f"{UUID1}:2", db_name="db1", table_name=None)
+    land(warehouse, log)
+    with pytest.raises(ApplyError, match="seq 4: cannot decide the malformed row event"):
+        apply(spark, warehouse, ["ch1"])
+    assert DeltaStore(warehouse).load().state.channel("ch1").applier.seq == 0
+    gap = Log()
+    gap.rows_txn("ch2", [("db1", "t1")])
+    rows = [r for r in gap.rows if r["seq"] != 2]
+    land(warehouse, gap, rows)
+    with pytest.raises(ApplyError, match="not gapless"):
+        apply(spark, warehouse, ["ch2"])
+
+
+def test_effective_database_mode_uses_the_reference_semantics(spark, warehouse):
+    s = setup_server(warehouse, start=False)
+    s.start(["--replicate-do-db=ch1:db1"])
+    store = DeltaStore(warehouse)
+    store.transact(lambda st: (replace(st, filter_mode="effective_database"), None), {"statement": "mode"})
+    s.execute("START REPLICA FOR CHANNEL 'ch1'")
+    log = Log()
+    log.stmt("ch1", "INSERT", "db2", [("db1", "t1", True)])  # effective db of the table is db1: applied
+    log.rows_txn("ch1", [("db2", "t1")])
+    land(warehouse, log)
+    apply(spark, warehouse, ["ch1"])
+    got = dict(applied_rows(spark, warehouse))
+    state = store.load().state
+    for r in log.rows:
+        d = decide(state.channel("ch1").filters, evaluator_event(r), 0, "effective_database")
+        assert (("ch1", r["seq"]) in got) == d.apply
+
+
+# ---------------------------------------------------------------- crash safety: SIGKILL a real run
+
+CHILD = textwrap.dedent("""
+    import os, random, sys, time
+    sys.path.insert(0, {root!r})
+    from rpl_sql import apply as A
+    real_state, real_applied = A._Applier._commit_state, A._Applier._commit_applied
+
+    def slow_applied(self, rec, actions):
+        out = real_applied(self, rec, actions)
+        print("DATA", rec.channel, rec.end, flush=True)
+        time.sleep(random.uniform(0.2, 0.8))  # widen the window between the two commits
+        return out
+
+    A._Applier._commit_applied = slow_applied
+    spark = __import__("rpl_sql.sparkenv", fromlist=["x"]).local_spark(
+        app_name="kill-test", **{{"spark.ui.showConsoleProgress": "false"}})
+    print("READY", flush=True)
+    A.apply(spark, {wh!r}, batch_size={batch})
+    print("DONE", flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_loses_nothing_and_counts_once(spark, warehouse, tmp_path):
+    """Kill an applier process (and its JVM) at random moments, rerun until done: applied events have no gap
+    and no duplicate per (channel, seq), and the COUNTERs equal those of the reference."""
+    setup_server(warehouse)
+    log = mixed_log(seed=21, scale=3)
+    land(warehouse, log)
+    before = DeltaStore(warehouse).load().state
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), wh=warehouse,
+                                   batch=60))
+    rnd = random.Random(int(os.environ.get("RPL_SQL_KILL_SEED", "0")) or None)
+    kills = 0
+    for attempt in range(4):
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True, start_new_session=True)
+        try:
+            assert proc.stdout.readline().strip() == "READY"
+            if attempt == 0:  # one kill right after a data commit: a half-done batch for sure
+                for line in proc.stdout:
+                    if line.startswith("DATA"):
+                        break
+            else:
+                time.sleep(rnd.uniform(0.5, 8.0))
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the child and its JVM (same new session)
+                kills += 1
+            proc.wait()
+        if attempt == 0:  # killed between the two commits: the applied table is ahead of the state
+            st, dt = DeltaStore(warehouse).load().state, DeltaTable(applied_path(warehouse))
+            assert any((dt.transaction_version(app_id(c)) or 0) > st.channel(c).applier.seq for c in ("", "ch1", "ch2"))
+    assert kills >= 3
+    apply(spark, warehouse, batch_size=60)
+    check_against_reference(spark, warehouse, log, before)
+    seqs = {}
+    for (ch, seq), _ in applied_rows(spark, warehouse):
+        seqs.setdefault(ch, []).append(seq)
+    for ch, got in seqs.items():
+        assert len(got) == len(set(got))
+
+
+def test_cli_apply(spark, warehouse, capsys):
+    from rpl_sql.apply import main
+
+    s = setup_server(warehouse, start=False)
+    s.execute("START REPLICA FOR CHANNEL 'ch1'")
+    log = mixed_log(seed=9)
+    land(warehouse, log)
+    assert main(["--warehouse", warehouse, "--channel", "ch2"]) == 1
+    assert "ERROR 1199 (HY000)" in capsys.readouterr().err
+    assert main(["--warehouse", warehouse, "--batch-size", "0"]) == 0
+    out = capsys.readouterr()
+    assert "| ch1 " in out.out and "not running" in out.out and "Decided by" in out.out
+    assert "[apply] channel 'ch1': batch 1" in out.err
