@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from sparkjvm import spark_jvm_env
+
 pytestmark = pytest.mark.spark
 
 READY = "Spark Connect server started"
@@ -29,20 +31,7 @@ def _free_port() -> int:
 
 
 def _spark_env(tmp: Path) -> dict[str, str]:
-    """Env of a Spark JVM whose Python workers import this checkout's rpl_sql and pyspark_rpl_sql."""
-    import pyspark
-    import pyspark_rpl_sql
-
-    env = dict(os.environ)
-    # Spark lists `pyspark_*` modules with pkgutil.iter_modules(), blind to editable-install import hooks.
-    paths = [str(Path(pyspark_rpl_sql.__file__).resolve().parent)] + \
-        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(paths),
-               SPARK_LOCAL_IP="127.0.0.1", LC_ALL="C.UTF-8", SPARK_LOG_DIR=str(tmp), SPARK_PID_DIR=str(tmp))
-    env.pop("SPARK_REMOTE", None)
-    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    return env
+    return spark_jvm_env(tmp)
 
 
 @pytest.fixture(scope="module")

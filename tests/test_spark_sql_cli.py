@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sparkjvm import spark_jvm_env
+
 from rpl_sql import Session
 from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef, decide, rewrite_db
 from rpl_sql.export import harden, sql_string
@@ -46,20 +48,7 @@ STATEMENT_EVENTS = [  # (channel, command, default_db, tables)
 
 
 def spark_sql_env(tmp: Path) -> dict[str, str]:
-    """Env of a Spark JVM whose Python workers import this checkout's rpl_sql and pyspark_rpl_sql."""
-    import pyspark
-    import pyspark_rpl_sql
-
-    env = dict(os.environ)
-    # Spark lists `pyspark_*` modules with pkgutil.iter_modules(), blind to editable-install import hooks.
-    paths = [str(Path(pyspark_rpl_sql.__file__).resolve().parent)] + \
-        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(paths),
-               SPARK_LOCAL_IP="127.0.0.1", LC_ALL="C.UTF-8")
-    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
-        env.pop(k, None)
-    return env
+    return spark_jvm_env(tmp)
 
 
 def spark_sql_binary() -> Path:
