@@ -150,8 +150,10 @@ class Session:
         return result_frame(spark, last)
 
     def _applier_status(self, state: ServerState) -> dict | None:
-        """Hook for the pipeline: per-channel positions shown by SHOW REPLICA STATUS."""
-        return None
+        """The applier's positions and executed GTIDs per channel, shown by SHOW REPLICA STATUS."""
+        from .apply import applier_status
+
+        return applier_status(state)
 
     def _history(self, stmt: ShowReplicationFilterHistory) -> Result:
         rows = [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
