@@ -1,0 +1,380 @@
+"""Cost of the compiled `should_apply` SQL function against a bare scan and an Arrow Python UDF.
+
+    .venv/bin/python bench/bench_should_apply.py            # 10M rows, 1/100/1000/10000 rules per channel
+    .venv/bin/python bench/bench_should_apply.py --quick    # 1M rows, 1/100/1000 rules
+    .venv/bin/python bench/bench_should_apply.py --rows 3000000 --sizes 100,10000 --repeat 5
+
+Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
+shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well).
+
+Data (generated once, cached under bench/data/, git-ignored): Parquet with columns channel, db_name,
+table_name; 3 channels ('' 50%, 'src_eu' 30%, 'src_us' 20%); 300 databases (app_000..app_279 plus 20 named
+ones) with a skewed (power-law) frequency; 120 table names per database (a vocabulary of realistic names such
+as orders, tmp_import, log_2024_07, users_bak, then t_000..), also skewed.
+
+Rules, R per channel (largest-remainder split, deterministic):
+  ''      do-style:      do_db 30%, do_table 20%, wild_do 50%
+  src_eu  ignore-style:  ignore_db 25%, ignore_table 25%, wild_ignore 50%
+  src_us  table-style:   rewrite_db 5%, do_table 25%, wild_do 30%, wild_ignore 40%
+Exact names are drawn half from the data and half invented (so most rules do not match anything, as in a
+real config); wildcard rules: 35% 'db.%', 20% 'db.prefix%' (escaped `\\_`), 15% 'dbprefix%.%',
+15% starting with '%' ('%.tmp\\_%', '%.%\\_bak', '%.<table>'), 15% with an unescaped '_' ('app_01_.orders').
+
+Bare scan: `count_if(hash(channel, db_name, table_name) <> 0)` -- it reads and decodes the same three
+columns and touches every value once, in the same aggregate shape as the function query. (A plain count(*)
+is answered without decoding the columns, and `hash(...) IS NOT NULL` is folded to TRUE because hash() is
+never NULL, so both would measure no column work at all.)
+should_apply: `count_if(should_apply(channel, db_name, table_name))` (a projection: Spark computes the
+function's derived arguments once per row) and, for reference, `count(*) WHERE should_apply(...)`.
+Python UDF: `@udf(useArrow=True)` running a best-effort exact evaluator (per channel: Python sets with the
+rewrite folded in, one trie-factored compiled regex per wildcard list, memoised per distinct
+(channel, db, table)); it runs on the first --udf-rows rows and its time is scaled to --rows.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rpl_sql.compile import compile_functions  # noqa: E402
+from rpl_sql.evaluate import RowEvent, decide_row  # noqa: E402
+from rpl_sql.rules import Filters, FilterType as T, fold, like_tokens  # noqa: E402
+from rpl_sql.state import Channel, ServerState  # noqa: E402
+
+DATA = ROOT / "bench" / "data"
+CHANNELS = ("", "src_eu", "src_us")
+NAMED_DBS = ["shop", "crm", "billing", "analytics", "mysql", "sys", "tmp", "archive_2023", "archive_2024",
+             "reporting", "auth", "search", "cms", "payments", "inventory", "hr", "legacy", "staging",
+             "ml_features", "web"]
+DBS = [f"app_{i:03d}" for i in range(280)] + NAMED_DBS
+VOCAB = ["orders", "order_items", "customers", "products", "payments", "invoices", "audit_log", "sessions",
+         "events", "users", "tmp_import", "tmp_export", "orders_bak", "users_bak", "cache_entries", "settings",
+         "addresses", "shipments", "refunds", "carts"] + [f"log_2024_{m:02d}" for m in range(1, 13)]
+TABLES = VOCAB + [f"t_{i:03d}" for i in range(120 - len(VOCAB))]
+
+
+# ---------------------------------------------------------------- data and rules
+
+def sql_array(values) -> str:
+    return "array(" + ", ".join("'" + v + "'" for v in values) + ")"
+
+
+def ensure_data(spark, rows: int) -> str:
+    path = DATA / f"events_{rows}.parquet"
+    if not (path / "_SUCCESS").exists():
+        t = time.time()
+        u = "(pmod(hash(id, {k}), 1000003) / 1000003.0)"
+        spark.sql(f"""
+            SELECT CASE WHEN {u.format(k=1)} < 0.5 THEN '' WHEN {u.format(k=1)} < 0.8 THEN 'src_eu' ELSE 'src_us' END
+                     AS channel,
+                   element_at({sql_array(DBS)}, cast(floor({len(DBS)} * pow({u.format(k=2)}, 2.5)) AS INT) + 1)
+                     AS db_name,
+                   element_at({sql_array(TABLES)}, cast(floor({len(TABLES)} * pow({u.format(k=3)}, 2.0)) AS INT) + 1)
+                     AS table_name
+            FROM range({rows})""").repartition(8).write.mode("overwrite").parquet(str(path))
+        print(f"generated {rows:,} rows in {time.time() - t:.1f}s -> {path}")
+    return str(path)
+
+
+def split(total: int, weights: dict) -> dict:
+    """Largest-remainder split of `total` rules over the lists (deterministic)."""
+    raw = {k: total * w for k, w in weights.items()}
+    out = {k: int(v) for k, v in raw.items()}
+    for k in sorted(raw, key=lambda k: (-(raw[k] - out[k]), str(k)))[:total - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
+def make_rules(r: int) -> ServerState:
+    rnd = random.Random(r)
+
+    def db():
+        return rnd.choice(DBS) if rnd.random() < 0.5 else f"gone_{rnd.randrange(10**6):06d}"
+
+    def tbl():
+        return rnd.choice(TABLES) if rnd.random() < 0.5 else f"old_{rnd.randrange(10**6):06d}"
+
+    def esc(s):
+        return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+    def wild():
+        x = rnd.random()
+        if x < 0.35:
+            return f"{esc(db())}.%"
+        if x < 0.55:
+            return f"{esc(db())}.{esc(rnd.choice(['tmp_', 'log_2024_', 'order', 'cache', 'old_']))}%"
+        if x < 0.70:
+            d = db()
+            return f"{esc(d[:rnd.randint(min(3, len(d)), len(d))])}%.%"
+        if x < 0.85:
+            return rnd.choice(["%.tmp\\_%", "%.%\\_bak", f"%.{esc(tbl())}", f"%.{esc(tbl())}%"])
+        return f"{db()}.{tbl()}"  # unescaped '_' is a one-byte wildcard
+
+    specs = {
+        "": {T.DO_DB: 0.3, T.DO_TABLE: 0.2, T.WILD_DO_TABLE: 0.5},
+        "src_eu": {T.IGNORE_DB: 0.25, T.IGNORE_TABLE: 0.25, T.WILD_IGNORE_TABLE: 0.5},
+        "src_us": {T.REWRITE_DB: 0.05, T.DO_TABLE: 0.25, T.WILD_DO_TABLE: 0.3, T.WILD_IGNORE_TABLE: 0.4},
+    }
+    state = ServerState()
+    for name, weights in specs.items():
+        f = Filters()
+        for ftype, n in split(r, weights).items():
+            if not n:
+                continue
+            if ftype in (T.DO_DB, T.IGNORE_DB):
+                vals = [db() for _ in range(n)]
+            elif ftype in (T.DO_TABLE, T.IGNORE_TABLE):
+                vals = [f"{db()}.{tbl()}" for _ in range(n)]
+            elif ftype is T.REWRITE_DB:
+                vals = [(rnd.choice(DBS), f"replica_{i}") for i in range(n)]
+            else:
+                vals = [wild() for _ in range(n)]
+            if ftype in (T.DO_DB, T.IGNORE_DB, T.DO_TABLE, T.IGNORE_TABLE):
+                vals = list(dict.fromkeys(vals))
+            f = f.configure(ftype, tuple(vals), "STARTUP_OPTIONS", 1)
+        state = state.with_channel(Channel(name, filters=f))
+    return state
+
+
+# ---------------------------------------------------------------- the Python side (best effort, exact)
+
+def _py_trie_regex(patterns, lctn):
+    """One trie-factored fullmatch regex per list (Python `re`), bytes for lctn=0 like rules._like_regex."""
+    root: dict = {}
+    for p in patterns:
+        node = root
+        for kind, ch in like_tokens(fold(p, lctn) if lctn else p):
+            if kind == "lit":
+                for part in (ch.encode("utf-8") if not lctn else [ch]):
+                    node = node.setdefault(("l", part), {})
+            else:
+                node = node.setdefault((kind, None), {})
+        node[None] = {}
+
+    def tok(k):
+        kind, v = k
+        if kind == "any":
+            return ".*"
+        if kind == "one":
+            return "."
+        return re.escape(bytes([v]).decode("latin-1") if isinstance(v, int) else v)
+
+    def emit(node):
+        alts = [tok(k) + emit(c) for k, c in node.items() if k is not None]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return "(?:" + body + ")?" if None in node else body
+
+    if not patterns:
+        return None
+    rx = emit(root)
+    return re.compile(rx.encode("latin-1") if not lctn else rx, re.DOTALL)
+
+
+class PyDecider:
+    """decide_row(...).apply with sets and compiled regexes, memoised per distinct (channel, db, table)."""
+
+    def __init__(self, state: ServerState):
+        self.lctn = lctn = state.lower_case_table_names
+        self.chans = {}
+        for ch in state.channels:
+            f = ch.filters
+            rw = {}
+            for s, d in f.values(T.REWRITE_DB):
+                rw.setdefault(fold(s, lctn), d)
+            do = {fold(v, lctn) for v in f.values(T.DO_DB)}
+            ign = {fold(v, lctn) for v in f.values(T.IGNORE_DB)}
+            self.chans[ch.name] = (
+                rw, do, ign, {fold(v, lctn) for v in f.values(T.DO_TABLE)},
+                {fold(v, lctn) for v in f.values(T.IGNORE_TABLE)},
+                _py_trie_regex(f.values(T.WILD_DO_TABLE), lctn), _py_trie_regex(f.values(T.WILD_IGNORE_TABLE), lctn),
+                f.table_rules_on, not (f.values(T.DO_TABLE) or f.values(T.WILD_DO_TABLE)))
+        self.memo: dict = {}
+
+    def __getstate__(self):
+        return {"lctn": self.lctn, "chans": self.chans, "memo": {}}
+
+    def __call__(self, channel, db, tbl):
+        k = (channel, db, tbl)
+        v = self.memo.get(k, 0)
+        if v == 0:
+            v = self.memo[k] = self._decide(channel, db, tbl)
+        return v
+
+    def _decide(self, channel, db, tbl):
+        c = self.chans.get(channel.lower()) if channel is not None else None
+        if c is None or db is None or tbl is None:
+            return None
+        rw, do, ign, dot, igt, wdo, wig, on, default = c
+        lctn = self.lctn
+        d = fold(db, lctn)
+        d = fold(rw.get(d, d), lctn)
+        if do:
+            if d not in do:
+                return False
+        elif d in ign:
+            return False
+        if not on:
+            return True
+        key = d + "." + fold(tbl, lctn)
+        if key in dot:
+            return True
+        if key in igt:
+            return False
+        subject = key.encode("utf-8").decode("latin-1") if not lctn else key
+        if wdo is not None and wdo.fullmatch(subject if lctn else subject.encode("latin-1")):
+            return True
+        if wig is not None and wig.fullmatch(subject if lctn else subject.encode("latin-1")):
+            return False
+        return default
+
+
+def check_py_decider(state, decider, keys):
+    for ch, db, tbl in keys:
+        want = decide_row(state.channel(ch).filters, RowEvent(db, tbl), state.lower_case_table_names).apply
+        assert decider(ch, db, tbl) == want, (ch, db, tbl)
+
+
+# ---------------------------------------------------------------- measuring
+
+class Meter:
+    """Wall and CPU seconds (the JVM plus its Python workers) of one action."""
+
+    def __init__(self, spark):
+        self.pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+
+    def cpu(self) -> float:
+        try:
+            import psutil
+        except ImportError:
+            return float("nan")
+        p = psutil.Process(self.pid)
+        total = 0.0
+        for q in [p] + p.children(recursive=True):
+            try:
+                t = q.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                pass
+        return total
+
+    def run(self, fn, repeat: int):
+        walls, cpus, result = [], [], None
+        for _ in range(repeat):
+            c0, t0 = self.cpu(), time.perf_counter()
+            result = fn()
+            walls.append(time.perf_counter() - t0)
+            cpus.append(self.cpu() - c0)
+        return statistics.median(walls), statistics.median(cpus), result
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--sizes", default="1,100,1000,10000", help="rules per channel, comma separated")
+    ap.add_argument("--udf-rows", type=int, default=None, help="rows for the Python UDF (default min(rows, 1M))")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="1M rows, sizes 1,100,1000, 2 repeats, UDF on 200k")
+    ap.add_argument("--no-udf", action="store_true")
+    ap.add_argument("--no-where", action="store_true", help="skip the WHERE-form measurement")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.sizes, args.repeat = 1_000_000, "1,100,1000", 2
+        args.udf_rows = args.udf_rows or 200_000
+    udf_rows = min(args.udf_rows or 1_000_000, args.rows)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    os.environ.setdefault("RPL_SQL_DRIVER_MEMORY", "8g")
+    from rpl_sql.sparkenv import local_spark
+
+    spark = local_spark(app_name="bench_should_apply", **{"spark.ui.showConsoleProgress": "false",
+                                                          "spark.sql.shuffle.partitions": "2"})
+    from pyspark.sql.functions import col, udf
+    from pyspark.sql.types import BooleanType
+
+    path = ensure_data(spark, args.rows)
+    ev = spark.read.parquet(path)
+    ev.createOrReplaceTempView("ev")
+    ev.limit(udf_rows).createOrReplaceTempView("ev_udf")
+    meter = Meter(spark)
+    bare_q = "SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev"
+    spark.sql(bare_q).collect()  # warm-up
+    print(f"\n{args.rows:,} rows, Parquet ({path}); {args.repeat} runs per figure, medians; "
+          f"UDF on {udf_rows:,} rows scaled x{args.rows / udf_rows:g}\n")
+
+    table = []
+    for r in sizes:
+        state = make_rules(r)
+        t0 = time.perf_counter()
+        compiled = compile_functions(state)
+        t_compile = time.perf_counter() - t0
+        for s in compiled.statements:
+            spark.sql(s)
+        t_create = time.perf_counter() - t0 - t_compile
+        q = "SELECT count_if(should_apply(channel, db_name, table_name)) FROM ev"
+        first = spark.sql(q)
+        applied = first.collect()[0][0]
+        t_first = time.perf_counter() - t0 - t_compile - t_create
+        plan = first._jdf.queryExecution().executedPlan().toString()  # the final adaptive plan
+        codegen = "*(" in plan and "should_apply" in plan
+
+        bare_w, bare_c, _ = meter.run(lambda: spark.sql(bare_q).collect(), args.repeat)
+        fn_w, fn_c, _ = meter.run(lambda: spark.sql(q).collect(), args.repeat)
+        where_w = where_c = float("nan")
+        if not args.no_where:
+            wq = "SELECT count(*) FROM ev WHERE should_apply(channel, db_name, table_name)"
+            where_w, where_c, n_where = meter.run(lambda: spark.sql(wq).collect()[0][0], args.repeat)
+            assert n_where == applied, (n_where, applied)
+
+        udf_w = udf_c = float("nan")
+        if not args.no_udf:
+            decider = PyDecider(state)
+            sample = spark.sql("SELECT DISTINCT channel, db_name, table_name FROM ev_udf LIMIT 300").collect()
+            check_py_decider(state, decider, [tuple(x) for x in sample])
+            py_apply = udf(decider, BooleanType(), useArrow=True)
+            udf_df = spark.table("ev_udf").select(py_apply(col("channel"), col("db_name"), col("table_name")).alias("a"))
+            py_n = udf_df.where("a").count()
+            sql_n = spark.sql("SELECT count_if(should_apply(channel, db_name, table_name)) FROM ev_udf").collect()[0][0]
+            assert py_n == sql_n, (py_n, sql_n)  # same verdicts on the UDF subset
+            w, c, _ = meter.run(lambda: udf_df.where("a").count(), max(1, min(args.repeat, 2)))
+            scale = args.rows / udf_rows
+            udf_w, udf_c = w * scale, c * scale
+
+        row = dict(rules=r, sql_chars=sum(map(len, compiled.statements)), compile=t_compile, create=t_create,
+                   first=t_first, bare_w=bare_w, bare_c=bare_c, fn_w=fn_w, fn_c=fn_c, where_w=where_w,
+                   where_c=where_c, udf_w=udf_w, udf_c=udf_c, applied=applied, codegen=codegen,
+                   encoding=compiled.encoding)
+        table.append(row)
+        print(f"R={r}: {compiled.encoding}")
+        print(f"  setup: compile {t_compile:.2f}s + CREATE FUNCTION {t_create:.2f}s + first query {t_first:.2f}s"
+              f" = {t_compile + t_create + t_first:.2f}s; whole-stage codegen: {'yes' if codegen else 'NO'};"
+              f" applied {applied:,} of {args.rows:,}")
+        print(f"  bare {bare_w:.2f}s ({bare_c:.1f} cpu-s) | should_apply {fn_w:.2f}s ({fn_c:.1f}) = "
+              f"{fn_w / bare_w:.2f}x wall, {fn_c / bare_c:.2f}x cpu | WHERE form {where_w:.2f}s ({where_c:.1f}) | "
+              f"Arrow UDF {udf_w:.2f}s ({udf_c:.1f}) = {udf_w / fn_w:.1f}x slower wall, {udf_c / fn_c:.1f}x cpu",
+              flush=True)
+
+    print("\n| rules/channel | SQL chars | compile+CREATE+first query s | bare scan s (cpu) | should_apply s (cpu) "
+          "| ratio to bare wall/cpu | WHERE form s | Arrow UDF s, scaled (cpu) | UDF / should_apply wall/cpu |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for x in table:
+        print(f"| {x['rules']:,} | {x['sql_chars']:,} | {x['compile'] + x['create'] + x['first']:.1f} "
+              f"({x['compile']:.2f}+{x['create']:.2f}+{x['first']:.2f}) | {x['bare_w']:.2f} ({x['bare_c']:.1f}) | "
+              f"{x['fn_w']:.2f} ({x['fn_c']:.1f}) | {x['fn_w'] / x['bare_w']:.2f} / {x['fn_c'] / x['bare_c']:.2f} | "
+              f"{x['where_w']:.2f} | {x['udf_w']:.1f} ({x['udf_c']:.1f}) | "
+              f"{x['udf_w'] / x['fn_w']:.1f} / {x['udf_c'] / x['fn_c']:.1f} |")
+    print(f"\nmachine load average at the end: {os.getloadavg()}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
