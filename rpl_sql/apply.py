@@ -64,7 +64,8 @@ DATA_DIR = "data"  # applied files live under <applied table>/data/<channel hash
 TABLES_DDL = "array<struct<db:string,name:string,updating:boolean>>"
 APPLIED_SCHEMA = pa.schema(list(EVENTS_SCHEMA) + [("applied_db", pa.string()), ("decided_by", pa.string())])
 _TABLE_LABELS = frozenset({T.DO_TABLE.value, T.IGNORE_TABLE.value, T.WILD_DO_TABLE.value, T.WILD_IGNORE_TABLE.value})
-VERIFY_BUDGET = 3_000_000  # evaluator rule checks spent verifying shapes per batch (verify='auto')
+VERIFY_BUDGET = 1_000_000  # evaluator rule checks spent verifying shapes per batch (verify='auto')
+VERIFY_MAX_SHAPES = 4096
 CLI_BATCH_SIZE = 1_000_000
 
 
@@ -189,13 +190,14 @@ class BatchRecord:
     last_file: str | None
     last_pos: int | None
     events_version: int
+    source_dropped: int = 0  # events of the range the ingest dropped at the source (their hits are in counts)
 
     def to_meta(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> "BatchRecord":
-        return cls(**{k: meta[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: meta[k] for k in cls.__dataclass_fields__ if k in meta})
 
 
 def slot_signature(filters: Filters, ftype: FilterType) -> str:
@@ -277,16 +279,15 @@ def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None
     return tuple(hits)
 
 
+SHAPE_KEYS = ("event_type", "db_name", "table_name", "command", "default_db", "_tables")
+
+
 @dataclass
 class Shape:
-    """One distinct decision input of a batch, its count and verdict."""
+    """One distinct decision input of a batch (the raw key columns, `_tables` = to_json(tables)), its count and
+    verdict."""
 
-    kind: str  # 'row' | 'query' | 'gtid' | anything else = malformed
-    db: str | None
-    table: str | None
-    command: str | None
-    default_db: str | None
-    tables_json: str | None
+    key: tuple
     tables: list | None
     count: int
     min_seq: int
@@ -296,18 +297,29 @@ class Shape:
     applied_db: str | None = None
     hits: tuple[FilterType, ...] = ()
 
+    @property
+    def kind(self) -> str:
+        et = self.key[0]
+        return "row" if et in ROW_EVENT_TYPES else et if et in ("query", "gtid") else f"unknown:{et}"
+
+    @property
+    def db(self) -> str | None:
+        """What the database rules judge: the table's database (rows) or the default database (statements)."""
+        return self.key[1] if self.kind == "row" else self.key[4]
+
     def event(self):
         if self.kind == "row":
-            return RowEvent(self.db, self.table)
+            return RowEvent(self.key[1], self.key[2])
         refs = [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (self.tables or ())]
-        return statement_event(self.command, self.default_db, refs)
+        return statement_event(self.key[3], self.key[4], refs)
 
     def describe(self) -> str:
+        et, db, table, cmd, ddb, tj = self.key
         if self.kind == "row":
-            return f"row event on {self.db!r}.{self.table!r}"
+            return f"{et} event on {db!r}.{table!r}"
         if self.kind == "query":
-            return f"{self.command or 'OTHER'} statement (default db {self.default_db!r}, tables {self.tables_json})"
-        return f"event_type {self.kind!r}"
+            return f"{cmd or 'OTHER'} statement (default db {ddb!r}, tables {tj})"
+        return f"event_type {et!r}"
 
 
 # ---------------------------------------------------------------- reports
@@ -345,6 +357,7 @@ class ChannelReport:
     applied: int = 0
     ignored: int = 0
     gtid_only: int = 0
+    source_dropped: int = 0  # ignored at the source by the ingest (not in the events table)
     batches: int = 0
     recovered: int = 0  # half-done batches completed from the applied table's metadata
     by_rule: dict[str, list[int]] = field(default_factory=dict)
@@ -357,6 +370,7 @@ class ChannelReport:
         self.applied += rec.applied
         self.ignored += rec.ignored
         self.gtid_only += rec.gtid_only
+        self.source_dropped += rec.source_dropped
         self.end_seq = rec.end
         for k, (a, i) in rec.by_rule.items():
             cur = self.by_rule.setdefault(k, [0, 0])
@@ -385,11 +399,11 @@ class ApplyReport:
         """Per channel: events read, applied, ignored; then per channel and deciding rule."""
         from .cli import format_table
 
-        head = ("Channel", "Status", "Seqs", "Events", "Applied", "Ignored", "GTID only", "Batches", "Seconds",
-                "Events/s")
+        head = ("Channel", "Status", "Seqs", "Events", "Applied", "Ignored", "GTID only", "Dropped at source",
+                "Batches", "Seconds", "Events/s")
         rows = [(c.channel, c.status + (f" ({c.note})" if c.note else ""),
                  f"{c.start_seq + 1}..{c.end_seq}" if c.end_seq > c.start_seq else "-", c.events, c.applied,
-                 c.ignored, c.gtid_only, c.batches, f"{c.seconds:.1f}",
+                 c.ignored, c.gtid_only, c.source_dropped, c.batches, f"{c.seconds:.1f}",
                  f"{c.events / c.seconds:,.0f}" if c.seconds > 0 and c.events else "-") for c in self.channels]
         out = format_table(head, rows)
         rule_rows = [(c.channel, rule, a, i, c.counters.get(rule, "")) for c in self.channels
@@ -633,7 +647,7 @@ class _Applier:
         ev = events.where(F.col("seq") > lo)
         if hi is not None:
             ev = ev.where(F.col("seq") <= hi)
-        ev = _with_shape_columns(ev)
+        ev = ev.withColumn("_tables", F.to_json("tables"))
         sql = state.filter_mode == "mysql"  # the compiled functions implement MySQL's semantics only
         if sql:
             self._functions(state)
@@ -646,13 +660,14 @@ class _Applier:
         if first != lo + 1 or last - lo != total:
             raise ApplyError(f"events {lo + 1}..{last} are not gapless ({total} events, first seq {first}): "
                              f"ingest must write seq 1, 2, 3, ... per channel", ch.name)
-        bad = [s for s in shapes if s.kind not in ("row", "query", "gtid")]
+        bad = [s for s in shapes if s.kind.startswith("unknown:")]
         if bad:
             raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
         with _timed(f"hits of {len(shapes)} shapes", ch.name):
             self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
+        dropped, settled = self._settle_source_filtering(state, ch, lo, last)
 
-        counts: dict[str, int] = {}
+        counts: dict[str, int] = {t.value: n for t, n in settled.items()}
         by_rule: dict[str, list[int]] = {}
         applied = ignored = gtid_only = 0
         for s in shapes:
@@ -670,7 +685,8 @@ class _Applier:
         rec = BatchRecord(
             channel=ch.name, start=lo, end=last, events=total, applied=applied, ignored=ignored, gtid_only=gtid_only,
             counts=counts, filters={t.value: slot_signature(ch.filters, t) for t in TYPES}, by_rule=by_rule,
-            gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version)
+            gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
+            source_dropped=dropped)
         with _timed("write", ch.name):
             actions = self._write(ev, [s for s in shapes if s.apply], rec)
         with _timed("commit applied", ch.name):
@@ -678,6 +694,24 @@ class _Applier:
         with _timed("commit state", ch.name):
             self._commit_state(rec)
         return rec
+
+    def _settle_source_filtering(self, state: ServerState, ch: Channel, lo: int, hi: int
+                                 ) -> tuple[int, dict[FilterType, int]]:
+        """Events the ingest dropped at the source in (lo, hi]: re-decided with the filters in force now.
+
+        Returns (events dropped, their COUNTER hits), which go into this batch's record: counted once, with the
+        batch. Raises ApplyError, before any commit, when the current filters would apply a dropped event.
+        """
+        from .ingest import SourceFilterConflict, settle_source_filtering, source_filtered
+
+        batches = source_filtered(self.warehouse, ch.name, after_seq=lo, through_seq=hi)
+        if not batches:
+            return 0, {}
+        try:
+            _, hits = settle_source_filtering(state, ch.name, batches)
+        except SourceFilterConflict as e:
+            raise ApplyError(str(e), ch.name) from None
+        return sum(n for b in batches for n in b.dropped.values()), hits
 
     def _aggregate(self, ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
         """One Spark action: the distinct shapes with counts and (SQL) verdicts, the batch's GTIDs and the
@@ -689,37 +723,40 @@ class _Applier:
         """
         from pyspark.sql import functions as F
 
-        # Only fixed-width aggregation buffers (counts, min/max, max_by of a long): Spark keeps the hash
-        # aggregate; a string or struct buffer (first(tables), max_by(binlog_file)) would make it sort every row.
-        shapes = (ev.groupBy("_kind", "_db", "_table", "_cmd", "_ddb", "_tables")
+        # Only fixed-width aggregation buffers (counts, min/max, max_by of a long, bit_or): Spark keeps hash
+        # aggregates; a string, struct or binary buffer would make it sort every row.
+        et = F.col("event_type")
+        shapes = (ev.groupBy(*SHAPE_KEYS)
                   .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"))
                   .withColumn("t", F.from_json("_tables", TABLES_DDL)))
         c = sql_str(ch.name)
         if sql:
-            shapes = shapes.select("*", F.expr(
-                f"CASE _kind WHEN 'row' THEN should_apply({c}, _db, _table) "
-                f"WHEN 'query' THEN should_apply_statement({c}, _cmd, _ddb, t) END").alias("ok"), F.expr(
-                f"CASE _kind WHEN 'row' THEN filter_decided_by({c}, _db, _table) "
-                f"WHEN 'query' THEN filter_decided_by_statement({c}, _cmd, _ddb, t) END").alias("by"), F.expr(
-                f"CASE _kind WHEN 'row' THEN rewrite_db({c}, _db) WHEN 'query' THEN rewrite_db({c}, _ddb) END")
-                .alias("adb"))
-        # GTIDs and the last position, per (binlog file, GTID source): a handful of rows. A source's numbers
-        # come back as min, max and distinct count (contiguous when count = max - min + 1, the usual case);
-        # only gapped ones are resolved exactly afterwards. All buffers fixed-width: a hash aggregate.
+            is_row = et.isin(*ROW_EVENT_TYPES)
+            shapes = shapes.select(
+                "*",
+                F.when(is_row, F.expr(f"should_apply({c}, db_name, table_name)"))
+                .when(et == "query", F.expr(f"should_apply_statement({c}, command, default_db, t)")).alias("ok"),
+                F.when(is_row, F.expr(f"filter_decided_by({c}, db_name, table_name)"))
+                .when(et == "query", F.expr(f"filter_decided_by_statement({c}, command, default_db, t)")).alias("by"),
+                F.when(is_row, F.expr(f"rewrite_db({c}, db_name)"))
+                .when(et == "query", F.expr(f"rewrite_db({c}, default_db)")).alias("adb"))
+        # GTIDs and the last position, per (binlog file, GTID source, 64 transaction numbers): MySQL numbers as
+        # 64-bit masks (exact, with gaps), MariaDB as the last seq_no per domain; ~1 row per 64 transactions.
         g = F.col("gtid")
         mysql = g.contains(":")
         parts = F.split(g, "-")
+        num = F.when(mysql, F.substring_index(g, ":", -1).cast("bigint")).otherwise(parts.getItem(2).cast("bigint"))
         gsel = ev.select("seq", "binlog_file", "binlog_pos", mysql.alias("my"),
                          F.when(mysql, F.expr(
                              "substring(gtid, 1, length(gtid) - length(substring_index(gtid, ':', -1)) - 1)"))
                          .otherwise(parts.getItem(0)).alias("key"),
-                         F.when(mysql, F.substring_index(g, ":", -1).cast("bigint"))
-                         .otherwise(parts.getItem(2).cast("bigint")).alias("gn"),
+                         num.alias("gn"),
                          F.when(~mysql, parts.getItem(1).cast("bigint")).alias("server"),
                          (g.isNotNull() & ~mysql & (F.size(parts) != 3)).alias("bad_shape"))
-        gt = (gsel.groupBy("binlog_file", "my", "key")
-              .agg(F.min("gn").alias("mn"), F.max("gn").alias("mx"), F.countDistinct("gn").alias("nd"),
-                   F.max_by("server", "gn").alias("srv"),
+        gt = (gsel.groupBy("binlog_file", "my", "key",
+                           F.when(F.col("my"), F.expr("gn div 64")).alias("word"))
+              .agg(F.expr("bit_or(CASE WHEN my THEN shiftleft(1L, CAST(pmod(gn, 64) AS INT)) END)").alias("mask"),
+                   F.max("gn").alias("mx"), F.max_by("server", "gn").alias("srv"),
                    F.max("seq").alias("last_seq"), F.max_by("binlog_pos", "seq").alias("last_pos"),
                    F.sum(F.when(F.col("my").isNotNull() & (
                        F.col("gn").isNull() | (F.col("gn") < 1) | F.col("bad_shape")
@@ -728,14 +765,13 @@ class _Applier:
         rows = (shapes.withColumn("_set", F.lit("shape"))
                 .unionByName(gt.withColumn("_set", F.lit("gtid")), allowMissingColumns=True).collect())
         out: list[Shape] = []
-        mysql_iv: dict[str, list[tuple[int, int]]] = {}
+        words: dict[str, set[tuple[int, int]]] = {}
         mariadb: dict[int, tuple[int, int]] = {}
         last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
         for r in rows:
             if r["_set"] == "shape":
                 t = None if r["t"] is None else [x.asDict() for x in r["t"]]
-                s = Shape(r["_kind"], r["_db"], r["_table"], r["_cmd"], r["_ddb"], r["_tables"], t, r["n"],
-                          r["lo"], r["hi"])
+                s = Shape(tuple(r[k] for k in SHAPE_KEYS), t, r["n"], r["lo"], r["hi"])
                 if sql and s.kind in ("row", "query"):
                     if r["ok"] is None or r["by"] is None:
                         raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", ch.name)
@@ -749,13 +785,13 @@ class _Applier:
             if r["bad"]:
                 raise ApplyError(f"{r['bad']} events carry a GTID that is neither 'uuid:n' nor 'domain-server-n' "
                                  f"(source {r['key']!r})", ch.name)
-            elif r["my"]:
-                ivs = [(r["mn"], r["mx"])] if r["nd"] == r["mx"] - r["mn"] + 1 else _islands(gsel, r)
-                mysql_iv.setdefault(r["key"].lower(), []).extend(ivs)
+            if r["my"]:
+                words.setdefault(r["key"].lower(), set()).add((r["word"], r["mask"] & (2 ** 64 - 1)))
             else:
                 d = int(r["key"])
                 if d not in mariadb or r["mx"] > mariadb[d][1]:
                     mariadb[d] = (int(r["srv"]), int(r["mx"]))
+        mysql_iv = {k: _word_intervals(v) for k, v in words.items()}
         return out, GtidSet(mysql_iv, mariadb), last[1:]
 
     def _decide(self, state: ServerState, ch: Channel, shapes: list[Shape], sql: bool) -> None:
@@ -768,21 +804,21 @@ class _Applier:
             return
         idx = _rewrite_index(ch.filters, lctn)
         for s in shapes:
-            s.hits = derive_hits(ch.filters, s.kind, s.command, s.db if s.kind == "row" else s.default_db,
+            s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
                                  s.apply, s.decided_by, idx, lctn)
         self._verify(ch, shapes, lctn)
 
     @staticmethod
     def _applied_db(ch: Channel, s: Shape, lctn: int) -> str | None:
-        return rewrite_db(ch.filters, s.db if s.kind == "row" else s.default_db, lctn)
+        return rewrite_db(ch.filters, s.db, lctn)
 
     def _verify(self, ch: Channel, shapes: list[Shape], lctn: int) -> None:
         if self.verify == "none":
             return
         rules = sum(len(ch.filters.values(t)) for t in TYPES) + 1
         todo = sorted(shapes, key=lambda s: -s.count)
-        if self.verify == "auto" and len(todo) * rules > VERIFY_BUDGET:
-            todo = todo[:max(64, VERIFY_BUDGET // rules)]
+        if self.verify == "auto":  # the most frequent shapes, within a budget of evaluator rule checks
+            todo = todo[:min(VERIFY_MAX_SHAPES, max(256, VERIFY_BUDGET // rules))]
         for s in todo:
             try:
                 d = decide(ch.filters, s.event(), lctn)
@@ -801,14 +837,11 @@ class _Applier:
 
         if not applied:
             return []
-        key_schema = Ty.StructType([Ty.StructField(n, Ty.StringType()) for n in
-                                    ("_kind", "_db", "_table", "_cmd", "_ddb", "_tables", "applied_db", "decided_by")])
-        verdicts = self.spark.createDataFrame(
-            [(s.kind, s.db, s.table, s.command, s.default_db, s.tables_json, s.applied_db, s.decided_by)
-             for s in applied], key_schema)
-        keys = ("_kind", "_db", "_table", "_cmd", "_ddb", "_tables")
-        v = verdicts.select(*[F.col(k).alias("v" + k) for k in keys], "applied_db", "decided_by")
-        cond = [ev[k].eqNullSafe(v["v" + k]) for k in keys]
+        key_schema = Ty.StructType([Ty.StructField("v_" + n, Ty.StringType()) for n in SHAPE_KEYS]
+                                   + [Ty.StructField("applied_db", Ty.StringType()),
+                                      Ty.StructField("decided_by", Ty.StringType())])
+        v = self.spark.createDataFrame([s.key + (s.applied_db, s.decided_by) for s in applied], key_schema)
+        cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
         cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else F.col(n)
                 for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it
         out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")
@@ -835,32 +868,20 @@ class _Applier:
         return actions
 
 
-def _islands(gsel, r) -> list[tuple[int, int]]:
-    """Exact intervals of a gapped GTID source in a batch: gaps-and-islands over its distinct numbers."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    d = (gsel.where(F.col("my") & (F.col("key") == r["key"]) & F.col("binlog_file").eqNullSafe(r["binlog_file"]))
-         .select("gn").distinct())
-    isl = (d.withColumn("island", F.col("gn") - F.row_number().over(Window.orderBy("gn")))
-           .groupBy("island").agg(F.min("gn").alias("a"), F.max("gn").alias("b")).collect())
-    return sorted((x["a"], x["b"]) for x in isl)
-
-
-def _with_shape_columns(ev):
-    """The decision inputs of each event, NULL where they do not apply (so equal shapes group together)."""
-    from pyspark.sql import functions as F
-
-    et = F.col("event_type")
-    kind = (F.when(et.isin(*ROW_EVENT_TYPES), "row").when(et == "query", "query").when(et == "gtid", "gtid")
-            .otherwise(F.coalesce(et, F.lit("NULL"))))
-    ev = ev.withColumn("_kind", kind)
-    row, query = F.col("_kind") == "row", F.col("_kind") == "query"
-    return (ev.withColumn("_db", F.when(row, F.col("db_name")))
-            .withColumn("_table", F.when(row, F.col("table_name")))
-            .withColumn("_cmd", F.when(query, F.col("command")))
-            .withColumn("_ddb", F.when(query, F.col("default_db")))
-            .withColumn("_tables", F.when(query, F.to_json(F.col("tables")))))
+def _word_intervals(words: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """GTID numbers from (word, 64-bit mask) pairs (number = 64 * word + bit) as merged intervals."""
+    out: list[tuple[int, int]] = []
+    for word, mask in sorted(words):
+        base, pos, x = 64 * word, 0, mask
+        while x:
+            tz = (x & -x).bit_length() - 1
+            x >>= tz
+            pos += tz
+            ones = (~x & (x + 1)).bit_length() - 1
+            out.append((base + pos, base + pos + ones - 1))
+            x >>= ones
+            pos += ones
+    return _merge(out)
 
 
 def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:

@@ -7,7 +7,6 @@ into which database, decided by which rule, and the COUNTERs.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
 import signal
@@ -467,7 +466,7 @@ def test_refuses_a_channel_whose_sql_thread_is_stopped(spark, warehouse):
 def test_crash_between_the_two_commits_is_completed_from_the_metadata(spark, warehouse, monkeypatch):
     from rpl_sql import apply as apply_mod
 
-    s = setup_server(warehouse)
+    setup_server(warehouse)
     log = mixed_log(seed=5)
     land(warehouse, log)
     before = DeltaStore(warehouse).load().state
@@ -525,7 +524,7 @@ def test_malformed_events_stop_the_applier_before_any_commit(spark, warehouse):
     log.rows_txn("ch1", [("db1", "t1")])
     log._row("ch1", "write_rows", f"{UUID1}:2", db_name="db1", table_name=None)
     land(warehouse, log)
-    with pytest.raises(ApplyError, match="seq 4: cannot decide the malformed row event"):
+    with pytest.raises(ApplyError, match="seq 4: cannot decide the malformed write_rows event"):
         apply(spark, warehouse, ["ch1"])
     assert DeltaStore(warehouse).load().state.channel("ch1").applier.seq == 0
     gap = Log()
