@@ -424,6 +424,54 @@ class _Compiler:
     # ---------------------------------------------------------------- wildcard lists
 
     def rx_parts(self, g: _Group, items: list, subject: str) -> list[str]:
+        """(channel, tokens) patterns over `subject`, exactly: `%`-free ones by length and masked equality
+        (fixed_parts), the others as chunked, trie-factored, anchored RLIKEs."""
+        fixed = [(ch, toks) for ch, toks in items if ANY not in toks and ONE in toks]
+        rest = [(ch, toks) for ch, toks in items if ANY in toks or ONE not in toks]
+        return self.fixed_parts(g, fixed, subject) + self.regex_parts(g, rest, subject)
+
+    def fixed_parts(self, g: _Group, items: list, subject: str) -> list[str]:
+        """Patterns with `_` and no `%` match only subjects of one length, and then only by the characters
+        at their literal positions: per length, an O(1) length test, then one `concat(substring...) IN
+        (...)` hash lookup per distinct set of `_` positions -- no regex on the common path.
+
+        lower_case_table_names=0 compares bytes (`_` is one byte): the test is on octet_length, and the
+        masked form is exact only for ASCII subjects (char_length = octet_length); a non-ASCII subject of
+        that byte length goes to the byte regex of the patterns of its length.
+        """
+        if not items:
+            return []
+        s = g.keyed(subject)
+        by_len: dict[int, list] = {}
+        for ch, toks in items:
+            seq = g.prefix_toks(ch) + tuple(toks)
+            n = len(seq) if self.lctn else sum(1 if t == ONE else len(t.encode("utf-8")) for t in seq)
+            by_len.setdefault(n, []).append((ch, toks, seq))
+        out = []
+        for n, group in sorted(by_len.items()):
+            shapes: dict[tuple, set] = {}
+            for _, _, seq in group:
+                if self.lctn or all(t == ONE or t.isascii() for t in seq):
+                    ones = tuple(i for i, t in enumerate(seq) if t == ONE)
+                    shapes.setdefault(ones, set()).add("".join(t for t in seq if t != ONE))
+            masked = []
+            for ones, vals in sorted(shapes.items()):
+                runs, start = [], 0
+                for i in ones + (n,):
+                    if i > start:
+                        runs.append(f"substring({s}, {start + 1}, {i - start})")
+                    start = i + 1
+                expr = runs[0] if len(runs) == 1 else f"concat({', '.join(runs)})"
+                masked.append(f"{expr} IN ({_sql_list(vals)})" if len(vals) > 1 else f"{expr} = {sql_str(next(iter(vals)))}")
+            if self.lctn:
+                out.append(f"(char_length({s}) = {n} AND {_or(masked)})")
+                continue
+            slow = _or(self.regex_parts(g, [(ch, toks) for ch, toks, _ in group], subject))
+            out.append(f"(octet_length({s}) = {n} AND CASE WHEN char_length({s}) = {n} THEN {_or(masked)} "
+                       f"ELSE {slow} END)")
+        return out
+
+    def regex_parts(self, g: _Group, items: list, subject: str) -> list[str]:
         """Chunked, trie-factored, anchored RLIKEs of (channel, tokens) over `subject` (exact, any tokens).
 
         A chunk containing `_` under lower_case_table_names=0 matches the latin-1 view of the UTF-8 bytes."""
