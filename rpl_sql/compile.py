@@ -51,6 +51,7 @@ ROW_TABLE_TRUE = (0, 10, 12, 14)  # table code 0: the channel has no table rules
 
 CASE_MAX_GROUPS = 4  # more distinct non-trivial filter configurations than this -> flat encoding
 REGEX_CHUNK = 12000  # max regex source chars per RLIKE (Spark embeds it in generated Java as a constant)
+COMPILE_MAX_CHARS = 6000  # a larger row table code is interpreted, not compiled (see functions())
 MAP_CHUNK = 64  # max entries of one literal map (element_at scans maps linearly)
 MAX_LENGTH_GROUPS = 4  # distinct prefix/suffix lengths tested with left()/right() IN (...); the rest: regex
 STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
@@ -352,6 +353,7 @@ class _Compiler:
             groups.append(_Group(trivial, False, self.sep))
         self.groups = groups
         self.regexes = 0
+        self.interpreted = False
         self.why = why
 
     # ---------------------------------------------------------------- expressions
@@ -454,15 +456,24 @@ class _Compiler:
                 if self.lctn or all(t == ONE or t.isascii() for t in seq):
                     ones = tuple(i for i, t in enumerate(seq) if t == ONE)
                     shapes.setdefault(ones, set()).add("".join(t for t in seq if t != ONE))
-            masked = []
-            for ones, vals in sorted(shapes.items()):
+            def mask(ones: tuple, vals: Iterable[str]) -> str:
                 runs, start = [], 0
                 for i in ones + (n,):
                     if i > start:
                         runs.append(f"substring({s}, {start + 1}, {i - start})")
                     start = i + 1
+                if not runs:
+                    return "true"
                 expr = runs[0] if len(runs) == 1 else f"concat({', '.join(runs)})"
-                masked.append(f"{expr} IN ({_sql_list(vals)})" if len(vals) > 1 else f"{expr} = {sql_str(next(iter(vals)))}")
+                vals = sorted(set(vals))
+                return f"{expr} IN ({_sql_list(vals)})" if len(vals) > 1 else f"{expr} = {sql_str(vals[0])}"
+
+            masked = [mask(ones, vals) for ones, vals in sorted(shapes.items())]
+            if len(masked) > 2:  # every shape's `_` positions masked: one lookup rules out most rows
+                union = tuple(sorted({i for ones in shapes for i in ones}))
+                seqs = [seq for _, _, seq in group if self.lctn or all(t == ONE or t.isascii() for t in seq)]
+                guard = mask(union, ["".join(t for i, t in enumerate(seq) if i not in union) for seq in seqs])
+                masked = [_and([guard, _or(masked)])]
             if self.lctn:
                 out.append(f"(char_length({s}) = {n} AND {_or(masked)})")
                 continue
@@ -518,14 +529,26 @@ class _Compiler:
             else:
                 fixes[f[0]].setdefault(len(f[1]), []).append((ch, f[1], toks))
         out = [g.cond(lambda c: c.name in allc), g.member(subject, exact)]
-        for kind, fn in (("prefix", "left"), ("suffix", "right")):
-            groups = fixes[kind]
-            for i, n in enumerate(sorted(groups, key=lambda n: (-len(groups[n]), n))):
-                if i < MAX_LENGTH_GROUPS:
-                    out.append(g.member(f"{fn}({subject}, {n})", [(ch, v) for ch, v, _ in groups[n]]))
-                else:
-                    rx += [(ch, toks) for ch, _, toks in groups[n]]
+        for kind in ("prefix", "suffix"):
+            out.append(self.fix_test(g, subject, kind, [(ch, v) for n in fixes[kind] for ch, v, _ in fixes[kind][n]]))
         return out + self.rx_parts(g, rx, subject)
+
+    def fix_test(self, g: _Group, subject: str, kind: str, pairs: list[tuple[_Chan, str]]) -> str:
+        """`subject` starts (kind='prefix') or ends ('suffix') with one of the channel's literals: one
+        left()/right() IN (...) per distinct length. Beyond MAX_LENGTH_GROUPS lengths, a guard first: the
+        literals cut to the shortest length, so most rows pay a single hash lookup."""
+        if not pairs:
+            return "false"
+        fn = "left" if kind == "prefix" else "right"
+        by_len: dict[int, list] = {}
+        for ch, v in pairs:
+            by_len.setdefault(len(v), []).append((ch, v))
+        tests = [g.member(f"{fn}({subject}, {n})", ps) for n, ps in sorted(by_len.items())]
+        if len(tests) <= MAX_LENGTH_GROUPS:
+            return _or(tests)
+        m = min(by_len)
+        cut = [(ch, v[:m] if kind == "prefix" else v[len(v) - m:]) for ch, v in pairs]
+        return _and([g.member(f"{fn}({subject}, {m})", cut), _or(tests)])
 
     def fast_match(self, g: _Group, items: list, k: str, t: str, key: str, rich: bool) -> str:
         """A wild list on a row whose db part `k` and table `t` hold no '.': the pattern's one literal dot
@@ -552,6 +575,18 @@ class _Compiler:
             else:
                 keyrx.append((ch, toks))
         parts = self.sub_match(g, on_t, t) + self.sub_match(g, on_d, k)
+        # literal database, table part exact or a prefix: the whole key is exact or has a literal prefix
+        key_exact, key_prefix, rest = [], [], []
+        for ch, toks, la in dbg:
+            f = _sub_form(toks[len(la) + 1:])
+            if f[0] == "exact":
+                key_exact.append((ch, la + "." + f[1]))
+            elif f[0] == "prefix":
+                key_prefix.append((ch, la + "." + f[1]))
+            else:
+                rest.append((ch, toks, la))
+        parts += [g.member(key, key_exact), self.fix_test(g, key, "prefix", key_prefix)]
+        dbg = rest
         for subject, exact, guarded in ((k, db_all, dbg), (t, [], tblg)):
             hit = g.member(subject, [(ch, v) for ch, _, v in exact])
             if not guarded:
@@ -673,12 +708,18 @@ class _Compiler:
             out.append((P + "fold", "x STRING", S, self.fold_sql("x")))
         out.append((P + "dbc", "c STRING, d STRING", "INT", self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL")))
         tc = self.dispatch(lambda g: self.row_table_code(g, "k", "t", "key"), "key IS NULL")
+        if len(tc) > COMPILE_MAX_CHARS:
+            # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
+            # 8000-byte limit it is never JIT-compiled and runs in the bytecode interpreter, many times slower
+            # than Spark's expression interpreter. A higher-order function is evaluated by that interpreter
+            # (CodegenFallback): the big table code runs node by node, visiting only the branches it takes.
+            tc = f"aggregate(array(0), 0, (acc0_, z_) -> {tc})"
+            self.interpreted = True
         out.append((P + "tc", "c STRING, k STRING, t STRING, key STRING", "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
         stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
                      (f"cmd IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), ("dc IN (2, 3)", "dc")], body)
         out.append((P + "stc", f"c STRING, cmd STRING, d STRING, ts {TS}, dc INT, k STRING", "INT", stc))
-        out.append((P + "rowc", "dc INT, tc INT", "INT", "CASE WHEN dc IN (2, 3) THEN dc WHEN tc = 0 THEN dc ELSE tc END"))
 
         # rewrite_db
         rw = self.dispatch(lambda g: self.lookup(g, Fd, lambda ch: ch.out_map), null_if="db_name IS NULL", c=C)
@@ -691,7 +732,10 @@ class _Compiler:
         out.append(("should_apply", row_params, "BOOLEAN",
                     f"{P}dbc({C}, {Fd}) >= 16 AND {tc_call} IN ({', '.join(map(str, ROW_TABLE_TRUE))})"))
         out.append(("filter_decided_by", row_params, S,
-                    f"try_element_at({labels}, {P}rowc({P}dbc({C}, {Fd}), {tc_call}))"))
+                    # the row's code from (database code, table code); a lambda, not a helper function: Spark
+                    # refuses SQL functions whose arguments hold a lambda (the interpreted table code)
+                    f"try_element_at({labels}, aggregate(array(named_struct('dc', {P}dbc({C}, {Fd}), 'tc', {tc_call})), "
+                    f"0, (a_, r_) -> CASE WHEN r_.dc IN (2, 3) THEN r_.dc WHEN r_.tc = 0 THEN r_.dc ELSE r_.tc END))"))
 
         # statements
         Fddb = f("coalesce(default_db, '')")
@@ -714,5 +758,6 @@ def compile_functions(state: ServerState, *, encoding: str | None = None) -> Com
             f"{' (one channel-keyed flat branch)' if comp.mode == 'flat' and any(g.flat for g in comp.groups) else ''}"
             f"; lower_case_table_names={comp.lctn}; exact lists as IN/InSet, rewrite behind an InSet guard, "
             f"wildcards as InSet/prefix/suffix forms plus {comp.regexes} guarded trie RLIKE chunk(s); "
+            f"row table code {'interpreted (past ' + str(COMPILE_MAX_CHARS) + ' chars)' if comp.interpreted else 'compiled'}; "
             f"{size} chars of SQL")
     return CompiledFunctions(stmts, desc)

@@ -180,6 +180,20 @@ def instantiate(pattern: str, rnd: random.Random) -> str:
     return "".join(out)
 
 
+def instantiate_with(pattern: str, fill: str, rnd: random.Random) -> str:
+    """An instance without extra dots: `_` -> one character of `fill` (or `a`), `%` -> a piece of `fill`."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        out.append(rnd.choice(fill or "a") if c == "_" else fill[:rnd.randint(0, len(fill))] if c == "%" else c)
+        i += 1
+    return "".join(out)
+
+
 def variants(s: str, rnd: random.Random) -> str:
     return rnd.choice([s, s, s.upper(), s.lower(), s.swapcase(), s + "x", s[:-1], "x" + s])
 
@@ -478,3 +492,100 @@ def test_flat_and_case_encodings_agree_on_many_channels(spark):
         events.append((ch, db, tbl, rnd.choice(["INSERT", "CREATE_DB", "BEGIN"]), db, [(None, tbl, True)]))
     for enc in ("case", "flat"):
         assert not run_events(spark, state, events, enc), enc
+
+
+def _large_state(lctn: int, seed: int) -> ServerState:
+    """Hundreds of rules per channel in every form the compiler special-cases: exact names, `db.%`,
+    `db.prefix%` (whole-key prefixes), `%.prefix%` / `%.%suffix` at many lengths (guarded length groups),
+    `prefix%.%`, `%`-free patterns with `_` in several shapes per length (masked lookups with a union guard),
+    and the rest (regex) -- over hostile names."""
+    rnd = random.Random(seed)
+
+    def nm():
+        return rnd.choice(BASE + ["app_%03d" % rnd.randrange(40), "t_%02d" % rnd.randrange(30), "中文_%d" % rnd.randrange(9),
+                                  "Σx_%d" % rnd.randrange(9), "é" * rnd.randint(1, 3)])
+
+    def esc(s):
+        return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+    def wild():
+        x = rnd.random()
+        d, t = nm(), nm()
+        if x < 0.15:
+            return f"{esc(d)}.%"
+        if x < 0.3:
+            return f"{esc(d)}.{esc(t[:rnd.randint(0, len(t))])}%"
+        if x < 0.45:
+            return f"%.{esc(t[:rnd.randint(1, max(1, len(t)))])}%"
+        if x < 0.55:
+            return f"%.%{esc(t[rnd.randint(0, len(t)):])}"
+        if x < 0.65:
+            return f"{esc(d[:rnd.randint(1, max(1, len(d)))])}%.%"
+        if x < 0.9:  # `_` wildcards only: fixed length
+            s = list(f"{d}.{t}")
+            for i in rnd.sample(range(len(s)), min(len(s), rnd.randint(1, 3))):
+                if s[i] != ".":
+                    s[i] = "_"
+            return "".join(c if c in "_." else esc(c) for c in s)
+        return rnd.choice(["%a%.%", "a%b.%_", "%.%x%y"])
+
+    chans = []
+    for name, types in (("", (T.WILD_DO_TABLE, T.DO_TABLE)), ("ch1", (T.WILD_IGNORE_TABLE, T.IGNORE_DB)),
+                        ("中", (T.REWRITE_DB, T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE))):
+        f = Filters()
+        for ftype in types:
+            if ftype is T.REWRITE_DB:
+                vals = [(nm(), nm()) for _ in range(5)]
+            elif ftype in (T.DO_TABLE, T.IGNORE_TABLE):
+                vals = [f"{nm()}.{nm()}" for _ in range(60)]
+            elif ftype is T.IGNORE_DB:
+                vals = [nm() for _ in range(20)]
+            else:
+                vals = [wild() for _ in range(250)]
+            f = f.configure(ftype, normalize_values(ftype, vals, lctn), "STARTUP_OPTIONS", 1)
+        chans.append(Channel(name, filters=f))
+    return states(lctn, chans)
+
+
+@pytest.mark.parametrize("lctn", [0, 1, 2])
+def test_large_configurations_are_interpreted_and_exact(spark, lctn):
+    """Past COMPILE_MAX_CHARS the row table code runs in Spark's expression interpreter; every guarded
+    form (length groups, masked `_` shapes, whole-key prefixes) must still agree with the reference."""
+    state = _large_state(lctn, seed=lctn)
+    compiled = compile_functions(state)
+    assert "interpreted" in compiled.encoding
+    rnd = random.Random(lctn)
+    events = make_events(state, lctn, 1500)
+    for ch in state.channels:  # dot-free instances of every pattern: the fast paths, ASCII and not
+        for ftype in (T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE):
+            for p in ch.filters.values(ftype):
+                for fill in ("a", "z_", "é", ""):
+                    key = instantiate_with(p, fill, rnd)
+                    if key.count(".") == 1:
+                        events.append((ch.name, *key.split("."), None, None, None))
+    for _ in range(300):  # names of the fixed-length patterns' lengths with non-ASCII characters
+        ch = rnd.choice(["", "ch1", "中"])
+        events.append((ch, rnd.choice(["中文_1", "app_0é", "é" * 3, "app_012"]), rnd.choice(["t_0é", "t_01", "中中"]),
+                       None, None, None))
+    bad = run_events(spark, state, events)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
+    assert "compiled" in compile_functions(state_of(ch=F(do_db=["a"], wild_do=["a.b%", "%.c_d"]))).encoding
+
+
+@pytest.mark.parametrize("lctn", [0, 1])
+def test_guarded_forms_exactly(spark, lctn):
+    """The guarded encodings, each with rows that pass the guard and match, pass it and miss, and fail it:
+    several `_` shapes of one length (union-mask guard), prefixes and suffixes at many lengths (cut guard),
+    whole-key prefixes, non-ASCII subjects of a fixed pattern's byte length."""
+    wild = ["a_c.x", "ab_.x", "_bc.x", "q_.r_s", "%.p1%", "%.p12%", "%.p123%", "%.p1234%", "%.p12345%",
+            "%.%s1", "%.%s12", "%.%s123", "%.%s1234", "%.%s12345", "k1%.%", "k12%.%", "k123%.%", "k1234%.%",
+            "k12345%.%", "db.t1%", "db.t12%", "db.x", "d_.é_"]
+    state = state_of(lctn, default=F(wild_do=wild), ch1=F(wild_ignore=wild, ignore_db=["zz"]))
+    rows = [("abc", "x"), ("aXc", "x"), ("abX", "x"), ("Xbc", "x"), ("abd", "x"), ("aXd", "x"), ("abc", "y"),
+            ("qZ", "rZs"), ("qZ", "rZt"), ("q", "rs"), ("é", "x"), ("aéc", "x"), ("a中", "x"), ("é中", "x"),
+            ("m", "p1"), ("m", "p12x"), ("m", "p1234567"), ("m", "p"), ("m", "q12345"), ("m", "xs1"), ("m", "s12345"),
+            ("m", "s2"), ("m", "xs1234"), ("k1", "t"), ("k12345x", "t"), ("k", "t"), ("kk1", "t"), ("db", "t1"),
+            ("db", "t12x"), ("db", "t"), ("db", "x"), ("db", "xx"), ("dZ", "éZ"), ("d中", "é中"), ("dé", "éé")]
+    events = [(ch, d, t, None, None, None) for ch in ("", "ch1") for d, t in rows]
+    bad = run_events(spark, state, events)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
