@@ -434,12 +434,12 @@ class _Compiler:
 
     def fixed_parts(self, g: _Group, items: list, subject: str) -> list[str]:
         """Patterns with `_` and no `%` match only subjects of one length, and then only by the characters
-        at their literal positions: per length, an O(1) length test, then one `concat(substring...) IN
-        (...)` hash lookup per distinct set of `_` positions -- no regex on the common path.
+        at their literal positions: one lookup of the subject's length, then per length one `concat(substring
+        ...) IN (...)` hash lookup per distinct set of `_` positions -- no regex on the common path.
 
         lower_case_table_names=0 compares bytes (`_` is one byte): the test is on octet_length, and the
         masked form is exact only for ASCII subjects (char_length = octet_length); a non-ASCII subject of
-        that byte length goes to the byte regex of the patterns of its length.
+        one of the lengths goes to the byte regex of the patterns.
         """
         if not items:
             return []
@@ -449,13 +449,15 @@ class _Compiler:
             seq = g.prefix_toks(ch) + tuple(toks)
             n = len(seq) if self.lctn else sum(1 if t == ONE else len(t.encode("utf-8")) for t in seq)
             by_len.setdefault(n, []).append((ch, toks, seq))
-        out = []
+        size = f"char_length({s})" if self.lctn else f"octet_length({s})"
+        per_len = []
         for n, group in sorted(by_len.items()):
             shapes: dict[tuple, set] = {}
             for _, _, seq in group:
                 if self.lctn or all(t == ONE or t.isascii() for t in seq):
                     ones = tuple(i for i, t in enumerate(seq) if t == ONE)
                     shapes.setdefault(ones, set()).add("".join(t for t in seq if t != ONE))
+
             def mask(ones: tuple, vals: Iterable[str]) -> str:
                 runs, start = [], 0
                 for i in ones + (n,):
@@ -474,13 +476,22 @@ class _Compiler:
                 seqs = [seq for _, _, seq in group if self.lctn or all(t == ONE or t.isascii() for t in seq)]
                 guard = mask(union, ["".join(t for i, t in enumerate(seq) if i not in union) for seq in seqs])
                 masked = [_and([guard, _or(masked)])]
-            if self.lctn:
-                out.append(f"(char_length({s}) = {n} AND {_or(masked)})")
-                continue
-            slow = _or(self.regex_parts(g, [(ch, toks) for ch, toks, _ in group], subject))
-            out.append(f"(octet_length({s}) = {n} AND CASE WHEN char_length({s}) = {n} THEN {_or(masked)} "
-                       f"ELSE {slow} END)")
-        return out
+            per_len.append((n, _or(masked)))
+        # one lookup of the subject's length first: most rows have none of the patterns' lengths
+        lens = f"{size} IN ({', '.join(str(n) for n in sorted(by_len))})"
+
+        def pick(xs: list) -> str:
+            """Binary search on the length: Spark's interpreted CASE indexes a List, O(branches^2)."""
+            if len(xs) <= 3:
+                return _case([(f"{size} = {n}", e) for n, e in xs], "false")
+            mid = len(xs) // 2
+            return f"CASE WHEN {size} < {xs[mid][0]} THEN {pick(xs[:mid])} ELSE {pick(xs[mid:])} END"
+
+        exact = pick(per_len)
+        if self.lctn:
+            return [f"({lens} AND {exact})"]
+        slow = _or(self.regex_parts(g, [(ch, toks) for ch, toks in items], subject))
+        return [f"({lens} AND CASE WHEN char_length({s}) = {size} THEN {exact} ELSE {slow} END)"]
 
     def regex_parts(self, g: _Group, items: list, subject: str) -> list[str]:
         """Chunked, trie-factored, anchored RLIKEs of (channel, tokens) over `subject` (exact, any tokens).
@@ -713,7 +724,11 @@ class _Compiler:
             # 8000-byte limit it is never JIT-compiled and runs in the bytecode interpreter, many times slower
             # than Spark's expression interpreter. A higher-order function is evaluated by that interpreter
             # (CodegenFallback): the big table code runs node by node, visiting only the branches it takes.
-            tc = f"aggregate(array(0), 0, (acc0_, z_) -> {tc})"
+            # The arguments are bound once, as a struct: in a WHERE clause Spark does not project them and
+            # would otherwise re-evaluate the rewrite and the key at every reference.
+            body = self.dispatch(lambda g: self.row_table_code(g, "r_.k", "r_.t", "r_.key"), "r_.key IS NULL",
+                                 c="r_.c")
+            tc = f"aggregate(array(named_struct('c', c, 'k', k, 't', t, 'key', key)), 0, (acc0_, r_) -> {body})"
             self.interpreted = True
         out.append((P + "tc", "c STRING, k STRING, t STRING, key STRING", "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))

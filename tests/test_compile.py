@@ -161,8 +161,9 @@ def states(lctn: int, channels: list[Channel]) -> ServerState:
     return state
 
 
-def instantiate(pattern: str, rnd: random.Random) -> str:
-    """A string the LIKE pattern (probably) matches: wildcards filled, escapes resolved."""
+def instantiate(pattern: str, rnd: random.Random, fill: str | None = None) -> str:
+    """A string the LIKE pattern (probably) matches: wildcards filled, escapes resolved. With `fill`, no
+    extra dots: `_` is one character of `fill` (or `a`), `%` a prefix of it."""
     out, i = [], 0
     while i < len(pattern):
         c = pattern[i]
@@ -170,26 +171,14 @@ def instantiate(pattern: str, rnd: random.Random) -> str:
             out.append(pattern[i + 1])
             i += 2
             continue
-        if c == "%":
+        if fill is not None and c in "%_":
+            out.append(rnd.choice(fill or "a") if c == "_" else fill[:rnd.randint(0, len(fill))])
+        elif c == "%":
             out.append(rnd.choice(["", "", "x", ".", "ab.c", "é", rnd.choice(BASE)]))
         elif c == "_":
             out.append(rnd.choice(["a", ".", "é", "中", "😀", "_"]))
         else:
             out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def instantiate_with(pattern: str, fill: str, rnd: random.Random) -> str:
-    """An instance without extra dots: `_` -> one character of `fill` (or `a`), `%` -> a piece of `fill`."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            out.append(pattern[i + 1])
-            i += 2
-            continue
-        out.append(rnd.choice(fill or "a") if c == "_" else fill[:rnd.randint(0, len(fill))] if c == "%" else c)
         i += 1
     return "".join(out)
 
@@ -560,7 +549,7 @@ def test_large_configurations_are_interpreted_and_exact(spark, lctn):
         for ftype in (T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE):
             for p in ch.filters.values(ftype):
                 for fill in ("a", "z_", "é", ""):
-                    key = instantiate_with(p, fill, rnd)
+                    key = instantiate(p, rnd, fill)
                     if key.count(".") == 1:
                         events.append((ch.name, *key.split("."), None, None, None))
     for _ in range(300):  # names of the fixed-length patterns' lengths with non-ASCII characters
