@@ -647,7 +647,8 @@ class _Applier:
         ev = events.where(F.col("seq") > lo)
         if hi is not None:
             ev = ev.where(F.col("seq") <= hi)
-        ev = ev.withColumn("_tables", F.to_json("tables"))
+        # only statements are decided by their tables: to_json on every row event would double the shape pass
+        ev = ev.withColumn("_tables", F.when(F.col("event_type") == "query", F.to_json("tables")))
         sql = state.filter_mode == "mysql"  # the compiled functions implement MySQL's semantics only
         if sql:
             self._functions(state)
