@@ -53,7 +53,7 @@ CASE_MAX_GROUPS = 4  # more distinct non-trivial filter configurations than this
 REGEX_CHUNK = 12000  # max regex source chars per RLIKE (Spark embeds it in generated Java as a constant)
 COMPILE_MAX_CHARS = 6000  # a larger row table code is interpreted, not compiled (see functions())
 MAP_CHUNK = 64  # max entries of one literal map (element_at scans maps linearly)
-MAX_LENGTH_GROUPS = 4  # distinct prefix/suffix lengths tested with left()/right() IN (...); the rest: regex
+MAX_LENGTH_GROUPS = 4  # more distinct prefix/suffix lengths than this: a guard lookup first (fix_test)
 STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
 _P = "rpl_sql__"  # prefix of the helper functions
 
@@ -289,22 +289,22 @@ class _Group:
         return tuple(ch.name + self.sep) if self.flat else ()
 
 
-def _or(parts: Iterable[str]) -> str:
-    parts = [p for p in parts if p != "false"]
-    if "true" in parts:
-        return "true"
+def _junction(parts: Iterable[str], op: str, unit: str, zero: str) -> str:
+    """`parts` joined by AND/OR with the constants folded: `unit` drops out, `zero` decides."""
+    parts = [p for p in parts if p != unit]
+    if zero in parts:
+        return zero
     if not parts:
-        return "false"
-    return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+        return unit
+    return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
+
+
+def _or(parts: Iterable[str]) -> str:
+    return _junction(parts, "OR", "false", "true")
 
 
 def _and(parts: Iterable[str]) -> str:
-    parts = [p for p in parts if p != "true"]
-    if "false" in parts:
-        return "false"
-    if not parts:
-        return "true"
-    return parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")"
+    return _junction(parts, "AND", "true", "false")
 
 
 def _case(branches: Iterable[tuple[str, str]], default: str | None = None) -> str:
@@ -448,15 +448,16 @@ class _Compiler:
         for ch, toks in items:
             seq = g.prefix_toks(ch) + tuple(toks)
             n = len(seq) if self.lctn else sum(1 if t == ONE else len(t.encode("utf-8")) for t in seq)
-            by_len.setdefault(n, []).append((ch, toks, seq))
+            by_len.setdefault(n, []).append(seq)
         size = f"char_length({s})" if self.lctn else f"octet_length({s})"
         per_len = []
         for n, group in sorted(by_len.items()):
+            # lctn=0: only ASCII patterns can match the ASCII subjects the masked form is exact for
+            seqs = [seq for seq in group if self.lctn or all(t == ONE or t.isascii() for t in seq)]
             shapes: dict[tuple, set] = {}
-            for _, _, seq in group:
-                if self.lctn or all(t == ONE or t.isascii() for t in seq):
-                    ones = tuple(i for i, t in enumerate(seq) if t == ONE)
-                    shapes.setdefault(ones, set()).add("".join(t for t in seq if t != ONE))
+            for seq in seqs:
+                ones = tuple(i for i, t in enumerate(seq) if t == ONE)
+                shapes.setdefault(ones, set()).add("".join(t for t in seq if t != ONE))
 
             def mask(ones: tuple, vals: Iterable[str]) -> str:
                 runs, start = [], 0
@@ -473,7 +474,6 @@ class _Compiler:
             masked = [mask(ones, vals) for ones, vals in sorted(shapes.items())]
             if len(masked) > 2:  # every shape's `_` positions masked: one lookup rules out most rows
                 union = tuple(sorted({i for ones in shapes for i in ones}))
-                seqs = [seq for _, _, seq in group if self.lctn or all(t == ONE or t.isascii() for t in seq)]
                 guard = mask(union, ["".join(t for i, t in enumerate(seq) if i not in union) for seq in seqs])
                 masked = [_and([guard, _or(masked)])]
             per_len.append((n, _or(masked)))
@@ -490,7 +490,7 @@ class _Compiler:
         exact = pick(per_len)
         if self.lctn:
             return [f"({lens} AND {exact})"]
-        slow = _or(self.regex_parts(g, [(ch, toks) for ch, toks in items], subject))
+        slow = _or(self.regex_parts(g, items, subject))
         return [f"({lens} AND CASE WHEN char_length({s}) = {size} THEN {exact} ELSE {slow} END)"]
 
     def regex_parts(self, g: _Group, items: list, subject: str) -> list[str]:
@@ -526,9 +526,9 @@ class _Compiler:
 
     def sub_match(self, g: _Group, items: list, subject: str) -> list[str]:
         """Patterns over one dot-free name: InSet for exact names, left()/right() IN for prefixes/suffixes
-        (a few distinct lengths), one regex for the rest."""
+        (fix_test), one regex for the rest."""
         exact, allc, rx = [], set(), []
-        fixes: dict = {"prefix": {}, "suffix": {}}
+        fixes: dict[str, list] = {"prefix": [], "suffix": []}
         for ch, toks in items:
             f = _sub_form(toks)
             if f[0] == "exact":
@@ -538,10 +538,9 @@ class _Compiler:
             elif f[0] == "regex":
                 rx.append((ch, toks))
             else:
-                fixes[f[0]].setdefault(len(f[1]), []).append((ch, f[1], toks))
+                fixes[f[0]].append((ch, f[1]))
         out = [g.cond(lambda c: c.name in allc), g.member(subject, exact)]
-        for kind in ("prefix", "suffix"):
-            out.append(self.fix_test(g, subject, kind, [(ch, v) for n in fixes[kind] for ch, v, _ in fixes[kind][n]]))
+        out += [self.fix_test(g, subject, kind, pairs) for kind, pairs in fixes.items()]
         return out + self.rx_parts(g, rx, subject)
 
     def fix_test(self, g: _Group, subject: str, kind: str, pairs: list[tuple[_Chan, str]]) -> str:
