@@ -217,6 +217,18 @@ class MariaDBServer:
                 f"SOURCE_USER='root' FOR CHANNEL '{channel}'")
 
 
+def two_channels(pair, warehouse, then: str = ""):
+    """Both servers of `pair` reset (fresh binlog, no user databases), channels 'a' and 'b' reading them,
+    then the statements `then`; returns the rpl_sql Session."""
+    import rpl_sql
+
+    for server in pair:
+        server.reset()
+    session = rpl_sql.connect(warehouse)
+    session.execute(";\n".join(filter(None, [pair[0].channel_sql("a"), pair[1].channel_sql("b"), then])))
+    return session
+
+
 def _require():
     if binaries() is None:
         pytest.skip("mariadbd is not installed (CI: apt-get install -y mariadb-server)")

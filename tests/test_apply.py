@@ -34,6 +34,8 @@ from rpl_sql.state import ApplierPosition, Channel, ServerState
 from rpl_sql.statements import ShowReplicaStatus
 from rpl_sql.store import DeltaStore
 
+from landed import evaluator_event
+
 UUID1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 UUID2 = "5f22fa47-71ca-11e1-9e33-c80aa9429563"
 
@@ -100,13 +102,6 @@ class Log:
 
 def land(warehouse, log: Log, rows=None):
     write_deltalake(events_path(warehouse), log.table(rows), partition_by=PARTITION_BY, mode="append")
-
-
-def evaluator_event(row):
-    if row["event_type"] in ROW_EVENT_TYPES:
-        return RowEvent(row["db_name"], row["table_name"])
-    refs = [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (row["tables"] or ())]
-    return statement_event(row["command"], row["default_db"], refs)
 
 
 def reference(state: ServerState, rows):

@@ -13,6 +13,8 @@ from deltalake import DeltaTable
 
 from rpl_sql.debezium import DebeziumRecordError, ingest_debezium, ingest_debezium_file
 from rpl_sql.events import EVENTS_SCHEMA, events_path
+
+from landed import landed
 from rpl_sql.ingest import ConcurrentIngest, EventsWriter, IngestError, committed_position
 
 SERVER = "mysql-server-1"
@@ -76,11 +78,6 @@ def inventory_records():
         change("c", "inventory", "orders", F4, 700, after={"order_number": 10001, "purchaser": 1003},
                gtid=f"{GTID}:28"),
     ]
-
-
-def landed(warehouse, channel=None):
-    rows = DeltaTable(events_path(warehouse)).to_pyarrow_table().sort_by("seq").to_pylist()
-    return [r for r in rows if channel is None or (r["channel"] or "") == channel]
 
 
 def test_mapping(warehouse):

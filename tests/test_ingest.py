@@ -23,13 +23,13 @@ from deltalake import DeltaTable
 
 import rpl_sql
 from rpl_sql import server
-from rpl_sql.evaluate import RowEvent, TableRef, statement_event
 from rpl_sql.events import EVENTS_SCHEMA, events_path
 from rpl_sql.ingest import (ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict, committed_position,
                             ingest_all, ingest_channel, main, settle_source_filtering, source_filtered)
 from rpl_sql.rules import FilterType
 
-from mariadb import mariadb_pair  # noqa: F401  (fixture)
+from landed import evaluator_event, landed
+from mariadb import mariadb_pair, two_channels  # noqa: F401  (fixture)
 
 pytest.importorskip("pymysqlreplication", reason="pip install '.[ingest]' (mysql-replication, pymysql)")
 
@@ -42,17 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def sources(mariadb_pair, warehouse):  # noqa: F811
     """Both servers reset (fresh binlog, no user databases) and channels 'a' and 'b' reading them."""
-    m1, m2 = mariadb_pair
-    m1.reset()
-    m2.reset()
-    session = rpl_sql.connect(warehouse)
-    session.execute(m1.channel_sql("a") + "; " + m2.channel_sql("b"))
-    return m1, m2, session
-
-
-def events(warehouse, channel=None):
-    rows = DeltaTable(events_path(warehouse)).to_pyarrow_table().sort_by("seq").to_pylist()
-    return [r for r in rows if channel is None or (r["channel"] or "") == channel]
+    session = two_channels(mariadb_pair, warehouse)
+    return *mariadb_pair, session
 
 
 def at_end(position, m, rows) -> bool:
@@ -122,7 +113,7 @@ def test_lands_row_and_statement_events_of_two_channels(sources, warehouse):
     assert set(reports) == {"a", "b"}
     ra = reports["a"]
     assert ra.flavor == "mariadb" and ra.start == ("binlog.000001", 4)
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert at_end(ra.end, m1, rows)
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1)) == list(range(ra.first_seq, ra.last_seq + 1))
     got = [(r["event_type"], r["command"], r["default_db"], r["db_name"], r["table_name"],
@@ -151,7 +142,7 @@ def test_lands_row_and_statement_events_of_two_channels(sources, warehouse):
     assert rows[5]["statement"].startswith("COMMIT /* xid=")
     assert rows[0]["event_time"].tzinfo is not None
     # channel b: its own seqs from 1
-    rb = events(warehouse, "b")
+    rb = landed(warehouse, "b")
     assert [r["seq"] for r in rb] == [1, 2, 3, 4]
     assert [(r["event_type"], r["db_name"] or r["default_db"]) for r in rb] == \
         [("query", "e1"), ("query", ""), ("write_rows", "e1"), ("query", None)]
@@ -174,7 +165,7 @@ def test_rerun_lands_nothing_and_new_writes_land_incrementally(sources, warehous
     m1.execute("SET SESSION binlog_format=ROW", "INSERT INTO d.t VALUES (2, 2)", "FLUSH BINARY LOGS",
                "UPDATE d.t SET v = 3 WHERE id = 2")
     more = ingest_channel(warehouse, "a")
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert more.start == first.end and at_end(more.end, m1, rows) and more.end[0] == "binlog.000002"
     assert more.first_seq == first.last_seq + 1 and [r["seq"] for r in rows] == list(range(1, len(rows) + 1))
     assert [(r["binlog_file"], r["event_type"]) for r in rows[first.landed:]] == [
@@ -184,7 +175,7 @@ def test_rerun_lands_nothing_and_new_writes_land_incrementally(sources, warehous
     clean = warehouse + "_clean"
     rpl_sql.connect(clean).execute(m1.channel_sql("a"))
     ingest_channel(clean, "a")
-    assert shape(events(clean, "a")) == shape(rows)
+    assert shape(landed(clean, "a")) == shape(rows)
 
 
 def test_max_events_stops_at_a_transaction_boundary(sources, warehouse):
@@ -192,10 +183,10 @@ def test_max_events_stops_at_a_transaction_boundary(sources, warehouse):
     m1.execute("CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)", "SET SESSION binlog_format=ROW",
                *[f"INSERT INTO d.t VALUES ({i})" for i in range(10)])
     r = ingest_channel(warehouse, "a", max_events=5)
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert r.landed == len(rows) == 6 and rows[-1]["command"] == "COMMIT"   # 2 DDL + 2 x (rows, COMMIT)
     r2 = ingest_channel(warehouse, "a")
-    assert r2.start == r.end and len(events(warehouse, "a")) == 2 + 20
+    assert r2.start == r.end and len(landed(warehouse, "a")) == 2 + 20
 
 
 def test_source_log_position_and_column_names_without_metadata(sources, warehouse):
@@ -209,7 +200,7 @@ def test_source_log_position_and_column_names_without_metadata(sources, warehous
     session.execute("CHANGE REPLICATION SOURCE TO SOURCE_LOG_FILE='binlog.000002', SOURCE_LOG_POS=4 "
                     "FOR CHANNEL 'a'")
     r = ingest_channel(warehouse, "a")
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert r.start == ("binlog.000002", 4) and {x["binlog_file"] for x in rows} == {"binlog.000002"}
     assert json.loads(rows[0]["rows"]) == [{"before": None, "after": {"UNKNOWN_COL0": 1, "UNKNOWN_COL1": 10}}]
 
@@ -247,12 +238,12 @@ def test_optimistic_check_without_the_lock(warehouse):
     w1.commit(batch(), {"binlog_file": "binlog.000001", "binlog_pos": "400", "source": "binlog"})
     with pytest.raises(ConcurrentIngest):
         w2.commit(batch(), {"binlog_file": "binlog.000001", "binlog_pos": "400", "source": "binlog"})
-    assert [r["seq"] for r in events(warehouse, "a")] == [1]
+    assert [r["seq"] for r in landed(warehouse, "a")] == [1]
     # another channel's concurrent commit is no conflict
     w3, w4 = EventsWriter(warehouse, "b", lock=False).open(), EventsWriter(warehouse, "c", lock=False).open()
     w3.commit(batch(), {"source": "binlog"})
     w4.commit(batch(), {"source": "binlog"})
-    assert len(events(warehouse)) == 3
+    assert len(landed(warehouse)) == 3
 
 
 def test_concurrent_ingests_never_duplicate(sources, warehouse):
@@ -272,7 +263,7 @@ def test_concurrent_ingests_never_duplicate(sources, warehouse):
         t.start()
     for t in threads:
         t.join()
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert [r["seq"] for r in rows] == list(range(1, 603))
     assert len({(r["binlog_file"], r["binlog_pos"]) for r in rows}) == 602
     assert sorted(outcomes, key=str) in ([0, 602], [602, "refused"])
@@ -337,12 +328,12 @@ def test_sigkill_at_random_points_neither_loses_nor_duplicates(sources, warehous
     print("committed seq at each kill:", seen)
     assert completed and kills >= 3
     assert len(set(seen)) >= 2, seen          # the kills hit different points of the run
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))       # gapless, no duplicate seq
     clean = warehouse + "_clean"
     rpl_sql.connect(clean).execute(m1.channel_sql("a"))
     report = ingest_channel(clean, "a")
-    clean_rows = events(clean, "a")
+    clean_rows = landed(clean, "a")
     assert at_end(report.end, m1, clean_rows)
     by_pos = Counter((r["binlog_file"], r["binlog_pos"]) for r in rows)
     assert max(by_pos.values()) == 1                                       # nothing duplicated
@@ -357,23 +348,16 @@ def test_sigkill_at_random_points_neither_loses_nor_duplicates(sources, warehous
 
 # ------------------------------------------------------------------ filtering at the source
 
-def _evaluator_event(r):
-    if r["event_type"] == "query":
-        tables = tuple(TableRef(t["db"], t["name"], t["updating"]) for t in r["tables"] or ())
-        return statement_event(r["command"], r["default_db"], tables)
-    return RowEvent(r["db_name"], r["table_name"])
-
-
 def apply_like_the_applier(warehouse, channel):
     """A reference applier: decide every landed event with the channel's filters, settle what the source
     dropped, and add all hits to COUNTER in one state commit. Returns (positions of applied changes -- not
     transaction control, which a filtered transaction's GTID marker stands for --, GTIDs, counters)."""
     session = rpl_sql.connect(warehouse)
-    rows = events(warehouse, channel)
+    rows = landed(warehouse, channel)
     state = session.state
     applied, gtids = set(), {r["gtid"] for r in rows}
     ch = state.channel(channel)
-    evs = [(r, _evaluator_event(r)) for r in rows if r["event_type"] != "gtid"]
+    evs = [(r, evaluator_event(r)) for r in rows if r["event_type"] != "gtid"]
     new_state, decisions = server.apply_events(state, channel, [e for _, e in evs])
     for (r, _), d in zip(evs, decisions):
         if d.apply and d.decided_by != "TRANSACTION_CONTROL":   # BEGIN/COMMIT of a filtered transaction
@@ -425,7 +409,7 @@ def test_filtering_at_the_source_matches_the_applier(sources, warehouse):
     r_full = ingest_channel(full, "a")
     r_pre = ingest_channel(pre, "a", filter_at_source=True)
     assert r_full.dropped == 0 and r_pre.dropped > 0
-    rows = events(pre, "a")
+    rows = landed(pre, "a")
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))
     markers = [r for r in rows if r["event_type"] == "gtid"]
     # one GTID marker per fully dropped transaction: 240 noise-only ones and 5 DDL on noise
@@ -471,7 +455,7 @@ def test_position_falls_back_to_the_data(sources, warehouse, monkeypatch):
     r = ingest_channel(warehouse, "a")
     monkeypatch.setattr(DeltaTable, "history", lambda self, limit=None: [])   # as if the log had been cleaned
     pos = committed_position(warehouse, "a")
-    last = events(warehouse, "a")[-1]
+    last = landed(warehouse, "a")[-1]
     assert pos.version is None and pos.last_seq == r.last_seq
     assert pos.binlog == (last["binlog_file"], last["binlog_pos"]) and pos.binlog <= r.end
 
@@ -484,7 +468,7 @@ def test_xa_transactions_are_kept_whole(sources, warehouse):
                "INSERT INTO d.t VALUES (2)")
     session.execute("CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE=('d.%') FOR CHANNEL 'a'")
     ingest_channel(warehouse, "a", filter_at_source=True)
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert [(r["event_type"], r["command"]) for r in rows] == [
         ("gtid", None),                                                    # CREATE DATABASE d: wild-ignored
         ("gtid", None),                                                    # CREATE TABLE d.t
@@ -503,7 +487,7 @@ def test_rows_events_of_one_statement_land_as_one_row(sources, warehouse):
                "USE d", "INSERT INTO d.t SELECT seq, REPEAT('x', 200) FROM seq_1_to_2000",
                "UPDATE d.t SET v = 'y' WHERE id <= 3")
     r = ingest_channel(warehouse, "a")
-    rows = events(warehouse, "a")
+    rows = landed(warehouse, "a")
     assert [(x["event_type"], x["command"]) for x in rows] == [
         ("query", "CREATE_DB"), ("query", "CREATE_TABLE"), ("write_rows", None), ("query", "COMMIT"),
         ("update_rows", None), ("query", "COMMIT")]
@@ -524,6 +508,6 @@ def test_source_restart_reuses_table_ids(sources, warehouse):
     m1.execute("SET SESSION binlog_format=ROW", "INSERT INTO d.b VALUES ('k1')", "INSERT INTO d.a VALUES (2, 2)")
     ingest_channel(warehouse, "a")
     got = [(r["binlog_file"], r["table_name"], json.loads(r["rows"])[0]["after"])
-           for r in events(warehouse, "a") if r["event_type"] == "write_rows"]
+           for r in landed(warehouse, "a") if r["event_type"] == "write_rows"]
     assert got == [("binlog.000001", "a", {"id": 1, "x": 1}), ("binlog.000002", "b", {"k": "k1"}),
                    ("binlog.000002", "a", {"id": 2, "x": 2})]

@@ -22,12 +22,13 @@ import rpl_sql
 from rpl_sql import server
 from rpl_sql.apply import ApplyError, apply
 from rpl_sql.deltaread import read_delta
-from rpl_sql.evaluate import RowEvent, TableRef, rewrite_db, statement_event
+from rpl_sql.evaluate import rewrite_db
 from rpl_sql.events import ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.ingest import ingest_channel
 from rpl_sql.rules import TYPES
 
-from mariadb import mariadb_pair  # noqa: F401  (fixture)
+from landed import evaluator_event, landed
+from mariadb import mariadb_pair, two_channels  # noqa: F401  (fixture)
 
 pytest.importorskip("pymysqlreplication", reason="pip install '.[ingest]' (mysql-replication, pymysql)")
 pytestmark = pytest.mark.filterwarnings("ignore:'db' is deprecated:DeprecationWarning")
@@ -84,21 +85,9 @@ WORKLOAD_2 = [
 ]
 
 
-def landed(warehouse, channel):
-    rows = DeltaTable(events_path(warehouse)).to_pyarrow_table().to_pylist()
-    return sorted((r for r in rows if (r["channel"] or "") == channel), key=lambda r: r["seq"])
-
-
 def ident(r) -> tuple:
     """An event's identity in the source binlog, the same whichever warehouse it landed in."""
     return (r["binlog_file"], r["binlog_pos"], r["event_type"], r["db_name"], r["table_name"], r["command"])
-
-
-def evaluator_event(r):
-    if r["event_type"] in ROW_EVENT_TYPES:
-        return RowEvent(r["db_name"], r["table_name"])
-    return statement_event(r["command"], r["default_db"],
-                           [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (r["tables"] or ())])
 
 
 def reference(state, channel, rows):
@@ -117,11 +106,8 @@ def reference(state, channel, rows):
 @pytest.fixture
 def pipeline(mariadb_pair, warehouse):  # noqa: F811
     """Both sources reset and loaded; channel 'a' (server 1) and 'b' (server 2) configured with SQL."""
+    session = two_channels(mariadb_pair, warehouse, FILTERS)
     m1, m2 = mariadb_pair
-    m1.reset()
-    m2.reset()
-    session = rpl_sql.connect(warehouse)
-    session.execute(m1.channel_sql("a") + ";\n" + m2.channel_sql("b") + ";\n" + FILTERS)
     m1.execute(*WORKLOAD_1)
     m2.execute(*WORKLOAD_2)
     return m1, m2, session
