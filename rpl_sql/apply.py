@@ -296,6 +296,7 @@ class Shape:
     decided_by: str | None = None
     applied_db: str | None = None
     hits: tuple[FilterType, ...] = ()
+    hash: int | None = None  # xxhash64 of the key columns, as Spark computes it per event in _write
 
     @property
     def kind(self) -> str:
@@ -689,7 +690,7 @@ class _Applier:
             gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
             source_dropped=dropped)
         with _timed("write", ch.name):
-            actions = self._write(ev, [s for s in shapes if s.apply], rec)
+            actions = self._write(ev, shapes, rec)
         with _timed("commit applied", ch.name):
             self._commit_applied(rec, actions)
         with _timed("commit state", ch.name):
@@ -728,7 +729,8 @@ class _Applier:
         # aggregates; a string, struct or binary buffer would make it sort every row.
         et = F.col("event_type")
         shapes = (ev.groupBy(*SHAPE_KEYS)
-                  .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"))
+                  .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"),
+                       F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
                   .withColumn("t", F.from_json("_tables", TABLES_DDL)))
         c = sql_str(ch.name)
         if sql:
@@ -743,17 +745,19 @@ class _Applier:
                 .when(et == "query", F.expr(f"rewrite_db({c}, default_db)")).alias("adb"))
         # GTIDs and the last position, per (binlog file, GTID source, 64 transaction numbers): MySQL numbers as
         # 64-bit masks (exact, with gaps), MariaDB as the last seq_no per domain; ~1 row per 64 transactions.
+        # Parsed with substring_index only: split() (a regex) on every GTID cost more than the rest of the pass.
         g = F.col("gtid")
         mysql = g.contains(":")
-        parts = F.split(g, "-")
-        num = F.when(mysql, F.substring_index(g, ":", -1).cast("bigint")).otherwise(parts.getItem(2).cast("bigint"))
+        dashes = F.length(g) - F.length(F.replace(g, F.lit("-"), F.lit("")))
+        num = F.when(mysql, F.substring_index(g, ":", -1)).otherwise(F.substring_index(g, "-", -1)).try_cast("bigint")
         gsel = ev.select("seq", "binlog_file", "binlog_pos", mysql.alias("my"),
                          F.when(mysql, F.expr(
                              "substring(gtid, 1, length(gtid) - length(substring_index(gtid, ':', -1)) - 1)"))
-                         .otherwise(parts.getItem(0)).alias("key"),
+                         .otherwise(F.substring_index(g, "-", 1)).alias("key"),
                          num.alias("gn"),
-                         F.when(~mysql, parts.getItem(1).cast("bigint")).alias("server"),
-                         (g.isNotNull() & ~mysql & (F.size(parts) != 3)).alias("bad_shape"))
+                         F.when(~mysql, F.substring_index(F.substring_index(g, "-", 2), "-", -1).try_cast("bigint"))
+                         .alias("server"),
+                         (g.isNotNull() & ~mysql & (dashes != 2)).alias("bad_shape"))
         gt = (gsel.groupBy("binlog_file", "my", "key",
                            F.when(F.col("my"), F.expr("gn div 64")).alias("word"))
               .agg(F.expr("bit_or(CASE WHEN my THEN shiftleft(1L, CAST(pmod(gn, 64) AS INT)) END)").alias("mask"),
@@ -761,18 +765,19 @@ class _Applier:
                    F.max("seq").alias("last_seq"), F.max_by("binlog_pos", "seq").alias("last_pos"),
                    F.sum(F.when(F.col("my").isNotNull() & (
                        F.col("gn").isNull() | (F.col("gn") < 1) | F.col("bad_shape")
-                       | (~F.col("my") & (F.col("server").isNull() | F.col("key").cast("bigint").isNull()))),
+                       | (~F.col("my") & (F.col("server").isNull() | F.col("key").try_cast("bigint").isNull()))),
                        1).otherwise(0)).alias("bad")))
         rows = (shapes.withColumn("_set", F.lit("shape"))
-                .unionByName(gt.withColumn("_set", F.lit("gtid")), allowMissingColumns=True).collect())
+                .unionByName(gt.withColumn("_set", F.lit("gtid")), allowMissingColumns=True)
+                .toArrow().to_pylist())  # tens of thousands of shapes: Arrow, not pickled Rows
         out: list[Shape] = []
         words: dict[str, set[tuple[int, int]]] = {}
         mariadb: dict[int, tuple[int, int]] = {}
         last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
         for r in rows:
             if r["_set"] == "shape":
-                t = None if r["t"] is None else [x.asDict() for x in r["t"]]
-                s = Shape(tuple(r[k] for k in SHAPE_KEYS), t, r["n"], r["lo"], r["hi"])
+                t = r["t"]
+                s = Shape(tuple(r[k] for k in SHAPE_KEYS), t, r["n"], r["lo"], r["hi"], hash=r["h"])
                 if sql and s.kind in ("row", "query"):
                     if r["ok"] is None or r["by"] is None:
                         raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", ch.name)
@@ -831,18 +836,28 @@ class _Applier:
                 raise ApplyError(f"the compiled functions disagree with the reference evaluator on the "
                                  f"{s.describe()} (seq {s.min_seq}): SQL {got}, evaluator {want}", ch.name)
 
-    def _write(self, ev, applied: list[Shape], rec: BatchRecord) -> list:
-        """Write the applied events as Parquet under the applied table; the delta-rs add actions for them."""
+    def _write(self, ev, shapes: list[Shape], rec: BatchRecord) -> list:
+        """Write the applied events (of all the batch's `shapes`) as Parquet under the applied table; the
+        delta-rs add actions for them."""
         from pyspark.sql import functions as F
-        from pyspark.sql import types as Ty
 
+        applied = [s for s in shapes if s.apply]
         if not applied:
             return []
-        key_schema = Ty.StructType([Ty.StructField("v_" + n, Ty.StringType()) for n in SHAPE_KEYS]
-                                   + [Ty.StructField("applied_db", Ty.StringType()),
-                                      Ty.StructField("decided_by", Ty.StringType())])
-        v = self.spark.createDataFrame([s.key + (s.applied_db, s.decided_by) for s in applied], key_schema)
-        cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
+        # The batch's shapes are all known (the snapshot is pinned), so when their 64-bit hashes are distinct the
+        # verdicts join back on one long key; otherwise on the six key columns, null-safe (slower, same result).
+        if len({s.hash for s in shapes}) == len(shapes):
+            v = self.spark.createDataFrame(pa.table({
+                "v_h": pa.array([s.hash for s in applied], pa.int64()),
+                "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
+                "decided_by": pa.array([s.decided_by for s in applied], pa.string())}))
+            cond = [F.xxhash64(*SHAPE_KEYS) == v["v_h"]]
+        else:
+            v = self.spark.createDataFrame(pa.table(
+                {**{"v_" + n: pa.array([s.key[i] for s in applied], pa.string()) for i, n in enumerate(SHAPE_KEYS)},
+                 "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
+                 "decided_by": pa.array([s.decided_by for s in applied], pa.string())}))
+            cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
         cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else F.col(n)
                 for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it
         out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")

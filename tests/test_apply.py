@@ -22,7 +22,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from rpl_sql import MySQLError, Session
-from rpl_sql import server
+from rpl_sql import apply as A, server
 from rpl_sql.apply import (APPLIED_SCHEMA, ApplyError, BatchRecord, GtidSet, app_id, applier_status, apply,
                            derive_hits, record_batch, slot_signature, _rewrite_index)
 from rpl_sql.deltaread import UnsupportedDeltaTable, read_delta, snapshot
@@ -374,7 +374,17 @@ def check_against_reference(spark, warehouse, log: Log, state_before: ServerStat
     return after
 
 
-def test_apply_matches_the_reference_evaluator(spark, warehouse):
+@pytest.mark.parametrize("collide", [False, True], ids=["hash-join", "colliding-hashes"])
+def test_apply_matches_the_reference_evaluator(spark, warehouse, monkeypatch, collide):
+    if collide:  # every shape hash equal: the write must fall back to the null-safe join on the key columns
+        real = A._Applier._aggregate
+
+        def colliding(self, ev, ch, sql):
+            shapes, gtids, last = real(self, ev, ch, sql)
+            for s in shapes:
+                s.hash = 0
+            return shapes, gtids, last
+        monkeypatch.setattr(A._Applier, "_aggregate", colliding)
     setup_server(warehouse)
     log = mixed_log()
     land(warehouse, log)
@@ -528,6 +538,18 @@ def test_malformed_events_stop_the_applier_before_any_commit(spark, warehouse):
     land(warehouse, gap, rows)
     with pytest.raises(ApplyError, match="not gapless"):
         apply(spark, warehouse, ["ch2"])
+
+
+@pytest.mark.parametrize("gtid", [f"{UUID1}:x", f"{UUID1}:0", "0-7", "0-7-x", "a-7-1", "0-x-1", "0-7-1-2", "0-7-0"])
+def test_malformed_gtids_stop_the_applier_before_any_commit(spark, warehouse, gtid):
+    setup_server(warehouse)
+    log = Log()
+    log.rows_txn("ch1", [("db1", "t1")])
+    log._row("ch1", "gtid", gtid)
+    land(warehouse, log)
+    with pytest.raises(ApplyError, match="neither 'uuid:n' nor 'domain-server-n'"):
+        apply(spark, warehouse, ["ch1"])
+    assert DeltaStore(warehouse).load().state.channel("ch1").applier.seq == 0
 
 
 def test_effective_database_mode_uses_the_reference_semantics(spark, warehouse):
