@@ -569,8 +569,14 @@ def test_guarded_forms_exactly(spark, lctn):
     wild = ["a_c.x", "ab_.x", "_bc.x", "q_.r_s", "%.p1%", "%.p12%", "%.p123%", "%.p1234%", "%.p12345%",
             "%.%s1", "%.%s12", "%.%s123", "%.%s1234", "%.%s12345", "k1%.%", "k12%.%", "k123%.%", "k1234%.%",
             "k12345%.%", "db.t1%", "db.t12%", "db.x", "d_.é_"]
-    state = state_of(lctn, default=F(wild_do=wild), ch1=F(wild_ignore=wild, ignore_db=["zz"]))
-    rows = [("abc", "x"), ("aXc", "x"), ("abX", "x"), ("Xbc", "x"), ("abd", "x"), ("aXd", "x"), ("abc", "y"),
+    # exact rules whose keys hold more dots than the separator: rows with a '.' inside a name still look
+    # them up (the interpreted form binds the path and guards the exact sets with it)
+    exact = ["db.t.x", "d.z.y", "dz.y"]
+    state = state_of(lctn, default=F(wild_do=wild, do_table=exact), ch1=F(wild_ignore=wild, ignore_db=["zz"],
+                                                                          ignore_table=exact))
+    assert "interpreted" in compile_functions(state).encoding
+    rows = [("db.t", "x"), ("db", "t.x"), ("db.t", "y"), ("d.z", "y"), ("d", "z.y"), ("dz", "y"), ("d.z", "x"),
+            ("abc", "x"), ("aXc", "x"), ("abX", "x"), ("Xbc", "x"), ("abd", "x"), ("aXd", "x"), ("abc", "y"),
             ("qZ", "rZs"), ("qZ", "rZt"), ("q", "rs"), ("é", "x"), ("aéc", "x"), ("a中", "x"), ("é中", "x"),
             ("m", "p1"), ("m", "p12x"), ("m", "p1234567"), ("m", "p"), ("m", "q12345"), ("m", "xs1"), ("m", "s12345"),
             ("m", "s2"), ("m", "xs1234"), ("k1", "t"), ("k12345x", "t"), ("k", "t"), ("kk1", "t"), ("db", "t1"),
