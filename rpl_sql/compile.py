@@ -561,15 +561,9 @@ class _Compiler:
         return _and([g.member(f"{fn}({subject}, {m})", cut), _or(tests)])
 
     def fast_match(self, g: _Group, items: list, k: str, t: str, key: str, rich: bool) -> str:
-        """A wild list on a row whose db part `k` and table `t` hold no '.' (see fast_parts); `rich`: k is
-        one of the rules' literal databases."""
-        common, rich_only = self.fast_parts(g, items, k, t, key)
-        return _or([common, rich_only]) if rich else common
-
-    def fast_parts(self, g: _Group, items: list, k: str, t: str, key: str) -> tuple[str, str]:
-        """(any row, rich rows only): with no '.' in k or t, a pattern's one literal dot is the separator, so
-        'A.B' matches iff A matches k and B matches t. Patterns with a literal A can only match when k is one
-        of the rules' literal databases (the rich path): they form the second part."""
+        """A wild list on a row whose db part `k` and table `t` hold no '.': the pattern's one literal dot
+        is then the separator, so 'A.B' matches iff A matches k and B matches t. Patterns with a literal A
+        can only match on the rich path (k is one of the rules' literal databases)."""
         db_all, dbg, tblg, on_t, on_d, keyrx = [], [], [], [], [], []
         for ch, toks in items:
             dots = [i for i, x in enumerate(toks) if x == "."]
@@ -580,7 +574,8 @@ class _Compiler:
             a, b = toks[:dots[0]], toks[dots[0] + 1:]
             la, lb = _lits(a), _lits(b)
             if la is not None:
-                (db_all if b == (ANY,) else dbg).append((ch, toks, la))
+                if rich:
+                    (db_all if b == (ANY,) else dbg).append((ch, toks, la))
             elif a == (ANY,):
                 on_t.append((ch, b))
             elif b == (ANY,):
@@ -589,7 +584,7 @@ class _Compiler:
                 tblg.append((ch, toks, lb))
             else:
                 keyrx.append((ch, toks))
-        common = self.sub_match(g, on_t, t) + self.sub_match(g, on_d, k)
+        parts = self.sub_match(g, on_t, t) + self.sub_match(g, on_d, k)
         # literal database, table part exact or a prefix: the whole key is exact or has a literal prefix
         key_exact, key_prefix, rest = [], [], []
         for ch, toks, la in dbg:
@@ -600,17 +595,17 @@ class _Compiler:
                 key_prefix.append((ch, la + "." + f[1]))
             else:
                 rest.append((ch, toks, la))
-        rich = [g.member(key, key_exact), self.fix_test(g, key, "prefix", key_prefix)]
+        parts += [g.member(key, key_exact), self.fix_test(g, key, "prefix", key_prefix)]
         dbg = rest
-        for subject, exact, guarded, out in ((k, db_all, dbg, rich), (t, [], tblg, common)):
+        for subject, exact, guarded in ((k, db_all, dbg), (t, [], tblg)):
             hit = g.member(subject, [(ch, v) for ch, _, v in exact])
             if not guarded:
-                out.append(hit)
+                parts.append(hit)
                 continue
             rx = _or(self.rx_parts(g, [(ch, toks) for ch, toks, _ in guarded], key))
             both = g.member(subject, [(ch, v) for ch, _, v in exact + guarded])
-            out.append(f"({both} AND {rx})" if not exact else f"({both} AND ({hit} OR {rx}))")
-        return _or(common + self.rx_parts(g, keyrx, key)), _or(rich)
+            parts.append(f"({both} AND {rx})" if not exact else f"({both} AND ({hit} OR {rx}))")
+        return _or(parts + self.rx_parts(g, keyrx, key))
 
     def rich_dbs(self, g: _Group) -> list[tuple[_Chan, str]]:
         """Databases whose rows can match an exact table rule or a pattern with a literal database."""
@@ -626,11 +621,11 @@ class _Compiler:
 
     # ---------------------------------------------------------------- table tiers
 
-    def tiers(self, g: _Group, key: str, wdo: str, wig: str, exact: str = "true") -> str:
+    def tiers(self, g: _Group, key: str, wdo: str, wig: str, exact: bool = True) -> str:
         """tables_verdict for one key: 10 do_table, 11 ignore_table, 12 wild do, 13 wild ignore, 14/15
-        DEFAULT (true/false). `exact`: when the exact sets are worth a lookup ("false": never)."""
-        sets = [(_and([exact, g.member(key, [(ch, v) for ch in g.reps for v in ch.dot])]), "10"),
-                (_and([exact, g.member(key, [(ch, v) for ch in g.reps for v in ch.igt])]), "11")]
+        DEFAULT (true/false)."""
+        sets = [(g.member(key, [(ch, v) for ch in g.reps for v in ch.dot]), "10"),
+                (g.member(key, [(ch, v) for ch in g.reps for v in ch.igt]), "11")] if exact else []
         return _case(sets + [(wdo, "12"), (wig, "13")], _case([(g.cond(lambda ch: ch.default_true), "14")], "15"))
 
     def table_code(self, g: _Group, key: str) -> str:
@@ -654,29 +649,11 @@ class _Compiler:
         rich = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, True),
                           self.fast_match(g, wig, k, t, key, True))
         poor = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, False),
-                          self.fast_match(g, wig, k, t, key, False), exact="false")
+                          self.fast_match(g, wig, k, t, key, False), exact=False)
         dbs = self.rich_dbs(g)
         body = _case([(f"contains({k}, '.') OR contains({t}, '.')", slow),
                       (g.member(k, dbs), rich)], poor)
         on = g.cond(lambda ch: ch.table_rules)
-        return body if on == "true" else f"CASE WHEN {on} THEN {body} ELSE 0 END"
-
-    def row_table_code_bound(self, g: _Group, k: str, t: str, key: str) -> str:
-        """row_table_code for the interpreted form: the path (0 dotted, 1 rich, 2 poor) is bound once as the
-        lambda variable `p_`, so the exact sets and the patterns every path shares appear once in the SQL
-        (CREATE FUNCTION time grows with its size) and are evaluated once per row."""
-        if not any(ch.table_rules for ch in g.reps):
-            return "0"
-        p = _case([(f"contains({k}, '.') OR contains({t}, '.')", "0"), (g.member(k, self.rich_dbs(g)), "1")], "2")
-
-        def wild(items: list) -> str:
-            common, rich = self.fast_parts(g, items, k, t, key)
-            return _case([("p_ = 0", self.key_match(g, items, key))], _or([common, _and(["p_ = 1", rich])]))
-
-        body = self.tiers(g, key, wild([(ch, x) for ch in g.reps for x in ch.wdo]),
-                          wild([(ch, x) for ch in g.reps for x in ch.wig]), exact="p_ < 2")
-        on = g.cond(lambda ch: ch.table_rules)
-        body = f"aggregate(array({p}), 0, (acc1_, p_) -> {body})"
         return body if on == "true" else f"CASE WHEN {on} THEN {body} ELSE 0 END"
 
     def statement_code(self, g: _Group, cmd: str, ts: str, dc: str, k: str, d: str) -> str:
@@ -740,50 +717,32 @@ class _Compiler:
         if self.lctn:
             out.append((P + "fold", "x STRING", S, self.fold_sql("x")))
         out.append((P + "dbc", "c STRING, d STRING", "INT", self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL")))
-        # Derived row values: the channel as stored, the folded and rewritten db part of keys, the key.
-        K = self.key_db(Fd, c=C)
-        KEY = f"concat({K}, '.', {Ft})"
         tc = self.dispatch(lambda g: self.row_table_code(g, "k", "t", "key"), "key IS NULL")
-        if len(tc) <= COMPILE_MAX_CHARS:
-            out.append((P + "tc", "c STRING, k STRING, t STRING, key STRING", "INT", tc))
-            tc_call = f"{P}tc({C}, {K}, {Ft}, {KEY})"
-        else:
+        if len(tc) > COMPILE_MAX_CHARS:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled and runs in the bytecode interpreter, many times slower
             # than Spark's expression interpreter. A higher-order function is evaluated by that interpreter
             # (CodegenFallback): the big table code runs node by node, visiting only the branches it takes.
             # The arguments are bound once, as a struct: in a WHERE clause Spark does not project them and
-            # would otherwise re-evaluate the rewrite and the key at every reference. Inlined in its two
-            # callers, not a helper: CREATE FUNCTION analyses every function a body calls, so a helper's
-            # body would be analysed three times.
-            body = self.dispatch(lambda g: self.row_table_code_bound(g, "r_.k", "r_.t", "r_.key"),
-                                 "r_.key IS NULL", c="r_.c")
-            tc_call = (f"aggregate(array(named_struct('c', {C}, 'k', {K}, 't', {Ft}, 'key', {KEY})), 0, "
-                       f"(acc0_, r_) -> {body})")
+            # would otherwise re-evaluate the rewrite and the key at every reference.
+            body = self.dispatch(lambda g: self.row_table_code(g, "r_.k", "r_.t", "r_.key"), "r_.key IS NULL",
+                                 c="r_.c")
+            tc = f"aggregate(array(named_struct('c', c, 'k', k, 't', t, 'key', key)), 0, (acc0_, r_) -> {body})"
             self.interpreted = True
-
-        def stc_body(c: str, cmd: str, d: str, ts: str, dc: str, k: str) -> str:
-            body = self.dispatch(lambda g: self.statement_code(g, cmd, ts, dc, k, d), c=c)
-            return _case([(f"exists({ts}, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), (f"{dc} IS NULL", "NULL"),
-                          (f"{cmd} IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), (f"{dc} IN (2, 3)", dc)], body)
-
-        Fddb = f("coalesce(default_db, '')")
-        cmd = "upper(coalesce(nullif(command, ''), 'OTHER'))"
-        stc = stc_body("c", "cmd", "d", "ts", "dc", "k")
-        stc_args = (C, cmd, Fddb, "tables", f"{P}dbc({C}, {Fddb})", self.key_db(Fddb, c=C))
-        if len(stc) <= COMPILE_MAX_CHARS:
-            out.append((P + "stc", f"c STRING, cmd STRING, d STRING, ts {TS}, dc INT, k STRING", "INT", stc))
-            stc_call = f"{P}stc({', '.join(stc_args)})"
-        else:  # inlined like the row table code, its arguments bound once
-            fields = ", ".join(f"'{n}', {a}" for n, a in zip(("c", "cmd", "d", "ts", "dc", "k"), stc_args))
-            stc_call = (f"aggregate(array(named_struct({fields})), 0, (acc2_, s_) -> "
-                        f"{stc_body('s_.c', 's_.cmd', 's_.d', 's_.ts', 's_.dc', 's_.k')})")
+        out.append((P + "tc", "c STRING, k STRING, t STRING, key STRING", "INT", tc))
+        body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
+        stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
+                     (f"cmd IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), ("dc IN (2, 3)", "dc")], body)
+        out.append((P + "stc", f"c STRING, cmd STRING, d STRING, ts {TS}, dc INT, k STRING", "INT", stc))
 
         # rewrite_db
         rw = self.dispatch(lambda g: self.lookup(g, Fd, lambda ch: ch.out_map), null_if="db_name IS NULL", c=C)
         out.append(("rewrite_db", "channel_name STRING, db_name STRING", S, rw))
 
         # rows: `db_ok(channel, db) AND rest`, the first conjunct references only channel_name and db_name
+        K = self.key_db(Fd, c=C)
+        KEY = f"concat({K}, '.', {Ft})"
+        tc_call = f"{P}tc({C}, {K}, {Ft}, {KEY})"
         out.append(("should_apply", row_params, "BOOLEAN",
                     f"{P}dbc({C}, {Fd}) >= 16 AND {tc_call} IN ({', '.join(map(str, ROW_TABLE_TRUE))})"))
         out.append(("filter_decided_by", row_params, S,
@@ -793,6 +752,9 @@ class _Compiler:
                     f"0, (a_, r_) -> CASE WHEN r_.dc IN (2, 3) THEN r_.dc WHEN r_.tc = 0 THEN r_.dc ELSE r_.tc END))"))
 
         # statements
+        Fddb = f("coalesce(default_db, '')")
+        cmd = "upper(coalesce(nullif(command, ''), 'OTHER'))"
+        stc_call = f"{P}stc({C}, {cmd}, {Fddb}, tables, {P}dbc({C}, {Fddb}), {self.key_db(Fddb, c=C)})"
         out.append(("should_apply_statement", st_params, "BOOLEAN",
                     f"{stc_call} IN ({', '.join(map(str, TRUE_CODES))})"))
         out.append(("filter_decided_by_statement", st_params, S, f"try_element_at({labels}, {stc_call})"))
