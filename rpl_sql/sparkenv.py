@@ -5,8 +5,14 @@ import os
 import sys
 
 
+HUGE_METHODS_FLAG = "-XX:-DontCompileHugeMethods"
+
+
 def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str):
     """A local SparkSession whose Python workers run this interpreter (so they can import rpl_sql).
+
+    Its JVM JIT-compiles methods over 8,000 bytes of bytecode (HUGE_METHODS_FLAG): whole-stage codegen
+    makes such methods for compiled filter functions, which HotSpot otherwise leaves to its interpreter.
 
     >>> spark = local_spark()  # doctest: +SKIP
     """
@@ -21,8 +27,24 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str
                .config("spark.sql.python.filterPushdown.enabled", "true")
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                .config("spark.driver.memory", os.environ.get("RPL_SQL_DRIVER_MEMORY", "4g")))
+    opts = conf.pop("spark.driver.extraJavaOptions", "")
+    builder = builder.config("spark.driver.extraJavaOptions", f"{opts} {HUGE_METHODS_FLAG}".strip())
     for k, v in conf.items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def jit_huge_methods(spark) -> bool:
+    """Whether the JVMs running this session's tasks JIT-compile huge methods (HUGE_METHODS_FLAG): the
+    driver's own arguments in local mode, spark.executor.extraJavaOptions otherwise; False for Spark
+    Connect, whose server is not visible from here."""
+    try:
+        sc = spark.sparkContext
+        if sc.master.startswith("local"):
+            args = sc._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+            return any(str(a) == HUGE_METHODS_FLAG for a in args)
+        return HUGE_METHODS_FLAG in (sc.getConf().get("spark.executor.extraJavaOptions") or "").split()
+    except Exception:  # Spark Connect: no SparkContext
+        return False

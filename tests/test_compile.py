@@ -70,16 +70,16 @@ def describe(state: ServerState) -> str:
     return f"lctn={state.lower_case_table_names} {chans!r}"
 
 
-def register(spark, state: ServerState, encoding: str | None = None):
-    compiled = compile_functions(state, encoding=encoding)
+def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False):
+    compiled = compile_functions(state, encoding=encoding, jit_huge_methods=jit)
     for text in compiled.statements:
         spark.sql(text)
     return compiled
 
 
-def run_events(spark, state, events, encoding=None, view="rpl_compile_events"):
+def run_events(spark, state, events, encoding=None, view="rpl_compile_events", jit=False):
     """Evaluate all events in one Spark query; return the list of mismatches (empty = exact agreement)."""
-    register(spark, state, encoding)
+    register(spark, state, encoding, jit)
     rows = [(i,) + tuple(e) for i, e in enumerate(events)]
     spark.createDataFrame(rows, SCHEMA).createOrReplaceTempView(view)
     got = spark.sql(QUERY.format(view=view)).collect()
@@ -584,3 +584,15 @@ def test_guarded_forms_exactly(spark, lctn):
     events = [(ch, d, t, None, None, None) for ch in ("", "ch1") for d, t in rows]
     bad = run_events(spark, state, events)
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
+    # the same table code compiled by whole-stage codegen, as where huge methods are JIT-compiled
+    assert "code compiled" in compile_functions(state, jit_huge_methods=True).encoding
+    bad = run_events(spark, state, events, jit=True)
+    assert not bad, f"{len(bad)} mismatches (compiled), first: {bad[:3]}"
+
+
+def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):
+    from rpl_sql.sparkenv import jit_huge_methods
+    from rpl_sql.spark import SparkSurface
+
+    assert jit_huge_methods(spark)
+    assert SparkSurface(spark).jit_huge_methods
