@@ -776,8 +776,7 @@ class _Applier:
         last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
         for r in rows:
             if r["_set"] == "shape":
-                t = r["t"]
-                s = Shape(tuple(r[k] for k in SHAPE_KEYS), t, r["n"], r["lo"], r["hi"], hash=r["h"])
+                s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"], hash=r["h"])
                 if sql and s.kind in ("row", "query"):
                     if r["ok"] is None or r["by"] is None:
                         raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", ch.name)
@@ -846,17 +845,16 @@ class _Applier:
             return []
         # The batch's shapes are all known (the snapshot is pinned), so when their 64-bit hashes are distinct the
         # verdicts join back on one long key; otherwise on the six key columns, null-safe (slower, same result).
+        verdicts = {"applied_db": pa.array([s.applied_db for s in applied], pa.string()),
+                    "decided_by": pa.array([s.decided_by for s in applied], pa.string())}
         if len({s.hash for s in shapes}) == len(shapes):
-            v = self.spark.createDataFrame(pa.table({
-                "v_h": pa.array([s.hash for s in applied], pa.int64()),
-                "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
-                "decided_by": pa.array([s.decided_by for s in applied], pa.string())}))
+            v = self.spark.createDataFrame(pa.table({"v_h": pa.array([s.hash for s in applied], pa.int64()),
+                                                     **verdicts}))
             cond = [F.xxhash64(*SHAPE_KEYS) == v["v_h"]]
         else:
             v = self.spark.createDataFrame(pa.table(
                 {**{"v_" + n: pa.array([s.key[i] for s in applied], pa.string()) for i, n in enumerate(SHAPE_KEYS)},
-                 "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
-                 "decided_by": pa.array([s.decided_by for s in applied], pa.string())}))
+                 **verdicts}))
             cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
         cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else F.col(n)
                 for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it

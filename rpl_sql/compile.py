@@ -725,8 +725,9 @@ class _Compiler:
         if len(tc) > self.max_compiled:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled (unless -XX:-DontCompileHugeMethods) and runs in the
-            # bytecode interpreter, many times slower than Spark's expression interpreter. A higher-order function is evaluated by that interpreter
-            # (CodegenFallback): the big table code runs node by node, visiting only the branches it takes.
+            # bytecode interpreter, many times slower than Spark's expression interpreter. A higher-order
+            # function is evaluated by that interpreter (CodegenFallback): the big table code runs node by
+            # node, visiting only the branches it takes.
             # The arguments are bound once, as a struct: in a WHERE clause Spark does not project them and
             # would otherwise re-evaluate the rewrite and the key at every reference.
             body = self.dispatch(lambda g: self.row_table_code(g, "r_.k", "r_.t", "r_.key"), "r_.key IS NULL",

@@ -569,8 +569,8 @@ def test_guarded_forms_exactly(spark, lctn):
     wild = ["a_c.x", "ab_.x", "_bc.x", "q_.r_s", "%.p1%", "%.p12%", "%.p123%", "%.p1234%", "%.p12345%",
             "%.%s1", "%.%s12", "%.%s123", "%.%s1234", "%.%s12345", "k1%.%", "k12%.%", "k123%.%", "k1234%.%",
             "k12345%.%", "db.t1%", "db.t12%", "db.x", "d_.é_"]
-    # exact rules whose keys hold more dots than the separator: rows with a '.' inside a name still look
-    # them up (the interpreted form binds the path and guards the exact sets with it)
+    # exact rules whose keys hold more dots than the separator: rows with a '.' inside a name take the
+    # whole-key path, which must still look them up
     exact = ["db.t.x", "d.z.y", "dz.y"]
     state = state_of(lctn, default=F(wild_do=wild, do_table=exact), ch1=F(wild_ignore=wild, ignore_db=["zz"],
                                                                           ignore_table=exact))

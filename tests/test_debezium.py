@@ -13,9 +13,9 @@ from deltalake import DeltaTable
 
 from rpl_sql.debezium import DebeziumRecordError, ingest_debezium, ingest_debezium_file
 from rpl_sql.events import EVENTS_SCHEMA, events_path
+from rpl_sql.ingest import ConcurrentIngest, EventsWriter, IngestError, committed_position
 
 from landed import landed
-from rpl_sql.ingest import ConcurrentIngest, EventsWriter, IngestError, committed_position
 
 SERVER = "mysql-server-1"
 GTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
