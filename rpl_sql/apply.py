@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
-from .compile import sql_str
+from .compile import LABELS, TRUE_CODES, sql_str
 from .errors import MySQLError
 from .evaluate import (REWRITE_UNCOUNTED, TRANSACTION_CONTROL, XA_UNCOUNTED, RowEvent, TableRef, decide,
                        rewrite_db, statement_event)
@@ -578,7 +578,7 @@ class _Applier:
         if self.surface is None:
             from .spark import SparkSurface  # what rpl_sql.register uses, pinned to the state decided with
 
-            self.surface = SparkSurface(self.spark)
+            self.surface = SparkSurface(self.spark, decision_codes=True)
         if key != self._config_key:
             with _timed("compile + register functions", "*"):
                 self.surface.refresh(state)
@@ -733,14 +733,12 @@ class _Applier:
                        F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
                   .withColumn("t", F.from_json("_tables", TABLES_DDL)))
         c = sql_str(ch.name)
-        if sql:
+        if sql:  # one decision code per shape: the verdict and the label are both read off it
             is_row = et.isin(*ROW_EVENT_TYPES)
             shapes = shapes.select(
                 "*",
-                F.when(is_row, F.expr(f"should_apply({c}, db_name, table_name)"))
-                .when(et == "query", F.expr(f"should_apply_statement({c}, command, default_db, t)")).alias("ok"),
-                F.when(is_row, F.expr(f"filter_decided_by({c}, db_name, table_name)"))
-                .when(et == "query", F.expr(f"filter_decided_by_statement({c}, command, default_db, t)")).alias("by"),
+                F.when(is_row, F.expr(f"rpl_sql__row_code({c}, db_name, table_name)"))
+                .when(et == "query", F.expr(f"rpl_sql__statement_code({c}, command, default_db, t)")).alias("code"),
                 F.when(is_row, F.expr(f"rewrite_db({c}, db_name)"))
                 .when(et == "query", F.expr(f"rewrite_db({c}, default_db)")).alias("adb"))
         # GTIDs and the last position, per (binlog file, GTID source, 64 transaction numbers): MySQL numbers as
@@ -778,9 +776,9 @@ class _Applier:
             if r["_set"] == "shape":
                 s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"], hash=r["h"])
                 if sql and s.kind in ("row", "query"):
-                    if r["ok"] is None or r["by"] is None:
+                    if r["code"] not in LABELS:
                         raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", ch.name)
-                    s.apply, s.decided_by, s.applied_db = bool(r["ok"]), r["by"], r["adb"]
+                    s.apply, s.decided_by, s.applied_db = r["code"] in TRUE_CODES, LABELS[r["code"]], r["adb"]
                 out.append(s)
                 continue
             if r["last_seq"] is not None and r["last_seq"] > last[0]:

@@ -1,6 +1,7 @@
 """rpl_sql.compile: the generated Spark SQL functions agree exactly with the reference evaluator.
 
-1. differential, property-based: random states x hostile events, all five functions in one query per state
+1. differential, property-based: random states x hostile events, all five functions (and the applier's two
+   decision codes) in one query per state
 2. §10 worked examples through SQL
 3. NULL contract, unknown channels, injection attempts, literal quoting
 4. Spark-vs-Python case folding (the one documented difference), partition pruning shape, encodings
@@ -14,7 +15,7 @@ import unicodedata
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from rpl_sql.compile import LABELS, compile_functions, fold_sql, sql_str
+from rpl_sql.compile import LABELS, TRUE_CODES, compile_functions, fold_sql, sql_str
 from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, StatementEvent, TableRef,
                               decide_row, decide_statement, rewrite_db, statement_event)
 from rpl_sql.rules import Filters, FilterType, fold, normalize_values
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.spark
 TABLES_T = "array<struct<db:string,name:string,updating:boolean>>"
 SCHEMA = f"id int, ch string, db string, tbl string, cmd string, ddb string, tables {TABLES_T}"
 QUERY = """SELECT id, should_apply(ch, db, tbl) AS v, filter_decided_by(ch, db, tbl) AS l, rewrite_db(ch, db) AS r,
-  should_apply_statement(ch, cmd, ddb, tables) AS sv, filter_decided_by_statement(ch, cmd, ddb, tables) AS sl
+  should_apply_statement(ch, cmd, ddb, tables) AS sv, filter_decided_by_statement(ch, cmd, ddb, tables) AS sl,
+  rpl_sql__row_code(ch, db, tbl) AS rc, rpl_sql__statement_code(ch, cmd, ddb, tables) AS sc
   FROM {view} ORDER BY id"""
 
 
@@ -71,7 +73,7 @@ def describe(state: ServerState) -> str:
 
 
 def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False):
-    compiled = compile_functions(state, encoding=encoding, jit_huge_methods=jit)
+    compiled = compile_functions(state, encoding=encoding, jit_huge_methods=jit, decision_codes=True)
     for text in compiled.statements:
         spark.sql(text)
     return compiled
@@ -88,6 +90,10 @@ def run_events(spark, state, events, encoding=None, view="rpl_compile_events", j
     for r, (ch, db, tbl, cmd, ddb, tables) in zip(got, events):
         want = expect_row(state, ch, db, tbl) + expect_statement(state, ch, cmd, ddb, tables)
         have = (r.v, r.l, r.r, r.sv, r.sl)
+        # the applier's decision codes must say the same: verdict = code in TRUE_CODES, label = LABELS[code]
+        have_codes = tuple(x for c in (r.rc, r.sc) for x in ((None, None) if c is None else (c in TRUE_CODES, LABELS[c])))
+        if have_codes != want[:2] + want[3:]:
+            bad.append(dict(event=(ch, db, tbl, cmd, ddb, tables), want=want, codes=(r.rc, r.sc)))
         if want != have:
             bad.append(dict(event=(ch, db, tbl, cmd, ddb, tables), want=want, got=have))
     return bad
@@ -353,7 +359,7 @@ def test_null_contract(spark):
     ]
     assert not run_events(spark, state, events)
     got = spark.sql(QUERY.format(view="rpl_compile_events")).collect()
-    assert [tuple(r)[1:] for r in got] == [
+    assert [tuple(r)[1:6] for r in got] == [
         (None, None, None, False, "REPLICATE_DO_DB"),
         (False, "REPLICATE_DO_DB", "db2", True, "REPLICATE_DO_DB"),
         (None, None, "db1", False, "NO_UPDATED_TABLE"),
