@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
-from .compile import LABELS, TRUE_CODES, sql_str
+from .compile import APPLIER_PREFIX, LABELS, TRUE_CODES, sql_str
 from .errors import MySQLError
 from .evaluate import (REWRITE_UNCOUNTED, TRANSACTION_CONTROL, XA_UNCOUNTED, RowEvent, TableRef, decide,
                        rewrite_db, statement_event)
@@ -451,7 +451,6 @@ class _Applier:
         self.verify = verify
         self.events = events_path(warehouse)
         self.applied = applied_path(warehouse)
-        self.surface = None
         self._config_key = None
 
     # ------------------------------------------------------------ channels
@@ -572,16 +571,20 @@ class _Applier:
         return self.spark
 
     def _functions(self, state: ServerState) -> None:
-        """Compiled SQL functions for exactly this state (recompiled only when filters changed)."""
+        """The applier's compiled SQL functions for exactly this state (recompiled only when filters changed).
+
+        Its own set (compile_functions(applier=True)), so a session's `should_apply` & co. are left alone.
+        """
+        from .compile import compile_functions
+        from .sparkenv import jit_huge_methods
+
         key = (state.lower_case_table_names, state.filter_mode,
                tuple((c.name, tuple(s.values for s in c.filters.slots)) for c in state.channels))
-        if self.surface is None:
-            from .spark import SparkSurface  # what rpl_sql.register uses, pinned to the state decided with
-
-            self.surface = SparkSurface(self.spark, decision_codes=True)
         if key != self._config_key:
             with _timed("compile + register functions", "*"):
-                self.surface.refresh(state)
+                for text in compile_functions(state, jit_huge_methods=jit_huge_methods(self.spark),
+                                              applier=True).statements:
+                    self.spark.sql(text)
             self._config_key = key
 
     def run_channel(self, channel: str, report: ChannelReport, version: int) -> None:
@@ -734,13 +737,13 @@ class _Applier:
                   .withColumn("t", F.from_json("_tables", TABLES_DDL)))
         c = sql_str(ch.name)
         if sql:  # one decision code per shape: the verdict and the label are both read off it
-            is_row = et.isin(*ROW_EVENT_TYPES)
+            is_row, P = et.isin(*ROW_EVENT_TYPES), APPLIER_PREFIX
             shapes = shapes.select(
                 "*",
-                F.when(is_row, F.expr(f"rpl_sql__row_code({c}, db_name, table_name)"))
-                .when(et == "query", F.expr(f"rpl_sql__statement_code({c}, command, default_db, t)")).alias("code"),
-                F.when(is_row, F.expr(f"rewrite_db({c}, db_name)"))
-                .when(et == "query", F.expr(f"rewrite_db({c}, default_db)")).alias("adb"))
+                F.when(is_row, F.expr(f"{P}row_code({c}, db_name, table_name)"))
+                .when(et == "query", F.expr(f"{P}statement_code({c}, command, default_db, t)")).alias("code"),
+                F.when(is_row, F.expr(f"{P}rewrite_db({c}, db_name)"))
+                .when(et == "query", F.expr(f"{P}rewrite_db({c}, default_db)")).alias("adb"))
         # GTIDs and the last position, per (binlog file, GTID source, 64 transaction numbers): MySQL numbers as
         # 64-bit masks (exact, with gaps), MariaDB as the last seq_no per domain; ~1 row per 64 transactions.
         # Parsed with substring_index only: split() (a regex) on every GTID cost more than the rest of the pass.

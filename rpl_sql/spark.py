@@ -38,12 +38,10 @@ VIEWS: dict[str, tuple[str, Callable[[ServerState], list[tuple]]]] = {
 class SparkSurface:
     """Keeps one SparkSession's views and functions equal to a state; re-creates functions only on change."""
 
-    def __init__(self, spark: Any, decision_codes: bool = False):
-        """decision_codes: also register the applier's code functions (compile.compile_functions)."""
+    def __init__(self, spark: Any):
         from .sparkenv import jit_huge_methods
 
         self.spark = spark
-        self.decision_codes = decision_codes
         self._functions: tuple[str, ...] = ()
         self.encoding = ""
         self.jit_huge_methods = jit_huge_methods(spark)
@@ -53,8 +51,7 @@ class SparkSurface:
             self.spark.createDataFrame(rows(state), schema).createOrReplaceTempView(name)
         from .compile import compile_functions
 
-        compiled = compile_functions(state, jit_huge_methods=self.jit_huge_methods,
-                                     decision_codes=self.decision_codes)
+        compiled = compile_functions(state, jit_huge_methods=self.jit_huge_methods)
         if compiled.statements != self._functions:
             for text in compiled.statements:
                 self.spark.sql(text)

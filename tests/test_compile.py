@@ -1,7 +1,7 @@
 """rpl_sql.compile: the generated Spark SQL functions agree exactly with the reference evaluator.
 
-1. differential, property-based: random states x hostile events, all five functions (and the applier's two
-   decision codes) in one query per state
+1. differential, property-based: random states x hostile events, all five functions and the applier's set
+   (its decision codes and rewrite_db) in one query per state
 2. §10 worked examples through SQL
 3. NULL contract, unknown channels, injection attempts, literal quoting
 4. Spark-vs-Python case folding (the one documented difference), partition pruning shape, encodings
@@ -27,9 +27,11 @@ pytestmark = pytest.mark.spark
 TABLES_T = "array<struct<db:string,name:string,updating:boolean>>"
 SCHEMA = f"id int, ch string, db string, tbl string, cmd string, ddb string, tables {TABLES_T}"
 QUERY = """SELECT id, should_apply(ch, db, tbl) AS v, filter_decided_by(ch, db, tbl) AS l, rewrite_db(ch, db) AS r,
-  should_apply_statement(ch, cmd, ddb, tables) AS sv, filter_decided_by_statement(ch, cmd, ddb, tables) AS sl,
-  rpl_sql__row_code(ch, db, tbl) AS rc, rpl_sql__statement_code(ch, cmd, ddb, tables) AS sc
-  FROM {view} ORDER BY id"""
+  should_apply_statement(ch, cmd, ddb, tables) AS sv, filter_decided_by_statement(ch, cmd, ddb, tables) AS sl
+  {more}FROM {view} ORDER BY id"""
+APPLIER_COLUMNS = """, rpl_sql_apply__row_code(ch, db, tbl) AS rc,
+  rpl_sql_apply__statement_code(ch, cmd, ddb, tables) AS sc, rpl_sql_apply__rewrite_db(ch, db) AS ar
+  """
 
 
 # ---------------------------------------------------------------- reference side (the definition)
@@ -72,19 +74,21 @@ def describe(state: ServerState) -> str:
     return f"lctn={state.lower_case_table_names} {chans!r}"
 
 
-def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False):
-    compiled = compile_functions(state, encoding=encoding, jit_huge_methods=jit, decision_codes=True)
-    for text in compiled.statements:
+def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False, applier: bool = False):
+    """The public functions and, with `applier`, beside them the applier's set (its own helpers)."""
+    compiled = compile_functions(state, encoding=encoding, jit_huge_methods=jit)
+    more = compile_functions(state, encoding=encoding, jit_huge_methods=jit, applier=True) if applier else None
+    for text in compiled.statements + (more.statements if more else ()):
         spark.sql(text)
     return compiled
 
 
 def run_events(spark, state, events, encoding=None, view="rpl_compile_events", jit=False):
     """Evaluate all events in one Spark query; return the list of mismatches (empty = exact agreement)."""
-    register(spark, state, encoding, jit)
+    register(spark, state, encoding, jit, applier=True)
     rows = [(i,) + tuple(e) for i, e in enumerate(events)]
     spark.createDataFrame(rows, SCHEMA).createOrReplaceTempView(view)
-    got = spark.sql(QUERY.format(view=view)).collect()
+    got = spark.sql(QUERY.format(view=view, more=APPLIER_COLUMNS)).collect()
     assert len(got) == len(events)
     bad = []
     for r, (ch, db, tbl, cmd, ddb, tables) in zip(got, events):
@@ -92,8 +96,8 @@ def run_events(spark, state, events, encoding=None, view="rpl_compile_events", j
         have = (r.v, r.l, r.r, r.sv, r.sl)
         # the applier's decision codes must say the same: verdict = code in TRUE_CODES, label = LABELS[code]
         have_codes = tuple(x for c in (r.rc, r.sc) for x in ((None, None) if c is None else (c in TRUE_CODES, LABELS[c])))
-        if have_codes != want[:2] + want[3:]:
-            bad.append(dict(event=(ch, db, tbl, cmd, ddb, tables), want=want, codes=(r.rc, r.sc)))
+        if have_codes + (r.ar,) != want[:2] + want[3:] + want[2:3]:
+            bad.append(dict(event=(ch, db, tbl, cmd, ddb, tables), want=want, codes=(r.rc, r.sc, r.ar)))
         if want != have:
             bad.append(dict(event=(ch, db, tbl, cmd, ddb, tables), want=want, got=have))
     return bad
@@ -305,7 +309,7 @@ def test_section10_examples_through_sql(spark, encoding):
                 events.append((f"EX{num}", None, None) + _as_sql_statement(ev))
         register(spark, state, encoding)
         spark.createDataFrame([(i,) + e for i, e in enumerate(events)], SCHEMA).createOrReplaceTempView("rpl_ex10")
-        got = spark.sql(QUERY.format(view="rpl_ex10")).collect()
+        got = spark.sql(QUERY.format(view="rpl_ex10", more="")).collect()
         for r, (num, _, _, ev, apply, decided_by, *_) in zip(got, mine):
             have = (r.v, r.l) if isinstance(ev, RowEvent) else (r.sv, r.sl)
             if have != (apply, decided_by):
@@ -358,8 +362,8 @@ def test_null_contract(spark):
         ("ch1", "x", None, "BEGIN", "db1", [("a", None, True)]),  # NULL element name: NULL
     ]
     assert not run_events(spark, state, events)
-    got = spark.sql(QUERY.format(view="rpl_compile_events")).collect()
-    assert [tuple(r)[1:6] for r in got] == [
+    got = spark.sql(QUERY.format(view="rpl_compile_events", more="")).collect()
+    assert [tuple(r)[1:] for r in got] == [
         (None, None, None, False, "REPLICATE_DO_DB"),
         (False, "REPLICATE_DO_DB", "db2", True, "REPLICATE_DO_DB"),
         (None, None, "db1", False, "NO_UPDATED_TABLE"),
