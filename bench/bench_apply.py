@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_apply.py --quick          # 1M events, 1/100/1,000 rules per channel
     .venv/bin/python bench/bench_apply.py                  # 10M events, 1/100/1,000/10,000 rules per channel
+    .venv/bin/python bench/bench_apply.py --rules 1,10000 --decide-ab 5   # + deciding: public functions vs codes
 
 Events (3 channels, row-based transactions with 1-4 row events, 5% statements, 1% dropped-at-source GTID
 markers; 50 databases x 40 tables per channel) are generated once with numpy/pyarrow and written with delta-rs
@@ -18,6 +19,7 @@ import argparse
 import logging
 import os
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -226,12 +228,62 @@ def timed(fn, repeat: int = 1):
     return best
 
 
+def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) of one channel's shape query alone, deciding with the public functions (a verdict
+    and a label per shape, as the applier did before) and with the applier's decision codes, interleaved."""
+    from pyspark.sql import functions as F
+
+    from rpl_sql.apply import ROW_EVENT_TYPES, SHAPE_KEYS, TABLES_DDL
+    from rpl_sql.compile import APPLIER_PREFIX as P, compile_functions, sql_str
+    from rpl_sql.deltaread import read_snapshot, snapshot
+    from rpl_sql.sparkenv import jit_huge_methods
+    from rpl_sql.store import DeltaStore
+
+    state = DeltaStore(warehouse).load().state
+    for applier in (False, True):
+        for text in compile_functions(state, jit_huge_methods=jit_huge_methods(spark), applier=applier).statements:
+            spark.sql(text)
+    snap = snapshot(events_path(warehouse), None, {"channel": [channel]})
+    et, c = F.col("event_type"), sql_str(channel)
+    row, query = et.isin(*ROW_EVENT_TYPES), et == "query"
+
+    def shapes():  # a new DataFrame each run: a re-executed one would reuse its shuffle files
+        ev = read_snapshot(spark, snap).withColumn("_tables", F.when(query, F.to_json("tables")))
+        return (ev.groupBy(*SHAPE_KEYS).agg(F.count(F.lit(1)).alias("n"), F.min("seq"), F.max("seq"))
+                .withColumn("t", F.from_json("_tables", TABLES_DDL)))
+
+    def decide(*pairs):
+        return shapes().select("*", *(F.when(row, F.expr(r)).when(query, F.expr(q)) for r, q in pairs))
+
+    variants = {
+        "shapes only": shapes,
+        "public functions": lambda: decide(
+            (f"should_apply({c}, db_name, table_name)", f"should_apply_statement({c}, command, default_db, t)"),
+            (f"filter_decided_by({c}, db_name, table_name)", f"filter_decided_by_statement({c}, command, default_db, t)"),
+            (f"rewrite_db({c}, db_name)", f"rewrite_db({c}, default_db)")),
+        "decision codes": lambda: decide(
+            (f"{P}row_code({c}, db_name, table_name)", f"{P}statement_code({c}, command, default_db, t)"),
+            (f"{P}rewrite_db({c}, db_name)", f"{P}rewrite_db({c}, default_db)")),
+    }
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
+    for i in range(repeat + 1):
+        for name, df in variants.items():
+            cpu, t = cpu_seconds(), time.perf_counter()
+            df().toArrow()
+            if i:  # the first round warms up
+                runs[name].append((time.perf_counter() - t, cpu_seconds() - cpu))
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="1M events, rule sets 1/100/1000")
     p.add_argument("--events", type=int, help="events in total (default 10M, 1M with --quick)")
     p.add_argument("--rules", help="comma-separated rules per channel (default 1,100,1000,10000)")
     p.add_argument("--data", default=os.path.join(ROOT, "bench", "data"), help="where the data goes")
+    p.add_argument("--decide-ab", type=int, default=0, metavar="N",
+                   help="after each rule set, N interleaved runs of channel ch1's shape query: public functions "
+                        "vs decision codes")
     args = p.parse_args(argv)
     n = args.events or (1_000_000 if args.quick else 10_000_000)
     rule_sets = [int(x) for x in (args.rules or ("1,100,1000" if args.quick else "1,100,1000,10000")).split(",")]
@@ -308,6 +360,10 @@ def main(argv=None) -> int:
               f"{t_apply / t_rd:.2f}x scan, {t_apply / t_copy:.2f}x copy (CPU {c_apply / c_rd:.2f}x, "
               f"{c_apply / c_copy:.2f}x)  [configure {t_cfg:.1f}s; " +
               ", ".join(f"{k} {v:.1f}s" for k, v in ph.items() if v >= 0.05) + "]", flush=True)
+        if args.decide_ab:
+            ab = decide_side_by_side(spark, wh, "ch1", args.decide_ab)
+            print(f"  ch1's shape query, median of {args.decide_ab}: " + "; ".join(
+                f"{k} {w:.2f}s wall / {c:.2f} CPU s" for k, (w, c) in ab.items()), flush=True)
 
     print()
     print(f"{'rules/ch':>8} {'apply s':>8} {'CPU s':>7} {'M ev/s':>7} {'x scan':>7} {'x copy':>7} "
