@@ -791,9 +791,9 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     applier: instead of the public functions, the applier's set under APPLIER_PREFIX: its own helpers,
     `rewrite_db`, and `row_code` / `statement_code`, the INT code behind both `should_apply*` (code in
     TRUE_CODES) and `filter_decided_by*` (LABELS[code]), built from the same expressions. The applier reads
-    one code per shape instead of a verdict and a label (half the evaluations, a quarter of the planning),
-    its CREATEs analyse the big table code half as often, and it never replaces the helpers that a
-    session's public functions call.
+    one code per shape instead of a verdict and a label (deciding costs about half: bench_apply.py
+    --decide-ab), its CREATEs analyse the big table code half as often, and it never replaces the helpers
+    that a session's public functions call.
 
     jit_huge_methods: the session's JVMs run with -XX:-DontCompileHugeMethods (sparkenv.jit_huge_methods
     tells), so larger table codes stay compiled: at 100 rules per channel 2.7x less CPU than interpreted.
