@@ -233,8 +233,8 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     and a label per shape, as the applier did before) and with the applier's decision codes, interleaved."""
     from pyspark.sql import functions as F
 
-    from rpl_sql.apply import ROW_EVENT_TYPES, SHAPE_KEYS, TABLES_DDL
-    from rpl_sql.compile import APPLIER_PREFIX as P, compile_functions, sql_str
+    from rpl_sql.apply import ROW_EVENT_TYPES, decision_columns, shape_frame, with_shape_key
+    from rpl_sql.compile import compile_functions, sql_str
     from rpl_sql.deltaread import read_snapshot, snapshot
     from rpl_sql.sparkenv import jit_huge_methods
     from rpl_sql.store import DeltaStore
@@ -248,23 +248,16 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     row, query = et.isin(*ROW_EVENT_TYPES), et == "query"
 
     def shapes():  # a new DataFrame each run: a re-executed one would reuse its shuffle files
-        ev = read_snapshot(spark, snap).withColumn("_tables", F.when(query, F.to_json("tables")))
-        return (ev.groupBy(*SHAPE_KEYS).agg(F.count(F.lit(1)).alias("n"), F.min("seq"), F.max("seq"))
-                .withColumn("t", F.from_json("_tables", TABLES_DDL)))
+        return shape_frame(with_shape_key(read_snapshot(spark, snap)))
 
-    def decide(*pairs):
-        return shapes().select("*", *(F.when(row, F.expr(r)).when(query, F.expr(q)) for r, q in pairs))
-
-    variants = {
-        "shapes only": shapes,
-        "public functions": lambda: decide(
+    def public():  # as the applier decided before it had its own set: a verdict and a label per shape
+        return shapes().select("*", *(F.when(row, F.expr(r)).when(query, F.expr(q)) for r, q in (
             (f"should_apply({c}, db_name, table_name)", f"should_apply_statement({c}, command, default_db, t)"),
             (f"filter_decided_by({c}, db_name, table_name)", f"filter_decided_by_statement({c}, command, default_db, t)"),
-            (f"rewrite_db({c}, db_name)", f"rewrite_db({c}, default_db)")),
-        "decision codes": lambda: decide(
-            (f"{P}row_code({c}, db_name, table_name)", f"{P}statement_code({c}, command, default_db, t)"),
-            (f"{P}rewrite_db({c}, db_name)", f"{P}rewrite_db({c}, default_db)")),
-    }
+            (f"rewrite_db({c}, db_name)", f"rewrite_db({c}, default_db)"))))
+
+    variants = {"shapes only": shapes, "public functions": public,
+                "decision codes": lambda: shapes().select("*", *decision_columns(channel))}
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
     for i in range(repeat + 1):
         for name, df in variants.items():

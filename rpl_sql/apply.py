@@ -282,6 +282,42 @@ def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None
 SHAPE_KEYS = ("event_type", "db_name", "table_name", "command", "default_db", "_tables")
 
 
+def with_shape_key(ev):
+    """`ev` plus `_tables`, the last shape key: a statement's tables as JSON (row events: NULL; to_json on
+    every row event would double the shape pass)."""
+    from pyspark.sql import functions as F
+
+    return ev.withColumn("_tables", F.when(F.col("event_type") == "query", F.to_json("tables")))
+
+
+def shape_frame(ev):
+    """The distinct shapes of `ev` (with_shape_key applied): count, first and last seq, the key hash `h`
+    that _write joins on, and the tables parsed back (`t`).
+
+    Only fixed-width aggregation buffers (counts, min/max of a long): Spark keeps hash aggregates; a string,
+    struct or binary buffer would make it sort every row.
+    """
+    from pyspark.sql import functions as F
+
+    return (ev.groupBy(*SHAPE_KEYS)
+            .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"),
+                 F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
+            .withColumn("t", F.from_json("_tables", TABLES_DDL)))
+
+
+def decision_columns(channel: str) -> list:
+    """`code` (verdict and label in one, compile.LABELS / TRUE_CODES) and `adb` (the database after
+    rewrite) of shape_frame rows, from the applier's function set (compile_functions(applier=True))."""
+    from pyspark.sql import functions as F
+
+    et, c, P = F.col("event_type"), sql_str(channel), APPLIER_PREFIX
+    row, query = et.isin(*ROW_EVENT_TYPES), et == "query"
+    return [F.when(row, F.expr(f"{P}row_code({c}, db_name, table_name)"))
+            .when(query, F.expr(f"{P}statement_code({c}, command, default_db, t)")).alias("code"),
+            F.when(row, F.expr(f"{P}rewrite_db({c}, db_name)"))
+            .when(query, F.expr(f"{P}rewrite_db({c}, default_db)")).alias("adb")]
+
+
 @dataclass
 class Shape:
     """One distinct decision input of a batch (the raw key columns, `_tables` = to_json(tables)), its count and
@@ -651,8 +687,7 @@ class _Applier:
         ev = events.where(F.col("seq") > lo)
         if hi is not None:
             ev = ev.where(F.col("seq") <= hi)
-        # only statements are decided by their tables: to_json on every row event would double the shape pass
-        ev = ev.withColumn("_tables", F.when(F.col("event_type") == "query", F.to_json("tables")))
+        ev = with_shape_key(ev)
         sql = state.filter_mode == "mysql"  # the compiled functions implement MySQL's semantics only
         if sql:
             self._functions(state)
@@ -728,24 +763,12 @@ class _Applier:
         """
         from pyspark.sql import functions as F
 
-        # Only fixed-width aggregation buffers (counts, min/max, max_by of a long, bit_or): Spark keeps hash
-        # aggregates; a string, struct or binary buffer would make it sort every row.
-        et = F.col("event_type")
-        shapes = (ev.groupBy(*SHAPE_KEYS)
-                  .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"),
-                       F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
-                  .withColumn("t", F.from_json("_tables", TABLES_DDL)))
-        c = sql_str(ch.name)
+        shapes = shape_frame(ev)
         if sql:  # one decision code per shape: the verdict and the label are both read off it
-            is_row, P = et.isin(*ROW_EVENT_TYPES), APPLIER_PREFIX
-            shapes = shapes.select(
-                "*",
-                F.when(is_row, F.expr(f"{P}row_code({c}, db_name, table_name)"))
-                .when(et == "query", F.expr(f"{P}statement_code({c}, command, default_db, t)")).alias("code"),
-                F.when(is_row, F.expr(f"{P}rewrite_db({c}, db_name)"))
-                .when(et == "query", F.expr(f"{P}rewrite_db({c}, default_db)")).alias("adb"))
+            shapes = shapes.select("*", *decision_columns(ch.name))
         # GTIDs and the last position, per (binlog file, GTID source, 64 transaction numbers): MySQL numbers as
         # 64-bit masks (exact, with gaps), MariaDB as the last seq_no per domain; ~1 row per 64 transactions.
+        # Fixed-width buffers here too (max_by of a long, bit_or), as in shape_frame.
         # Parsed with substring_index only: split() (a regex) on every GTID cost more than the rest of the pass.
         g = F.col("gtid")
         mysql = g.contains(":")

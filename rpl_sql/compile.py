@@ -716,14 +716,12 @@ class _Compiler:
         S, P, TS = "STRING", APPLIER_PREFIX if applier else _P, STATEMENT_TYPE
         row_params = "channel_name STRING, db_name STRING, table_name STRING"
         st_params = f"channel_name STRING, command STRING, default_db STRING, tables {TS}"
-        public = [("rewrite_db", "channel_name STRING, db_name STRING", S), ("should_apply", row_params, "BOOLEAN"),
-                  ("filter_decided_by", row_params, S), ("should_apply_statement", st_params, "BOOLEAN"),
-                  ("filter_decided_by_statement", st_params, S)]
-        if applier:
-            public = [(P + public[0][0], *public[0][1:]), (P + "row_code", row_params, "INT"),
-                      (P + "statement_code", st_params, "INT")]
+        rewrite = (P + "rewrite_db" if applier else "rewrite_db", "channel_name STRING, db_name STRING", S)
+        codes = [(P + "row_code", row_params, "INT"), (P + "statement_code", st_params, "INT")]
         if not self.chans:
-            return [(n, p, rt, f"CAST(NULL AS {rt})") for n, p, rt in public]
+            return [(n, p, rt, f"CAST(NULL AS {rt})") for n, p, rt in [rewrite] + (codes if applier else [
+                ("should_apply", row_params, "BOOLEAN"), ("filter_decided_by", row_params, S),
+                ("should_apply_statement", st_params, "BOOLEAN"), ("filter_decided_by_statement", st_params, S)])]
         # folding: a helper outside lambdas (the translate table is ~3k characters), inline inside them
         f = (lambda x: f"{P}fold({x})") if self.lctn else (lambda x: x)
         C, Fd, Ft = self.canon(), f("db_name"), f("table_name")
@@ -757,7 +755,7 @@ class _Compiler:
 
         # rewrite_db
         rw = self.dispatch(lambda g: self.lookup(g, Fd, lambda ch: ch.out_map), null_if="db_name IS NULL", c=C)
-        out.append((*public[0], rw))
+        out.append((*rewrite, rw))
 
         # rows: `db_ok(channel, db) AND rest`, the first conjunct references only channel_name and db_name
         K = self.key_db(Fd, c=C)
@@ -777,7 +775,7 @@ class _Compiler:
         cmd = "upper(coalesce(nullif(command, ''), 'OTHER'))"
         stc_call = f"{P}stc({C}, {cmd}, {Fddb}, tables, {P}dbc({C}, {Fddb}), {self.key_db(Fddb, c=C)})"
         if applier:
-            return out + [(*public[1], row_code), (*public[2], stc_call)]
+            return out + [(*codes[0], row_code), (*codes[1], stc_call)]
         out.append(("should_apply_statement", st_params, "BOOLEAN",
                     f"{stc_call} IN ({', '.join(map(str, TRUE_CODES))})"))
         out.append(("filter_decided_by_statement", st_params, S, f"try_element_at({labels}, {stc_call})"))
