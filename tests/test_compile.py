@@ -15,7 +15,7 @@ import unicodedata
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from rpl_sql.compile import LABELS, TRUE_CODES, compile_functions, fold_sql, sql_str
+from rpl_sql.compile import LABELS, TRUE_CODES, compile_functions, fold_sql, spark_hash, sql_str
 from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, StatementEvent, TableRef,
                               decide_row, decide_statement, rewrite_db, statement_event)
 from rpl_sql.rules import Filters, FilterType, fold, normalize_values
@@ -413,6 +413,16 @@ def test_sql_str_round_trips_hostile_strings(spark):
     assert got == strs
 
 
+@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(st.text(max_size=40), st.text(max_size=40)), min_size=200, max_size=200))
+def test_spark_hash_is_sparks_hash(spark, pairs):
+    """The generated `hash(k, t) IN (...)` guards are only exact if spark_hash computes Spark's values."""
+    pairs += [(a, b) for a in BASE + CHARS for b in ("", "t", "中é", "x" * 13)]
+    df = spark.createDataFrame(pairs, "a string, b string").selectExpr("a", "b", "hash(a, b)", "hash(a)")
+    got = [(a, b, h2, h1) for a, b, h2, h1 in df.collect()]
+    assert got == [(a, b, spark_hash(a, b), spark_hash(a)) for a, b in pairs]
+
+
 def test_labels_cover_reference_labels():
     from rpl_sql.evaluate import LABELS as REF
 
@@ -572,7 +582,7 @@ def test_large_configurations_are_interpreted_and_exact(spark, lctn):
 
 
 @pytest.mark.parametrize("lctn", [0, 1])
-def test_guarded_forms_exactly(spark, lctn):
+def test_guarded_forms_exactly(spark, lctn, monkeypatch):
     """The guarded encodings, each with rows that pass the guard and match, pass it and miss, and fail it:
     several `_` shapes of one length (union-mask guard), prefixes and suffixes at many lengths (cut guard),
     whole-key prefixes, non-ASCII subjects of a fixed pattern's byte length."""
@@ -584,6 +594,7 @@ def test_guarded_forms_exactly(spark, lctn):
     exact = ["db.t.x", "d.z.y", "dz.y"]
     state = state_of(lctn, default=F(wild_do=wild, do_table=exact), ch1=F(wild_ignore=wild, ignore_db=["zz"],
                                                                           ignore_table=exact))
+    monkeypatch.setattr("rpl_sql.compile.COMPILE_MAX_CHARS", 1000)  # first through the interpreted form
     assert "interpreted" in compile_functions(state).encoding
     rows = [("db.t", "x"), ("db", "t.x"), ("db.t", "y"), ("d.z", "y"), ("d", "z.y"), ("dz", "y"), ("d.z", "x"),
             ("abc", "x"), ("aXc", "x"), ("abX", "x"), ("Xbc", "x"), ("abd", "x"), ("aXd", "x"), ("abc", "y"),
