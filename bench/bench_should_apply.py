@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_should_apply.py            # 10M rows, 1/100/1000/10000 rules per channel
     .venv/bin/python bench/bench_should_apply.py --quick    # 1M rows, 1/100/1000 rules
     .venv/bin/python bench/bench_should_apply.py --rows 3000000 --sizes 100,10000 --repeat 5
+    .venv/bin/python bench/bench_should_apply.py --ab 6750e0d --sizes 1,100 --repeat 7   # vs a revision
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
 shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well).
@@ -244,6 +245,51 @@ def check_py_decider(state, decider, keys):
         assert decider(ch, db, tbl) == want, (ch, db, tbl)
 
 
+# ---------------------------------------------------------------- A/B against another revision
+
+def compiler_at(ref: str):
+    """rpl_sql.compile as of git revision `ref`, imported beside this checkout's (its relative imports
+    resolve to this checkout's modules, which is right while only compile.py differs)."""
+    import importlib.util
+    import subprocess
+
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:rpl_sql/compile.py"], check=True,
+                         capture_output=True, text=True).stdout
+    spec = importlib.util.spec_from_loader("rpl_sql._compile_at_ref", loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__package__ = "rpl_sql"
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    exec(compile(src, f"{ref}:rpl_sql/compile.py", "exec"), mod.__dict__)
+    return mod
+
+
+def side_by_side(spark, meter, ref: str, sizes: list[int], repeat: int, jit: bool) -> None:
+    """Both revisions' should_apply in one JVM, renamed apart, interleaved with the bare scan: the ratio
+    of a compiler change measured without the machine's run-to-run noise."""
+    old = compiler_at(ref)
+    print(f"\nside by side: this checkout vs {ref}, {repeat} interleaved runs, medians")
+    print("| rules/channel | bare scan s | " + f"{ref} × bare wall / CPU | this checkout × bare wall / CPU |")
+    print("|---|---|---|---|")
+    for r in sizes:
+        state = make_rules(r)
+        exprs = {"bare": "hash(channel, db_name, table_name) <> 0"}
+        for tag, mod in (("ref", old), ("new", sys.modules["rpl_sql.compile"])):
+            for stmt in mod.compile_functions(state, jit_huge_methods=jit).statements:
+                if "FUNCTION should_apply(" in stmt or "FUNCTION rpl_sql__" in stmt:
+                    spark.sql(stmt.replace("rpl_sql__", f"ab_{tag}__").replace("FUNCTION should_apply(",
+                                                                              f"FUNCTION ab_{tag}_should_apply("))
+            exprs[tag] = f"ab_{tag}_should_apply(channel, db_name, table_name)"
+        counts = {k: spark.sql(f"SELECT count_if({e}) FROM ev").collect()[0][0] for k, e in exprs.items()}
+        assert counts["ref"] == counts["new"], counts
+        runs: dict = {k: [] for k in exprs}
+        for _ in range(repeat):
+            for k, e in exprs.items():
+                runs[k].append(meter.run(lambda: spark.sql(f"SELECT count_if({e}) FROM ev").collect(), 1)[:2])
+        med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
+        (bw, bc), (rw, rc), (nw, nc) = med["bare"], med["ref"], med["new"]
+        print(f"| {r:,} | {bw:.2f} | {rw / bw:.2f} / {rc / bc:.2f} | {nw / bw:.2f} / {nc / bc:.2f} |", flush=True)
+
+
 # ---------------------------------------------------------------- measuring
 
 class Meter:
@@ -286,6 +332,8 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="1M rows, sizes 1,100,1000, 2 repeats, UDF on 200k")
     ap.add_argument("--no-udf", action="store_true")
     ap.add_argument("--no-where", action="store_true", help="skip the WHERE-form measurement")
+    ap.add_argument("--ab", metavar="GIT_REF", help="only compare should_apply compiled by this checkout and "
+                    "by GIT_REF's compile.py, side by side (with --sizes and --repeat)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.sizes, args.repeat = 1_000_000, "1,100,1000", 2
@@ -314,6 +362,10 @@ def main(argv=None) -> None:
     print(f"\n{args.rows:,} rows, Parquet ({path}); {args.repeat} runs per figure, medians; "
           f"UDF on {udf_rows:,} rows scaled x{args.rows / udf_rows:g}; JIT of huge methods: {jit}\n")
 
+    if args.ab:
+        side_by_side(spark, meter, args.ab, sizes, args.repeat, jit)
+        spark.stop()
+        return
     table = []
     for r in sizes:
         state = make_rules(r)
