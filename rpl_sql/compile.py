@@ -650,7 +650,7 @@ class _Compiler:
     def _fix(self, g: _Group, subject: str, kind: str, n: int, pairs: list[tuple[_Chan, str]]) -> str:
         """`subject` starts/ends with one of `pairs`' literals, all `n` characters long."""
         vals = sorted({v for _, v in pairs})
-        if not g.flat and len(vals) <= FIX_CHAIN_MAX:
+        if self.row_hash and not g.flat and len(vals) <= FIX_CHAIN_MAX:  # compiled row code only
             fn = "startswith" if kind == "prefix" else "endswith"
             return _or(f"{fn}({subject}, {sql_str(v)})" for v in vals)
         return g.member(f"{'left' if kind == 'prefix' else 'right'}({subject}, {n})", pairs)
@@ -668,7 +668,7 @@ class _Compiler:
                 continue  # two or more literal dots cannot match dot-free parts
             a, b = toks[:dots[0]], toks[dots[0] + 1:]
             la, lb = _lits(a), _lits(b)
-            if ANY not in toks and ONE in toks and not g.flat:
+            if ANY not in toks and ONE in toks and not g.flat and self.row_hash:
                 if la is None or rich:
                     split.append((ch, a, b))
             elif la is not None:
@@ -693,7 +693,11 @@ class _Compiler:
                 key_prefix.append((ch, la + "." + f[1]))
             else:
                 rest.append((ch, toks, la))
-        parts.append(self.pair_member(g, k, t, key_exact))
+        if not self.row_hash:  # interpreted: the key is bound once, and each test is one node
+            parts += [g.member(key, key_exact), self.fix_test(g, key, "prefix", key_prefix)]
+            key_prefix = []
+        else:
+            parts.append(self.pair_member(g, k, t, key_exact))
         by_cut: dict[int, list] = {}
         for ch, v in key_prefix:
             by_cut.setdefault(len(v) - v.index(".") - 1, []).append((ch, v))
@@ -795,7 +799,8 @@ class _Compiler:
         compiled = slow is not None
         slow = slow or self.tiers(g, key, self.key_match(g, wdo, key), self.key_match(g, wig, key))
         rich = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, True),
-                          self.fast_match(g, wig, k, t, key, True), member=lambda ps: self.pair_member(g, k, t, ps))
+                          self.fast_match(g, wig, k, t, key, True),
+                          member=(lambda ps: self.pair_member(g, k, t, ps)) if compiled else None)
         poor = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, False),
                           self.fast_match(g, wig, k, t, key, False), exact=False)
         if compiled:  # one fast path, half the code; `slow` is NULL exactly for dot-free names
