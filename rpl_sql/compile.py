@@ -892,7 +892,8 @@ class _Compiler:
             # would otherwise re-evaluate the rewrite and the key at every reference.
             body = self.dispatch(lambda g: self.row_table_code(g, "r_.k", "r_.t", "r_.key"), "r_.key IS NULL",
                                  c="r_.c")
-            tc = f"aggregate(array(named_struct('c', c, 'k', k, 't', t, 'key', {key})), 0, (acc0_, r_) -> {body})"
+            # the key is an argument here, projected (compiled) once per row, as the interpreter needs it anyway
+            tc = "aggregate(array(named_struct('c', c, 'k', k, 't', t, 'key', key)), 0, (acc0_, r_) -> " + body + ")"
             self.interpreted = True
         else:
             # Names with a '.' (rare) take the whole-key path `s`, an argument: Spark projects it below, in
@@ -902,7 +903,7 @@ class _Compiler:
             out.append((P + "tcf", "c STRING, k STRING, t STRING, h INT, s INT", "INT", fast))
             # s is NULL for dot-free names (tks of a NULL key), and the key is built only for the others
             tc = f"{P}tcf(c, k, t, h, {P}tks(c, CASE WHEN contains(k, '.') OR contains(t, '.') THEN {key} END))"
-        out.append((P + "tc", "c STRING, k STRING, t STRING, h INT", "INT", tc))
+        out.append((P + "tc", f"c STRING, k STRING, t STRING, {'key STRING' if self.interpreted else 'h INT'}", "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
         stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
                      (f"cmd IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), ("dc IN (2, 3)", "dc")], body)
@@ -915,7 +916,8 @@ class _Compiler:
         # rows: `db_ok(channel, db) AND rest`, the first conjunct references only channel_name and db_name
         K = self.key_db(Fd, c=C)
         # the hash behind every exact table test, computed once per row (pair_member)
-        tc_call = f"{P}tc({C}, {K}, {Ft}, hash({C + ', ' if self.mode == 'flat' else ''}{K}, {Ft}))"
+        last = f"concat({K}, '.', {Ft})" if self.interpreted else f"hash({C + ', ' if self.mode == 'flat' else ''}{K}, {Ft})"
+        tc_call = f"{P}tc({C}, {K}, {Ft}, {last})"
         # the row's code from (database code, table code); a lambda, not a helper function: Spark refuses SQL
         # functions whose arguments hold a lambda (the interpreted table code)
         row_code = (f"aggregate(array(named_struct('dc', {P}dbc({C}, {Fd}), 'tc', {tc_call})), "
