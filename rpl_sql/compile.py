@@ -422,7 +422,6 @@ class _Compiler:
         if trivial:
             groups.append(_Group(trivial, False, self.sep))
         self.groups = groups
-        self.regexes = 0
         self.interpreted = False
         self.why = why
 
@@ -599,7 +598,6 @@ class _Compiler:
             if rx is None:  # the row and statement codes repeat lists: at 10,000 rules 327 calls, 94 distinct
                 rx = self._regex_memo[seqs, byte_mode] = _trie_regex(seqs, byte_mode)
             subj = g.keyed(subject)
-            self.regexes += 1
             out.append(f"{_latin1(subj) if byte_mode else subj} RLIKE {sql_str(rx)}")
         return out
 
@@ -801,11 +799,11 @@ class _Compiler:
         rich = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, True),
                           self.fast_match(g, wig, k, t, key, True),
                           member=(lambda ps: self.pair_member(g, k, t, ps)) if compiled else None)
-        poor = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, False),
-                          self.fast_match(g, wig, k, t, key, False), exact=False)
         if compiled:  # one fast path, half the code; `slow` is NULL exactly for dot-free names
             body = _case([(f"{slow} IS NOT NULL", slow)], rich)
         else:
+            poor = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, False),
+                              self.fast_match(g, wig, k, t, key, False), exact=False)
             body = _case([(f"contains({k}, '.') OR contains({t}, '.')", slow), (g.member(k, self.rich_dbs(g)), rich)], poor)
         on = g.cond(lambda ch: ch.table_rules)
         return body if on == "true" else f"CASE WHEN {on} THEN {body} ELSE 0 END"
@@ -881,8 +879,9 @@ class _Compiler:
         fast = self.dispatch(lambda g: self.row_table_code(g, "k", "t", key, "s"), "k IS NULL OR t IS NULL")
         self.lengths.clear()
         self.row_hash = ""
-        tks = self.dispatch(lambda g: self.table_code(g, "key"), "key IS NULL")
-        if max(len(fast), len(tks)) > self.max_compiled:
+        # the whole-key code only matters if the fast code fits (at 10,000 rules it is a third of the work)
+        tks = self.dispatch(lambda g: self.table_code(g, "key"), "key IS NULL") if len(fast) <= self.max_compiled else ""
+        if not tks or len(tks) > self.max_compiled:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled (unless -XX:-DontCompileHugeMethods) and runs in the
             # bytecode interpreter, many times slower than Spark's expression interpreter. A higher-order
@@ -961,7 +960,8 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     desc = (f"{comp.mode}: {comp.why}; {len(comp.chans)} channels in {len(comp.groups)} CASE branches"
             f"{' (one channel-keyed flat branch)' if comp.mode == 'flat' and any(g.flat for g in comp.groups) else ''}"
             f"; lower_case_table_names={comp.lctn}; exact lists as IN/InSet, rewrite behind an InSet guard, "
-            f"wildcards as InSet/prefix/suffix forms plus {comp.regexes} guarded trie RLIKE chunk(s); "
+            f"wildcards as InSet/prefix/suffix forms plus {sum(s.count(' RLIKE ') for s in stmts)} guarded trie "
+            f"RLIKE chunk(s); "
             f"row table code {'interpreted (past ' + str(comp.max_compiled) + ' chars)' if comp.interpreted else 'compiled'}"
             f"{' (JIT of huge methods on)' if jit_huge_methods else ''}; "
             f"{size} chars of SQL")
