@@ -19,6 +19,7 @@ unknown reader features) are refused rather than read wrong.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ _READABLE_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolC
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 ENGINE_ENV = "RPL_SQL_DELTA_READER"  # 'spark' | 'delta-rs' | 'auto' (default)
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
 class UnsupportedDeltaTable(ValueError):
@@ -268,8 +270,34 @@ def _read_with_spark_delta(spark, path: str, version: int | None, partitions):
     return df
 
 
+@contextlib.contextmanager
+def _list_on_driver(spark, paths: list[str]):
+    """Spark lists the files of `spark.read.parquet(*paths)` when the DataFrame is made; past 32 paths it runs
+    a Spark job for that, which cost ~1 s for 100 local files (and ~0.15 s more per query) against ~0.15 s
+    listed on the driver. The log already named every file, so local files are listed on the driver; remote
+    ones keep Spark's parallel listing (one HEAD per file from the driver would be slower there)."""
+    local = all(not urlparse(p).scheme or p.startswith("file:") for p in paths)
+    if not local or not hasattr(spark, "_jsparkSession"):  # Spark Connect analyses (lists) later, on the server
+        yield
+        return
+    saved = spark.conf.get(_LISTING_THRESHOLD, None)
+    spark.conf.set(_LISTING_THRESHOLD, str(max(len(paths) + 1, int(saved or 32))))
+    try:
+        yield
+    finally:
+        if saved is None:
+            spark.conf.unset(_LISTING_THRESHOLD)
+        else:
+            spark.conf.set(_LISTING_THRESHOLD, saved)
+
+
 def read_snapshot(spark, snap: DeltaSnapshot):
     """Spark DataFrame over the files of a resolved snapshot (see the module docstring for the three paths)."""
+    with _list_on_driver(spark, [f.path for f in snap.files]):
+        return _read_snapshot(spark, snap)
+
+
+def _read_snapshot(spark, snap: DeltaSnapshot):
     from pyspark.sql import functions as F
 
     full = spark_schema(snap.schema)

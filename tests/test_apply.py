@@ -331,6 +331,24 @@ def test_read_delta_prunes_partitions_on_the_fast_path(spark, tmp_path):
     assert "PartitionFilters: [isnotnull(channel" in plan and sorted(r.v for r in df.collect()) == [1, 3, 5, 7, 9]
 
 
+def test_read_delta_lists_local_files_on_the_driver(spark, tmp_path):
+    """The log names every file: more than 32 of them must not start a Spark listing job (~1 s each read)."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"channel": [f"c{i:02d}" for i in range(40)], "v": range(40)}),
+                    partition_by=["channel"])
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    before = spark.conf.get(key, None)
+    tracker, group = spark.sparkContext.statusTracker(), "rpl_sql-listing-test"
+    spark.sparkContext.setJobGroup(group, "read_delta listing")
+    try:
+        df = read_delta(spark, path, engine="delta-rs")
+        assert list(tracker.getJobIdsForGroup(group)) == []
+    finally:
+        spark.sparkContext.setJobGroup(None, None)
+    assert spark.conf.get(key, None) == before
+    assert sorted(r.v for r in df.collect()) == list(range(40))
+
+
 class _FakeTable:
     table_uri = "file:///x"
 
