@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_apply.py --quick          # 1M events, 1/100/1,000 rules per channel
     .venv/bin/python bench/bench_apply.py                  # 10M events, 1/100/1,000/10,000 rules per channel
     .venv/bin/python bench/bench_apply.py --rules 1,10000 --decide-ab 5   # + deciding: public functions vs codes
+    .venv/bin/python bench/bench_apply.py --rules 10000 --ab e809a38 --rounds 2   # whole applies vs a revision
 
 Events (3 channels, row-based transactions with 1-4 row events, 5% statements, 1% dropped-at-source GTID
 markers; 50 databases x 40 tables per channel) are generated once with numpy/pyarrow and written with delta-rs
@@ -12,15 +13,23 @@ untimed warm-up apply: the session's first run pays JIT and class loading).
 
 The baselines: a bare scan of every event column (Spark's Parquet reader on the directory, and read_delta),
 and a copy (read_delta -> Parquet files), which is the floor of any applier that writes what it applies.
+
+--ab REF: whole `apply` runs of git revision REF (extracted with `git archive` into a temporary directory)
+and of this checkout, alternating in fresh processes (each: configure, one untimed warm-up apply, one timed
+apply), printed side by side per round. Fresh processes, because two versions of the package cannot share
+one interpreter; alternating, because the shared machine's speed drifts.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 
@@ -28,7 +37,9 @@ import numpy as np
 import pyarrow as pa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+# --ab-child DIR: this process measures the rpl_sql package found in DIR (a revision's tree)
+CODE_ROOT = sys.argv[sys.argv.index("--ab-child") + 1] if "--ab-child" in sys.argv else ROOT
+sys.path.insert(0, CODE_ROOT)
 
 from rpl_sql.events import EVENTS_SCHEMA, PARTITION_BY, applied_path, events_path  # noqa: E402
 
@@ -268,6 +279,60 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
 
 
+def ab_child(wh: str, r: int) -> None:
+    """One side of --ab: configure, warm up, time one apply; the result as a JSON line."""
+    import rpl_sql
+    from rpl_sql.apply import apply
+    from rpl_sql.sparkenv import local_spark
+
+    global _JVM_PID
+    assert os.path.abspath(rpl_sql.__file__).startswith(os.path.abspath(CODE_ROOT)), rpl_sql.__file__
+    spark = local_spark(app_name="bench_apply_ab", **{"spark.ui.showConsoleProgress": "false"})
+    _JVM_PID = spark._jvm.java.lang.ProcessHandle.current().pid()
+    phases = Phases()
+    logging.getLogger("rpl_sql.apply").addHandler(phases)
+    logging.getLogger("rpl_sql.apply").setLevel(logging.DEBUG)
+    configure(wh, r)
+    apply(spark, wh, verify="auto")
+    configure(wh, r)
+    phases.by_phase.clear()
+    wall, cpu, report = timed(lambda: apply(spark, wh, verify="auto"))
+    print("AB-RESULT " + json.dumps({"wall": wall, "cpu": cpu, "events": report.events, "phases": phases.by_phase}),
+          flush=True)
+
+
+def ab_runs(ref: str, n: int, data: str, rules: list[int], rounds: int) -> None:
+    """--ab: REF and this checkout alternating in fresh processes, side by side per round."""
+    tree = tempfile.mkdtemp(prefix="rpl_sql_ab_")
+    try:
+        archive = subprocess.run(["git", "-C", ROOT, "archive", ref], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        sides = {ref: tree, "this checkout": ROOT}
+        for r in rules:
+            got: dict[str, list[dict]] = {k: [] for k in sides}
+            for i in range(rounds):
+                for name, code in sides.items():
+                    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--ab-child", code, "--data", data,
+                                          "--rules", str(r), "--events", str(n)],
+                                         capture_output=True, text=True)
+                    line = next((x for x in out.stdout.splitlines() if x.startswith("AB-RESULT ")), None)
+                    if out.returncode or line is None:
+                        raise SystemExit(f"{name}: exit {out.returncode}\n{out.stderr[-3000:]}")
+                    res = json.loads(line.split(" ", 1)[1])
+                    got[name].append(res)
+                    print(f"rules/channel={r} round {i + 1} {name:>14}: apply {res['wall']:6.1f}s wall, "
+                          f"{res['cpu']:6.1f}s CPU  [" + ", ".join(f"{k} {v:.1f}s" for k, v in res["phases"].items()
+                                                              if v >= 0.05) + "]", flush=True)
+            (a, b) = (got[ref], got["this checkout"])
+            med = lambda rs, k: statistics.median(x[k] for x in rs)  # noqa: E731
+            print(f"rules/channel={r}: median of {rounds} -- {ref}: {med(a, 'wall'):.1f}s / {med(a, 'cpu'):.1f} CPU s; "
+                  f"this checkout: {med(b, 'wall'):.1f}s / {med(b, 'cpu'):.1f} CPU s; this / {ref}: "
+                  f"{med(b, 'wall') / med(a, 'wall'):.2f} wall, {med(b, 'cpu') / med(a, 'cpu'):.2f} CPU "
+                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="1M events, rule sets 1/100/1000")
@@ -277,6 +342,10 @@ def main(argv=None) -> int:
     p.add_argument("--decide-ab", type=int, default=0, metavar="N",
                    help="after each rule set, N interleaved runs of channel ch1's shape query: public functions "
                         "vs decision codes")
+    p.add_argument("--ab", metavar="GIT_REF", help="only whole applies of GIT_REF and of this checkout, "
+                   "alternating in fresh processes")
+    p.add_argument("--rounds", type=int, default=2, help="--ab: rounds (each runs both sides once)")
+    p.add_argument("--ab-child", metavar="DIR", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     n = args.events or (1_000_000 if args.quick else 10_000_000)
     rule_sets = [int(x) for x in (args.rules or ("1,100,1000" if args.quick else "1,100,1000,10000")).split(",")]
@@ -300,6 +369,12 @@ def main(argv=None) -> int:
     snap = snapshot(events_path(wh))
     print(f"events: {sum(f.num_records or 0 for f in snap.files):,} in {len(snap.files)} files "
           f"({sum(f.size for f in snap.files) / 2**20:,.0f} MiB), 3 channels, {N_DB} dbs x {N_TABLE} tables each")
+    if args.ab_child:
+        ab_child(wh, rule_sets[0])
+        return 0
+    if args.ab:
+        ab_runs(args.ab, n, args.data, rule_sets, args.rounds)
+        return 0
 
     spark = local_spark(app_name="bench_apply", **{"spark.ui.showConsoleProgress": "false"})
     global _JVM_PID
