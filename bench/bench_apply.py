@@ -279,19 +279,26 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
 
 
-def ab_child(wh: str, r: int) -> None:
-    """One side of --ab: configure, warm up, time one apply; the result as a JSON line."""
-    import rpl_sql
-    from rpl_sql.apply import apply
+def measured_session(app_name: str):
+    """A local SparkSession whose JVM cpu_seconds() reads, and the Phases collecting rpl_sql.apply's timings."""
     from rpl_sql.sparkenv import local_spark
 
     global _JVM_PID
-    assert os.path.abspath(rpl_sql.__file__).startswith(os.path.abspath(CODE_ROOT)), rpl_sql.__file__
-    spark = local_spark(app_name="bench_apply_ab", **{"spark.ui.showConsoleProgress": "false"})
+    spark = local_spark(app_name=app_name, **{"spark.ui.showConsoleProgress": "false"})
     _JVM_PID = spark._jvm.java.lang.ProcessHandle.current().pid()
     phases = Phases()
     logging.getLogger("rpl_sql.apply").addHandler(phases)
     logging.getLogger("rpl_sql.apply").setLevel(logging.DEBUG)
+    return spark, phases
+
+
+def ab_child(wh: str, r: int) -> None:
+    """One side of --ab: configure, warm up, time one apply; the result as a JSON line."""
+    import rpl_sql
+    from rpl_sql.apply import apply
+
+    assert os.path.abspath(rpl_sql.__file__).startswith(os.path.abspath(CODE_ROOT)), rpl_sql.__file__
+    spark, phases = measured_session("bench_apply_ab")
     configure(wh, r)
     apply(spark, wh, verify="auto")
     configure(wh, r)
@@ -353,7 +360,6 @@ def main(argv=None) -> int:
     from rpl_sql import Session
     from rpl_sql.apply import apply
     from rpl_sql.deltaread import read_delta, snapshot
-    from rpl_sql.sparkenv import local_spark
 
     wh = os.path.join(args.data, f"apply_wh_{n}")
     fresh = not os.path.exists(events_path(wh))
@@ -376,12 +382,7 @@ def main(argv=None) -> int:
         ab_runs(args.ab, n, args.data, rule_sets, args.rounds)
         return 0
 
-    spark = local_spark(app_name="bench_apply", **{"spark.ui.showConsoleProgress": "false"})
-    global _JVM_PID
-    _JVM_PID = spark._jvm.java.lang.ProcessHandle.current().pid()
-    phases = Phases()
-    logging.getLogger("rpl_sql.apply").addHandler(phases)
-    logging.getLogger("rpl_sql.apply").setLevel(logging.DEBUG)
+    spark, phases = measured_session("bench_apply")
     ev = events_path(wh)
 
     def noop(df):

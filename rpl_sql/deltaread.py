@@ -28,6 +28,8 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
+from .sparkenv import session_conf
+
 __all__ = ["read_delta", "DeltaFile", "DeltaSnapshot", "snapshot", "UnsupportedDeltaTable", "spark_has_delta",
            "spark_schema"]
 
@@ -280,15 +282,9 @@ def _list_on_driver(spark, paths: list[str]):
     if not local or not hasattr(spark, "_jsparkSession"):  # Spark Connect analyses (lists) later, on the server
         yield
         return
-    saved = spark.conf.get(_LISTING_THRESHOLD, None)
-    spark.conf.set(_LISTING_THRESHOLD, str(max(len(paths) + 1, int(saved or 32))))
-    try:
+    threshold = int(spark.conf.get(_LISTING_THRESHOLD, None) or 32)
+    with session_conf(spark, {_LISTING_THRESHOLD: str(max(len(paths) + 1, threshold))}):
         yield
-    finally:
-        if saved is None:
-            spark.conf.unset(_LISTING_THRESHOLD)
-        else:
-            spark.conf.set(_LISTING_THRESHOLD, saved)
 
 
 def read_snapshot(spark, snap: DeltaSnapshot):

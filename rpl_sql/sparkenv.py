@@ -1,8 +1,10 @@
 """Start a local SparkSession the way rpl_sql needs it (no Delta JARs required)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import Iterator, Mapping
 
 
 HUGE_METHODS_FLAG = "-XX:-DontCompileHugeMethods"
@@ -48,3 +50,19 @@ def jit_huge_methods(spark) -> bool:
         return HUGE_METHODS_FLAG in (sc.getConf().get("spark.executor.extraJavaOptions") or "").split()
     except Exception:  # Spark Connect: no SparkContext
         return False
+
+
+@contextlib.contextmanager
+def session_conf(spark, conf: Mapping[str, str]) -> Iterator[None]:
+    """`conf` set on the session for the block, each key restored (or unset) after it, even on error."""
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    try:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
