@@ -16,7 +16,7 @@ and a copy (read_delta -> Parquet files), which is the floor of any applier that
 
 --ab REF: whole `apply` runs of git revision REF (extracted with `git archive` into a temporary directory)
 and of this checkout, alternating in fresh processes (each: configure, one untimed warm-up apply, one timed
-apply), printed side by side per round. Fresh processes, because two versions of the package cannot share
+apply; which side goes first swaps every round), printed side by side per round. Fresh processes, because two versions of the package cannot share
 one interpreter; alternating, because the shared machine's speed drifts.
 """
 from __future__ import annotations
@@ -318,7 +318,9 @@ def ab_runs(ref: str, n: int, data: str, rules: list[int], rounds: int) -> None:
         for r in rules:
             got: dict[str, list[dict]] = {k: [] for k in sides}
             for i in range(rounds):
-                for name, code in sides.items():
+                # each round swaps which side runs first: a same-code A/B (HEAD vs this checkout) measured the
+                # second process 9% slower, a position effect that would otherwise count against one side
+                for name, code in (list(sides.items()) if i % 2 == 0 else list(sides.items())[::-1]):
                     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--ab-child", code, "--data", data,
                                           "--rules", str(r), "--events", str(n)],
                                          capture_output=True, text=True)
