@@ -616,7 +616,7 @@ class _Applier:
         rules a shape query's planning took 1.40 s with 3 channels' code, 0.50 s with one channel's).
         """
         from .compile import compile_functions
-        from .sparkenv import jit_huge_methods
+        from .sparkenv import jit_huge_methods, map_lookup_hash_min
 
         def rules(c: Channel) -> tuple:
             return tuple(s.values for s in c.filters.slots)
@@ -627,7 +627,7 @@ class _Applier:
         if key != self._config_key:
             with _timed("compile + register functions", "*"):
                 for text in compile_functions(replace(state, channels=same), jit_huge_methods=jit_huge_methods(
-                        self.spark), applier=True).statements:
+                        self.spark), applier=True, map_hash_min=map_lookup_hash_min(self.spark)).statements:
                     self.spark.sql(text)
             self._config_key = key
 

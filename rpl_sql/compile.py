@@ -18,10 +18,12 @@ Case folding (lower_case_table_names != 0): rule values are folded in Python wit
 in SQL with the same per-character table (`translate`, `lower()` only for pure ASCII, where both agree), so
 folding is exact for every string. Channel names are matched with Spark's `lower()`.
 
-Encoding (the reason this module is long): every exact list is an `IN` list, which Spark turns into a
-hash lookup (InSet); the rewrite map is looked up only behind an InSet guard; a wildcard list becomes cheap
-exact forms (InSet on the db part, on the table part, on the key, on prefixes/suffixes of the key) plus a
-few trie-factored, anchored `RLIKE`s that run only when a cheap InSet guard says they may match. Channels
+Encoding (the reason this module is long): every exact list is a hash lookup: an `IN` list, which Spark
+turns into an InSet, or from SET_MAP_MIN values a membership map folded from one string literal (_in_list),
+so that Spark does not parse and analyse one node per value in every function and query; the rewrite
+map is looked up only behind an InSet guard; a wildcard list becomes cheap exact forms (InSet on the db
+part, on the table part, on the key, on prefixes/suffixes of the key) plus a few trie-factored, anchored
+`RLIKE`s that run only when a cheap InSet guard says they may match. Channels
 are dispatched by a CASE over distinct filter configurations ("case") or, when there are many, through
 channel-keyed sets `concat(channel, SEP, value)` ("flat"), so the expression size does not grow with the
 channel count. Derived values (folded names, rewritten db, a hash) are passed as arguments of nested helper
@@ -64,6 +66,9 @@ COMPILE_MAX_CHARS = 6000  # a larger row table code is interpreted, not compiled
 # whole-stage codegen's method under Janino's 64 KB limit (27,000 characters made a 49 KB method)
 COMPILE_MAX_CHARS_JIT = 30000
 MAP_CHUNK = 64  # max entries of one literal map (element_at scans maps linearly)
+SET_MAP_MIN = 64  # an exact list this long is one map literal, not an IN list (see _in_list)
+MAP_HASH_MIN = 1000  # Spark 4.2's default spark.sql.optimizer.mapLookupHashThreshold
+MAP_PAD_MAX = 10000  # a session whose threshold is higher keeps IN lists (padding would cost more than it saves)
 MAX_LENGTH_GROUPS = 4  # more distinct prefix/suffix lengths than this: a guard lookup first (fix_test)
 FIX_CHAIN_MAX = 4  # up to this many prefixes of one length: startswith() each (no copy), else left() IN (...)
 STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
@@ -122,6 +127,49 @@ def _rx_char(ch: str) -> str:
 
 def _sql_list(values: Iterable[str]) -> str:
     return ", ".join(sql_str(v) for v in sorted(set(values)))
+
+
+def _in_list(expr: str, values: Iterable[str], hash_min: int | None) -> str:
+    """`expr` is one of `values` (a hash lookup either way): an IN list, or from SET_MAP_MIN values a
+    membership map built from one string literal.
+
+    Spark parses and analyses every element of an IN list as a node, again in every function and query
+    that inlines it: at 10,000 rules per channel that was most of CREATE FUNCTION's time. One literal split
+    on NUL (which MySQL names cannot hold) is a single node. Spark (4.2+) folds the map once and looks up a
+    foldable map through a prebuilt hash from `hash_min` entries on (its mapLookupHashThreshold; None: no
+    such lookup, IN lists only), so smaller maps are padded with `false` entries whose keys are not values.
+    Same result as IN for a non-NULL `expr` (NULL gives false, not NULL: the compiler never negates these
+    tests, so no condition can tell).
+    """
+    vals = sorted(set(values))
+    if (hash_min is None or hash_min > MAP_PAD_MAX or len(vals) < SET_MAP_MIN
+            or any("\x00" in v for v in vals)):
+        return f"{expr} IN ({', '.join(sql_str(v) for v in vals)})"
+    return f"coalesce({_set_map(tuple(vals), hash_min)}[{expr}], false)"
+
+
+_SET_MAPS: dict[tuple, str] = {}
+
+
+def _set_map(vals: tuple, hash_min: int) -> str:
+    got = _SET_MAPS.get((vals, hash_min))
+    if got is not None:
+        return got
+    keys = "'" + "\\u0000".join(sql_str(v)[1:-1] for v in vals) + "'"
+    split = f"split({keys}, '\\u0000', -1)"
+    pad = hash_min - len(vals)
+    if pad <= 0:
+        out = f"map_from_arrays({split}, array_repeat(true, {len(vals)}))"
+    else:
+        taken, a = set(vals), 1
+        while any(str(i) in taken for i in range(a, a + pad)):
+            a += pad
+        out = (f"map_from_arrays(concat({split}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
+               f"concat(array_repeat(true, {len(vals)}), array_repeat(false, {pad})))")
+    if len(_SET_MAPS) > 4096:
+        _SET_MAPS.clear()
+    _SET_MAPS[vals, hash_min] = out
+    return out
 
 
 def fold_sql(expr: str, lctn: int) -> str:
@@ -320,8 +368,8 @@ class _Group:
     """Channels evaluated by one CASE branch. Not flat: identical configurations, plain sets. Flat: any
     channels; every set is keyed `channel SEP value` and per-channel constants become `c IN (...)`."""
 
-    def __init__(self, chans: list[_Chan], flat: bool, sep: str, c: str = "c"):
-        self.chans, self.flat, self.sep, self.c = chans, flat, sep, c
+    def __init__(self, chans: list[_Chan], flat: bool, sep: str, hash_min: int | None, c: str = "c"):
+        self.chans, self.flat, self.sep, self.c, self.hash_min = chans, flat, sep, c, hash_min
         self.reps = chans if flat else chans[:1]
         self.names = [ch.name for ch in chans]
 
@@ -337,7 +385,7 @@ class _Group:
         vals = [(ch.name + self.sep + v) if self.flat else v for ch, v in pairs]
         if not vals:
             return "false"
-        return f"{self.keyed(expr)} IN ({_sql_list(vals)})"
+        return _in_list(self.keyed(expr), vals, self.hash_min)
 
     def cond(self, pred: Callable[[_Chan], bool]) -> str:
         yes = [ch.name for ch in self.chans if pred(ch)]
@@ -389,7 +437,9 @@ def _case(branches: Iterable[tuple[str, str]], default: str | None = None) -> st
 
 
 class _Compiler:
-    def __init__(self, state: ServerState, encoding: str | None, jit_huge_methods: bool = False):
+    def __init__(self, state: ServerState, encoding: str | None, jit_huge_methods: bool = False,
+                 map_hash_min: int | None = None):
+        self.map_hash_min = map_hash_min
         self.max_compiled = COMPILE_MAX_CHARS_JIT if jit_huge_methods else COMPILE_MAX_CHARS
         self._regex_memo: dict[tuple, str] = {}
         # a composite built on demand (the row key) -> its (char_length, octet_length) from its parts
@@ -416,11 +466,11 @@ class _Compiler:
             raise ValueError(f"unknown encoding {encoding!r}")
         self.mode = encoding
         if encoding == "case":
-            groups = [_Group(g, False, self.sep) for g in by_sig.values()]
+            groups = [_Group(g, False, self.sep, map_hash_min) for g in by_sig.values()]
         else:
-            groups = [_Group(rest, True, self.sep)] if rest else []
+            groups = [_Group(rest, True, self.sep, map_hash_min)] if rest else []
         if trivial:
-            groups.append(_Group(trivial, False, self.sep))
+            groups.append(_Group(trivial, False, self.sep, map_hash_min))
         self.groups = groups
         self.interpreted = False
         self.why = why
@@ -437,7 +487,7 @@ class _Compiler:
         return f"CASE WHEN {arg} IN ({_sql_list(ch.name for ch in self.chans)}) THEN {arg} ELSE lower({arg}) END"
 
     def groups_for(self, c: str) -> list[_Group]:
-        return [_Group(g.chans, g.flat, g.sep, c) for g in self.groups]
+        return [_Group(g.chans, g.flat, g.sep, g.hash_min, c) for g in self.groups]
 
     def dispatch(self, body: Callable[[_Group], str], null_if: str | None = None, c: str = "c") -> str:
         """CASE over the channel groups (channel expression `c`); unknown channel -> NULL."""
@@ -550,7 +600,7 @@ class _Compiler:
                     return "true"
                 expr = runs[0] if len(runs) == 1 else f"concat({', '.join(runs)})"
                 vals = sorted(set(vals))
-                return f"{expr} IN ({_sql_list(vals)})" if len(vals) > 1 else f"{expr} = {sql_str(vals[0])}"
+                return _in_list(expr, vals, self.map_hash_min) if len(vals) > 1 else f"{expr} = {sql_str(vals[0])}"
 
             masked = [mask(ones, vals) for ones, vals in sorted(shapes.items())]
             if len(masked) > 2:  # every shape's `_` positions masked: one lookup rules out most rows
@@ -743,7 +793,7 @@ class _Compiler:
             for (oa, ob), lits in sorted(shapes.items()):
                 runs = _runs(k, oa, i) + _runs(t, ob, j)
                 expr = "''" if not runs else runs[0] if len(runs) == 1 else f"concat({', '.join(runs)})"
-                masked.append(f"{expr} IN ({_sql_list(lits)})")
+                masked.append(_in_list(expr, lits, self.map_hash_min))
             tests.append((f"{ln}({k}) = {i} AND {ln}({t}) = {j}", _or(masked)))
         exact = _case(tests, "false")
         lens = f"{both} IN ({', '.join(str(n) for n in sorted({(size(a) << 32) + size(b) for _, a, b in items}))})"
@@ -939,7 +989,7 @@ class _Compiler:
 
 
 def compile_functions(state: ServerState, *, encoding: str | None = None, jit_huge_methods: bool = False,
-                      applier: bool = False) -> CompiledFunctions:
+                      applier: bool = False, map_hash_min: int | None = None) -> CompiledFunctions:
     """The CREATE FUNCTION statements for `state`; `encoding` ('case' / 'flat') overrides the size rule.
 
     applier: instead of the public functions, the applier's set under APPLIER_PREFIX: its own helpers,
@@ -951,15 +1001,23 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
 
     jit_huge_methods: the session's JVMs run with -XX:-DontCompileHugeMethods (sparkenv.jit_huge_methods
     tells), so larger table codes stay compiled: at 100 rules per channel 2.7x less CPU than interpreted.
+
+    map_hash_min: the session's spark.sql.optimizer.mapLookupHashThreshold (sparkenv.map_lookup_hash_min;
+    None where Spark has none): long exact lists become membership maps (_in_list), which CREATE FUNCTION
+    and every query inlining them analyse as one node instead of one per value.
     """
-    comp = _Compiler(state, encoding, jit_huge_methods)
+    comp = _Compiler(state, encoding, jit_huge_methods, map_hash_min)
     funcs = comp.functions(applier)
     stmts = tuple(f"CREATE OR REPLACE TEMPORARY FUNCTION {name}({params}) RETURNS {rt} RETURN {body}"
                   for name, params, rt, body in funcs)
     size = sum(map(len, stmts))
+    maps = (f" or, from {SET_MAP_MIN} values, maps (hash lookup from {map_hash_min} entries)"
+            if map_hash_min is not None and map_hash_min <= MAP_PAD_MAX else "")
     desc = (f"{comp.mode}: {comp.why}; {len(comp.chans)} channels in {len(comp.groups)} CASE branches"
             f"{' (one channel-keyed flat branch)' if comp.mode == 'flat' and any(g.flat for g in comp.groups) else ''}"
-            f"; lower_case_table_names={comp.lctn}; exact lists as IN/InSet, rewrite behind an InSet guard, "
+            f"; lower_case_table_names={comp.lctn}; exact lists as IN/InSet"
+            f"{maps}"
+            f", rewrite behind an InSet guard, "
             f"wildcards as InSet/prefix/suffix forms plus {sum(s.count(' RLIKE ') for s in stmts)} guarded trie "
             f"RLIKE chunk(s); "
             f"row table code {'interpreted (past ' + str(comp.max_compiled) + ' chars)' if comp.interpreted else 'compiled'}"

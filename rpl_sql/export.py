@@ -169,11 +169,12 @@ def _utc(dt: datetime) -> str:
 
 def export_sql(session) -> str:
     """The init script for `session`'s warehouse: live data-source views, then the compiled functions."""
-    from .compile import compile_functions
+    from .compile import SET_MAP_MIN, compile_functions
+    from .sparkenv import installed_map_lookup_hash_min
 
     warehouse = os.path.abspath(session.warehouse)
     snapshot = session.store.load()
-    compiled = compile_functions(snapshot.state)
+    compiled = compile_functions(snapshot.state, map_hash_min=installed_map_lookup_hash_min())
     now = datetime.now(timezone.utc)
     if snapshot.version is None:
         source = "an empty warehouse (no Delta commit yet)"
@@ -203,6 +204,10 @@ def export_sql(session) -> str:
         "and run this script again in the session (every statement is CREATE OR REPLACE).",
         f"Encoding: {compiled.encoding or 'default'}",
     ]
+    if "map_from_arrays" in "".join(compiled.statements):
+        header += ["", f"Exact lists of {SET_MAP_MIN} or more names are constant maps, which Spark 4.2+ looks up "
+                       "through a hash (spark.sql.optimizer.mapLookupHashThreshold at its default). An older Spark scans them: "
+                       "the results are the same, only slower; export with that Spark's pyspark to get IN lists."]
     lines = []
     for paragraph in header:
         if paragraph.startswith("  ") or not paragraph:

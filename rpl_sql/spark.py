@@ -39,19 +39,20 @@ class SparkSurface:
     """Keeps one SparkSession's views and functions equal to a state; re-creates functions only on change."""
 
     def __init__(self, spark: Any):
-        from .sparkenv import jit_huge_methods
+        from .sparkenv import jit_huge_methods, map_lookup_hash_min
 
         self.spark = spark
         self._functions: tuple[str, ...] = ()
         self.encoding = ""
         self.jit_huge_methods = jit_huge_methods(spark)
+        self.map_hash_min = map_lookup_hash_min(spark)
 
     def refresh(self, state: ServerState) -> None:
         for name, (schema, rows) in VIEWS.items():
             self.spark.createDataFrame(rows(state), schema).createOrReplaceTempView(name)
         from .compile import compile_functions
 
-        compiled = compile_functions(state, jit_huge_methods=self.jit_huge_methods)
+        compiled = compile_functions(state, jit_huge_methods=self.jit_huge_methods, map_hash_min=self.map_hash_min)
         if compiled.statements != self._functions:
             for text in compiled.statements:
                 self.spark.sql(text)

@@ -52,6 +52,32 @@ def jit_huge_methods(spark) -> bool:
         return False
 
 
+MAP_LOOKUP_HASH_CONF = "spark.sql.optimizer.mapLookupHashThreshold"
+
+
+def map_lookup_hash_min(spark) -> int | None:
+    """The size from which this session looks up a constant map through a hash (Spark 4.2+), or None where
+    Spark has no such lookup (maps would be scanned per row, so compile keeps IN lists)."""
+    try:
+        return int(spark.conf.get(MAP_LOOKUP_HASH_CONF))  # with a default argument, a registered default is hidden
+    except Exception:  # an older Spark has no such key
+        return None
+
+
+def installed_map_lookup_hash_min() -> int | None:
+    """map_lookup_hash_min for a session of the installed pyspark with default settings (no session at
+    hand: `rpl-sql --export-sql` writes for the spark-sql shipped with it)."""
+    from .compile import MAP_HASH_MIN
+
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(x) for x in version("pyspark").split(".")[:2])
+    except Exception:
+        return None
+    return MAP_HASH_MIN if (major, minor) >= (4, 2) else None
+
+
 @contextlib.contextmanager
 def session_conf(spark, conf: Mapping[str, str]) -> Iterator[None]:
     """`conf` set on the session for the block, each key restored (or unset) after it, even on error."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import random
 import unicodedata
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from rpl_sql.compile import LABELS, TRUE_CODES, compile_functions, fold_sql, spark_hash, sql_str
+from rpl_sql.compile import (LABELS, MAP_HASH_MIN, SET_MAP_MIN, TRUE_CODES, compile_functions, fold_sql, spark_hash,
+                             sql_str)
 from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, StatementEvent, TableRef,
                               decide_row, decide_statement, rewrite_db, statement_event)
 from rpl_sql.rules import Filters, FilterType, fold, normalize_values
@@ -76,8 +78,11 @@ def describe(state: ServerState) -> str:
 
 def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False, applier: bool = False):
     """The public functions and, with `applier`, beside them the applier's set (its own helpers)."""
-    compiled = compile_functions(state, encoding=encoding, jit_huge_methods=jit)
-    more = compile_functions(state, encoding=encoding, jit_huge_methods=jit, applier=True) if applier else None
+    from rpl_sql.sparkenv import map_lookup_hash_min
+
+    kw = dict(encoding=encoding, jit_huge_methods=jit, map_hash_min=map_lookup_hash_min(spark))
+    compiled = compile_functions(state, **kw)
+    more = compile_functions(state, applier=True, **kw) if applier else None
     for text in compiled.statements + (more.statements if more else ()):
         spark.sql(text)
     return compiled
@@ -258,10 +263,11 @@ EVENTS_PER_STATE = 200
 @settings(max_examples=int(os.environ.get("RPL_COMPILE_EXAMPLES", "8")), deadline=None,
           phases=[Phase.explicit, Phase.reuse, Phase.generate], suppress_health_check=list(HealthCheck))
 @given(data=st.data(), lctn=st.sampled_from([0, 1, 2]), seed=st.integers(0, 2**32 - 1),
-       encoding=st.sampled_from([None, "case", "flat"]))
-def test_differential_against_reference(spark, data, lctn, seed, encoding):
+       encoding=st.sampled_from([None, "case", "flat"]), set_map_min=st.sampled_from([SET_MAP_MIN, 1]))
+def test_differential_against_reference(spark, data, lctn, seed, encoding, set_map_min):
     """Three random states (1-4 channels each) merged under channel-name prefixes; 200 row + 200 statement
-    events per state; all five functions in one query; every value compared with the reference."""
+    events per state; all five functions in one query; every value compared with the reference. Half the
+    examples encode every exact list of 2+ values as a membership map (long lists' form)."""
     parts = [data.draw(channel_sets(lctn)) for _ in PREFIXES]
     merged = states(lctn, [Channel(p + c.name, filters=c.filters) for p, chans in zip(PREFIXES, parts)
                            for c in chans])
@@ -269,8 +275,10 @@ def test_differential_against_reference(spark, data, lctn, seed, encoding):
     for i, (prefix, chans) in enumerate(zip(PREFIXES, parts)):
         for ch, *rest in make_events(states(lctn, chans), seed + i, EVENTS_PER_STATE):
             events.append((None if ch is None else prefix + ch, *rest))
-    bad = run_events(spark, merged, events, encoding)
-    assert not bad, f"{len(bad)} mismatches ({encoding}), first: {bad[:3]}\nstate: {describe(merged)}"
+    with mock.patch("rpl_sql.compile.SET_MAP_MIN", set_map_min):
+        bad = run_events(spark, merged, events, encoding)
+    assert not bad, (f"{len(bad)} mismatches ({encoding}, SET_MAP_MIN={set_map_min}), first: {bad[:3]}\n"
+                     f"state: {describe(merged)}")
 
 
 # ---------------------------------------------------------------- §10 worked examples through SQL
@@ -388,6 +396,46 @@ def test_injection_attempts_compile_and_behave(spark):
     register(spark, state_of(default=F(do_db=["x') OR true --"])))
     r = spark.sql("SELECT should_apply('', :db, 't'), should_apply('', 'x', 't')", args={"db": evil[0]}).first()
     assert tuple(r) == (True, False)
+
+
+@pytest.mark.parametrize("lctn,encoding", [(0, "case"), (1, "flat")])
+def test_long_exact_lists_are_membership_maps_and_exact(spark, lctn, encoding):
+    """Exact lists at and around the map thresholds (SET_MAP_MIN, MAP_HASH_MIN) decide like IN lists: numeric
+    names that a padded map's filler keys would otherwise take, hostile names, names of the filler range
+    that are not in the list; a list holding a NUL stays an IN list."""
+    rnd = random.Random(lctn)
+    hostile = [n for n in BASE if "\x00" not in n]
+
+    def names(n: int, salt: str) -> list[str]:
+        out = [str(i) for i in range(1, n // 2)] + hostile
+        while len(out) < n:
+            out.append(f"{salt}{len(out)}{rnd.choice(CHARS[:40]).replace(chr(0), '')}")
+        return out[:n]
+
+    chans, lists = {}, {}
+    for i, n in enumerate((SET_MAP_MIN - 1, SET_MAP_MIN, MAP_HASH_MIN - 1, MAP_HASH_MIN, MAP_HASH_MIN + 1)):
+        dbs, tables = names(n, "d"), [f"{d}.t{j % 3}" for j, d in enumerate(names(n, "k"))]
+        lists[f"c{i}"] = dbs
+        chans[f"c{i}"] = F(do_db=dbs)
+        chans[f"i{i}"] = F(ignore_table=tables)
+    chans["nul"] = F(do_db=names(SET_MAP_MIN + 5, "z") + ["a\x00b"])
+    state = state_of(lctn, **chans)
+    from rpl_sql.sparkenv import map_lookup_hash_min
+
+    assert map_lookup_hash_min(spark) == MAP_HASH_MIN  # pyspark 4.2's default: the sessions below use maps
+    assert "map_from_arrays" not in " ".join(compile_functions(state, encoding=encoding).statements)
+    sql = " ".join(compile_functions(state, encoding=encoding, map_hash_min=MAP_HASH_MIN).statements)
+    assert "map_from_arrays" in sql and "a\\u0000b'," in sql  # long lists are maps; the NUL list is not
+    probes = ["1", "2", "500", str(MAP_HASH_MIN), str(2 * MAP_HASH_MIN), "0", "-1", "", "a\x00b", "a", "nope"]
+    events = []
+    for name, dbs in lists.items():
+        idx = name[1:]
+        for d in rnd.sample(dbs, 40) + probes + [d.upper() for d in rnd.sample(dbs, 10)]:
+            events.append((name, d, "t", None, None, None))
+            events.append((f"i{idx}", d, rnd.choice(["t0", "t1", "t2", "t3"]), "INSERT", d, [(None, "t1", True)]))
+        events.append(("nul", "a\x00b", "t", None, None, None))
+    bad = run_events(spark, state, events, encoding)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
 def test_backslash_at_end_of_pattern_is_literal(spark):
