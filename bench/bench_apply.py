@@ -247,12 +247,13 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     from rpl_sql.apply import ROW_EVENT_TYPES, decision_columns, shape_frame, with_shape_key
     from rpl_sql.compile import compile_functions, sql_str
     from rpl_sql.deltaread import read_snapshot, snapshot
-    from rpl_sql.sparkenv import jit_huge_methods
+    from rpl_sql.sparkenv import jit_huge_methods, map_lookup_hash_min
     from rpl_sql.store import DeltaStore
 
     state = DeltaStore(warehouse).load().state
     for applier in (False, True):
-        for text in compile_functions(state, jit_huge_methods=jit_huge_methods(spark), applier=applier).statements:
+        for text in compile_functions(state, jit_huge_methods=jit_huge_methods(spark), applier=applier,
+                                      map_hash_min=map_lookup_hash_min(spark)).statements:
             spark.sql(text)
     snap = snapshot(events_path(warehouse), None, {"channel": [channel]})
     et, c = F.col("event_type"), sql_str(channel)

@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_should_apply.py --quick    # 1M rows, 1/100/1000 rules
     .venv/bin/python bench/bench_should_apply.py --rows 3000000 --sizes 100,10000 --repeat 5
     .venv/bin/python bench/bench_should_apply.py --ab 6750e0d --sizes 1,100 --repeat 7   # vs a revision
+    .venv/bin/python bench/bench_should_apply.py --cold-ab c027deb --sizes 10000 --rounds 3  # setup, fresh JVMs
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
 shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well).
@@ -263,6 +264,17 @@ def compiler_at(ref: str):
     return mod
 
 
+def map_kw(mod, spark) -> dict:
+    """compile_functions' map_hash_min as rpl_sql.register passes it, for compilers that take it."""
+    import inspect
+
+    from rpl_sql.sparkenv import map_lookup_hash_min
+
+    if "map_hash_min" not in inspect.signature(mod.compile_functions).parameters:
+        return {}
+    return {"map_hash_min": map_lookup_hash_min(spark)}
+
+
 def side_by_side(spark, meter, ref: str, sizes: list[int], repeat: int, jit: bool) -> None:
     """Both revisions' should_apply in one JVM, renamed apart, interleaved with the bare scan: the ratio
     of a compiler change measured without the machine's run-to-run noise."""
@@ -274,7 +286,7 @@ def side_by_side(spark, meter, ref: str, sizes: list[int], repeat: int, jit: boo
         state = make_rules(r)
         exprs = {"bare": "hash(channel, db_name, table_name) <> 0"}
         for tag, mod in (("ref", old), ("new", sys.modules["rpl_sql.compile"])):
-            for stmt in mod.compile_functions(state, jit_huge_methods=jit).statements:
+            for stmt in mod.compile_functions(state, jit_huge_methods=jit, **map_kw(mod, spark)).statements:
                 if "FUNCTION should_apply(" in stmt or "FUNCTION rpl_sql__" in stmt:
                     spark.sql(stmt.replace("rpl_sql__", f"ab_{tag}__").replace("FUNCTION should_apply(",
                                                                               f"FUNCTION ab_{tag}_should_apply("))
@@ -288,6 +300,65 @@ def side_by_side(spark, meter, ref: str, sizes: list[int], repeat: int, jit: boo
         med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
         (bw, bc), (rw, rc), (nw, nc) = med["bare"], med["ref"], med["new"]
         print(f"| {r:,} | {bw:.2f} | {rw / bw:.2f} / {rc / bc:.2f} | {nw / bw:.2f} / {nc / bc:.2f} |", flush=True)
+
+
+def cold_ab(ref: str, sizes: list[int], rounds: int, rows: int) -> None:
+    """Setup cost in fresh JVMs, as a user's first `register` pays it: REF's compiler and this checkout's
+    alternate (the order swaps every round), each in its own process that runs one untimed bare scan, then
+    compiles, creates the functions and runs the first query and two more."""
+    import json
+    import subprocess
+
+    print(f"\ncold setup, fresh JVMs: this checkout vs {ref}, {rounds} rounds (order swapped each round), medians")
+    print("| rules/channel | side | compile s | CREATE FUNCTION s | first query s | query after s | rows applied |")
+    print("|---|---|---|---|---|---|---|")
+    for r in sizes:
+        res: dict = {"ref": [], "new": []}
+        for i in range(rounds):
+            for side in (("ref", "new") if i % 2 == 0 else ("new", "ref")):
+                out = subprocess.run([sys.executable, __file__, "--cold-child", ref if side == "ref" else "",
+                                      "--sizes", str(r), "--rows", str(rows)], capture_output=True, text=True)
+                line = [x for x in out.stdout.splitlines() if x.startswith("COLD-RESULT ")]
+                if out.returncode or not line:
+                    raise SystemExit(f"child failed ({side}):\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
+                res[side].append(json.loads(line[0][12:]))
+        assert len({x["applied"] for v in res.values() for x in v}) == 1, res
+        for side, label in (("ref", ref), ("new", "this checkout")):
+            med = {k: statistics.median(x[k] for x in res[side]) for k in ("compile", "create", "first", "after")}
+            print(f"| {r:,} | {label} | {med['compile']:.2f} | {med['create']:.2f} | {med['first']:.2f} | "
+                  f"{med['after']:.2f} | {res[side][0]['applied']:,} |", flush=True)
+            runs = {k: " ".join(f"{x[k]:.2f}" for x in res[side]) for k in ("compile", "create", "first")}
+            print(f"|  | runs | {runs['compile']} | {runs['create']} | {runs['first']} | | |")
+
+
+def cold_child(ref: str, size: int, rows: int) -> None:
+    import json
+
+    from rpl_sql.sparkenv import jit_huge_methods, local_spark
+
+    spark = local_spark(app_name="bench_cold", **{"spark.ui.showConsoleProgress": "false",
+                                                  "spark.sql.shuffle.partitions": "2"})
+    spark.read.parquet(ensure_data(spark, rows)).createOrReplaceTempView("ev")
+    spark.sql("SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev").collect()
+    mod = compiler_at(ref) if ref else sys.modules["rpl_sql.compile"]
+    state = make_rules(size)
+    t0 = time.perf_counter()
+    stmts = mod.compile_functions(state, jit_huge_methods=jit_huge_methods(spark), **map_kw(mod, spark)).statements
+    t1 = time.perf_counter()
+    for s in stmts:
+        spark.sql(s)
+    t2 = time.perf_counter()
+    q = "SELECT count_if(should_apply(channel, db_name, table_name)) FROM ev"
+    applied = spark.sql(q).collect()[0][0]
+    t3 = time.perf_counter()
+    after = []
+    for _ in range(2):
+        t = time.perf_counter()
+        spark.sql(q).collect()
+        after.append(time.perf_counter() - t)
+    print("COLD-RESULT " + json.dumps(dict(compile=t1 - t0, create=t2 - t1, first=t3 - t2, after=min(after),
+                                           applied=applied)), flush=True)
+    spark.stop()
 
 
 # ---------------------------------------------------------------- measuring
@@ -334,7 +405,15 @@ def main(argv=None) -> None:
     ap.add_argument("--no-where", action="store_true", help="skip the WHERE-form measurement")
     ap.add_argument("--ab", metavar="GIT_REF", help="only compare should_apply compiled by this checkout and "
                     "by GIT_REF's compile.py, side by side (with --sizes and --repeat)")
+    ap.add_argument("--cold-ab", metavar="GIT_REF", help="compare setup (compile, CREATE FUNCTION, first query) "
+                    "of this checkout and GIT_REF in fresh JVMs, alternating (with --sizes and --rounds)")
+    ap.add_argument("--rounds", type=int, default=3, help="--cold-ab rounds")
+    ap.add_argument("--cold-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.cold_child is not None:
+        return cold_child(args.cold_child, int(args.sizes), args.rows)
+    if args.cold_ab:
+        return cold_ab(args.cold_ab, [int(s) for s in args.sizes.split(",")], args.rounds, args.rows)
     if args.quick:
         args.rows, args.sizes, args.repeat = 1_000_000, "1,100,1000", 2
         args.udf_rows = args.udf_rows or 200_000
@@ -370,7 +449,7 @@ def main(argv=None) -> None:
     for r in sizes:
         state = make_rules(r)
         t0 = time.perf_counter()
-        compiled = compile_functions(state, jit_huge_methods=jit)
+        compiled = compile_functions(state, jit_huge_methods=jit, **map_kw(sys.modules["rpl_sql.compile"], spark))
         t_compile = time.perf_counter() - t0
         for s in compiled.statements:
             spark.sql(s)
