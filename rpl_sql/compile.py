@@ -29,6 +29,13 @@ channel-keyed sets `concat(channel, SEP, value)` ("flat"), so the expression siz
 channel count. Derived values (folded names, rewritten db, a hash) are passed as arguments of nested helper
 functions: Spark projects SQL-function arguments once per row in projections and aggregates.
 
+Text the parser predicts cheaply: Spark's ANTLR parser decides `CASE WHEN` (CASE is not a reserved word)
+and a `(` that opens an expression (parenthesised, row or lambda) by scanning ahead to the construct's end,
+and builds new DFA states for every distinct token sequence it scans: in a fresh JVM at 10,000 rules per
+channel that one decision took 4.4 s of a 5.1 s parse (up to 10,105 tokens ahead). So the compiler writes
+`CASE true WHEN c THEN ...` and groups as `coalesce(a AND b)`; the optimizer turns both back into `CASE
+WHEN c` and `a AND b`, and the parser looks at most 13 tokens ahead (the same parse: 1.1 s).
+
 A row event's common path never builds the key `db.table`: copying strings is what costs (a concat and a
 lookup cost about as much as the bare scan). Its tests read the names in place: startswith()/endswith() for
 few prefixes, `hash(db, table) IN (ints)` before any exact table test (spark_hash computes Spark's values
@@ -177,7 +184,7 @@ def fold_sql(expr: str, lctn: int) -> str:
     if not lctn:
         return expr
     src, dst = fold_translation()
-    return (f"CASE WHEN octet_length({expr}) = char_length({expr}) THEN lower({expr}) "
+    return (f"CASE true WHEN octet_length({expr}) = char_length({expr}) THEN lower({expr}) "
             f"ELSE translate({expr}, {sql_str(src)}, {sql_str(dst)}) END")
 
 
@@ -403,13 +410,14 @@ class _Group:
 
 
 def _junction(parts: Iterable[str], op: str, unit: str, zero: str) -> str:
-    """`parts` joined by AND/OR with the constants folded: `unit` drops out, `zero` decides."""
+    """`parts` joined by AND/OR in `coalesce(...)`, not parentheses (module docstring), with the constants
+    folded: `unit` drops out, `zero` decides."""
     parts = [p for p in parts if p != unit]
     if zero in parts:
         return zero
     if not parts:
         return unit
-    return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
+    return parts[0] if len(parts) == 1 else "coalesce(" + f" {op} ".join(parts) + ")"
 
 
 def _or(parts: Iterable[str]) -> str:
@@ -421,7 +429,8 @@ def _and(parts: Iterable[str]) -> str:
 
 
 def _case(branches: Iterable[tuple[str, str]], default: str | None = None) -> str:
-    """CASE WHEN ... with constant conditions folded away; default None = no ELSE (NULL)."""
+    """CASE true WHEN ... (see the module docstring) with constant conditions folded away; default None = no
+    ELSE (NULL)."""
     whens = []
     for cond, val in branches:
         if cond == "false":
@@ -433,7 +442,7 @@ def _case(branches: Iterable[tuple[str, str]], default: str | None = None) -> st
     if not whens:
         return default if default is not None else "NULL"
     body = " ".join(f"WHEN {c} THEN {v}" for c, v in whens)
-    return f"CASE {body}" + (f" ELSE {default}" if default is not None else "") + " END"
+    return f"CASE true {body}" + (f" ELSE {default}" if default is not None else "") + " END"
 
 
 class _Compiler:
@@ -484,7 +493,7 @@ class _Compiler:
         """The channel as stored: exact match first (no lower() for already-lower names)."""
         if not self.chans:
             return "CAST(NULL AS STRING)"
-        return f"CASE WHEN {arg} IN ({_sql_list(ch.name for ch in self.chans)}) THEN {arg} ELSE lower({arg}) END"
+        return f"CASE true WHEN {arg} IN ({_sql_list(ch.name for ch in self.chans)}) THEN {arg} ELSE lower({arg}) END"
 
     def groups_for(self, c: str) -> list[_Group]:
         return [_Group(g.chans, g.flat, g.sep, g.hash_min, c) for g in self.groups]
@@ -502,9 +511,9 @@ class _Compiler:
             return d
         guard = g.member(d, [(ch, s) for ch, s, _ in pairs])
         if len({v for _, _, v in pairs}) == 1:
-            return f"CASE WHEN {guard} THEN {sql_str(pairs[0][2])} ELSE {d} END"
+            return f"CASE true WHEN {guard} THEN {sql_str(pairs[0][2])} ELSE {d} END"
         keyed = [((ch.name + self.sep + s) if g.flat else s, v) for ch, s, v in pairs]
-        return f"CASE WHEN {guard} THEN {self._map_get(g.keyed(d), keyed)} ELSE {d} END"
+        return f"CASE true WHEN {guard} THEN {self._map_get(g.keyed(d), keyed)} ELSE {d} END"
 
     def _map_get(self, key: str, pairs: list[tuple[str, str]]) -> str:
         def one(ps):
@@ -541,20 +550,20 @@ class _Compiler:
         h = self.row_hash if (self.row_hash and not cut) else f"hash({', '.join([g.c, k, tt] if g.flat else [k, tt])})"
         hashes = sorted({spark_hash(*([ch.name] if g.flat else []), a, b) for ch, (a, b) in split})
         exact = g.member(f"concat({k}, '.', {tt})", [(ch, f"{a}.{b}") for ch, (a, b) in split])
-        return f"({h} IN ({', '.join(map(str, hashes))}) AND {exact})"
+        return f"coalesce({h} IN ({', '.join(map(str, hashes))}) AND {exact})"
 
     def db_code(self, g: _Group, d: str) -> str:
         """2 do_db miss, 3 ignore_db hit, 16 do_db hit, 17 ignore_db miss, 18 no db rules."""
         if not g.flat:
             ch = g.chans[0]
             if ch.do_db:
-                return f"CASE WHEN {g.member(d, [(ch, v) for v in ch.pass_db])} THEN 16 ELSE 2 END"
+                return f"CASE true WHEN {g.member(d, [(ch, v) for v in ch.pass_db])} THEN 16 ELSE 2 END"
             if ch.has_db_rules:
-                return f"CASE WHEN {g.member(d, [(ch, v) for v in ch.rej_db])} THEN 3 ELSE 17 END"
+                return f"CASE true WHEN {g.member(d, [(ch, v) for v in ch.rej_db])} THEN 3 ELSE 17 END"
             return "18"
         do = g.member(d, [(ch, v) for ch in g.reps for v in ch.pass_db])
         ign = g.member(d, [(ch, v) for ch in g.reps for v in ch.rej_db])
-        return _case([(g.cond(lambda ch: ch.do_db), f"CASE WHEN {do} THEN 16 ELSE 2 END"),
+        return _case([(g.cond(lambda ch: ch.do_db), f"CASE true WHEN {do} THEN 16 ELSE 2 END"),
                       (ign, "3"), (g.cond(lambda ch: ch.has_db_rules), "17")], "18")
 
     # ---------------------------------------------------------------- wildcard lists
@@ -617,13 +626,13 @@ class _Compiler:
             if len(xs) <= 3:
                 return _case([(f"{size} = {n}", e) for n, e in xs], "false")
             mid = len(xs) // 2
-            return f"CASE WHEN {size} < {xs[mid][0]} THEN {pick(xs[:mid])} ELSE {pick(xs[mid:])} END"
+            return f"CASE true WHEN {size} < {xs[mid][0]} THEN {pick(xs[:mid])} ELSE {pick(xs[mid:])} END"
 
         exact = pick(per_len)
         if not self.lctn:
             slow = _or(self.regex_parts(g, items, subject))
-            exact = f"CASE WHEN char_length({s}) = {size} THEN {exact} ELSE {slow} END"
-        return [f"({lens} AND {exact})"]
+            exact = f"CASE true WHEN char_length({s}) = {size} THEN {exact} ELSE {slow} END"
+        return [f"coalesce({lens} AND {exact})"]
 
     def regex_parts(self, g: _Group, items: list, subject: str) -> list[str]:
         """Chunked, trie-factored, anchored RLIKEs of (channel, tokens) over `subject` (exact, any tokens).
@@ -761,7 +770,7 @@ class _Compiler:
                 continue
             rx = _or(self.rx_parts(g, [(ch, toks) for ch, toks, _ in guarded], key))
             both = g.member(subject, [(ch, v) for ch, _, v in exact + guarded])
-            parts.append(f"({both} AND {rx})" if not exact else f"({both} AND ({hit} OR {rx}))")
+            parts.append(f"coalesce({both} AND {rx})" if not exact else f"coalesce({both} AND coalesce({hit} OR {rx}))")
         return _or(parts + self.fixed_split(g, split, k, t, key) + self.rx_parts(g, keyrx, key))
 
     def fixed_split(self, g: _Group, items: list, k: str, t: str, key: str) -> list[str]:
@@ -786,7 +795,7 @@ class _Compiler:
             lit = "".join(x for x in a if x != ONE) + "".join(x for x in b if x != ONE)
             by_len.setdefault((size(a), size(b)), {}).setdefault(ones, set()).add(lit)
         ln = "char_length" if lctn else "octet_length"
-        both = f"({ln}({k}) * 4294967296 + {ln}({t}))"  # a BIGINT: exact for any lengths
+        both = f"coalesce({ln}({k}) * 4294967296 + {ln}({t}))"  # a BIGINT: exact for any lengths
         tests = []
         for (i, j), shapes in sorted(by_len.items()):
             masked = []
@@ -798,11 +807,11 @@ class _Compiler:
         exact = _case(tests, "false")
         lens = f"{both} IN ({', '.join(str(n) for n in sorted({(size(a) << 32) + size(b) for _, a, b in items}))})"
         if lctn:
-            return [f"({lens} AND {exact})"]
+            return [f"coalesce({lens} AND {exact})"]
         # after the O(1) length test: char_length() reads the whole name
         ascii_ = f"char_length({k}) = octet_length({k}) AND char_length({t}) = octet_length({t})"
         regex = _or(self.regex_parts(g, [(ch, a + (".",) + b) for ch, a, b in items], key))
-        return [f"({lens} AND CASE WHEN {ascii_} THEN {exact} ELSE {regex} END)"]
+        return [f"coalesce({lens} AND CASE true WHEN {ascii_} THEN {exact} ELSE {regex} END)"]
 
     def rich_dbs(self, g: _Group) -> list[tuple[_Chan, str]]:
         """Databases whose rows can match an exact table rule or a pattern with a literal database."""
@@ -834,7 +843,7 @@ class _Compiler:
         t = self.tiers(g, key, self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wdo], key),
                        self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wig], key))
         on = g.cond(lambda ch: ch.table_rules)
-        return t if on == "true" else f"CASE WHEN {on} THEN {t} ELSE 0 END"
+        return t if on == "true" else f"CASE true WHEN {on} THEN {t} ELSE 0 END"
 
     def row_table_code(self, g: _Group, k: str, t: str, key: str, slow: str | None = None) -> str:
         """A row's table code. A '.' inside the db or table name (rare) -> whole-key forms (`slow`: given,
@@ -856,7 +865,7 @@ class _Compiler:
                               self.fast_match(g, wig, k, t, key, False), exact=False)
             body = _case([(f"contains({k}, '.') OR contains({t}, '.')", slow), (g.member(k, self.rich_dbs(g)), rich)], poor)
         on = g.cond(lambda ch: ch.table_rules)
-        return body if on == "true" else f"CASE WHEN {on} THEN {body} ELSE 0 END"
+        return body if on == "true" else f"CASE true WHEN {on} THEN {body} ELSE 0 END"
 
     def statement_code(self, g: _Group, cmd: str, ts: str, dc: str, k: str, d: str) -> str:
         """Steps 3-5 of decide_statement for one group (steps 0-2 are shared)."""
@@ -877,14 +886,14 @@ class _Compiler:
         on = g.cond(lambda ch: ch.table_rules)
         if on != "false":
             exempt = f"{cmd} IN ({_sql_list(['SET_OPTION', DROP_TEMPORARY_IF_EXISTS])})"
-            kx = (f"concat(CASE WHEN t_.db IS NULL THEN {k} ELSE {self.fold_sql('t_.db')} END, '.', "
+            kx = (f"concat(CASE true WHEN t_.db IS NULL THEN {k} ELSE {self.fold_sql('t_.db')} END, '.', "
                   f"{self.fold_sql('t_.name')})")
-            tables = (f"CASE WHEN {cmd} = 'DROP_TRIGGER' THEN slice({ts}, 1, 1) "
+            tables = (f"CASE true WHEN {cmd} = 'DROP_TRIGGER' THEN slice({ts}, 1, 1) "
                       f"ELSE filter({ts}, t_ -> coalesce(t_.updating, false)) END")
             keys = f"transform({tables}, t_ -> {kx})"
             code = self.table_code(g, "x_")
-            agg = f"aggregate({keys}, 9, (acc_, x_) -> CASE WHEN acc_ IN (10, 11, 12, 13) THEN acc_ ELSE {code} END)"
-            branches.append((_and([on, f"{n} > 0"]), f"CASE WHEN {exempt} THEN 8 ELSE {agg} END"))
+            agg = f"aggregate({keys}, 9, (acc_, x_) -> CASE true WHEN acc_ IN (10, 11, 12, 13) THEN acc_ ELSE {code} END)"
+            branches.append((_and([on, f"{n} > 0"]), f"CASE true WHEN {exempt} THEN 8 ELSE {agg} END"))
         # a database statement that the wild-ignore rules did not match is applied by DEFAULT
         wig_only = g.cond(lambda ch: bool(ch.wig) and not ch.wdo and not ch.has_db_rules)
         if wig_only != "false":
@@ -951,7 +960,7 @@ class _Compiler:
             out.append((P + "tks", "c STRING, key STRING", "INT", tks))
             out.append((P + "tcf", "c STRING, k STRING, t STRING, h INT, s INT", "INT", fast))
             # s is NULL for dot-free names (tks of a NULL key), and the key is built only for the others
-            tc = f"{P}tcf(c, k, t, h, {P}tks(c, CASE WHEN contains(k, '.') OR contains(t, '.') THEN {key} END))"
+            tc = f"{P}tcf(c, k, t, h, {P}tks(c, CASE true WHEN contains(k, '.') OR contains(t, '.') THEN {key} END))"
         out.append((P + "tc", f"c STRING, k STRING, t STRING, {'key STRING' if self.interpreted else 'h INT'}", "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
         stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
@@ -970,7 +979,7 @@ class _Compiler:
         # the row's code from (database code, table code); a lambda, not a helper function: Spark refuses SQL
         # functions whose arguments hold a lambda (the interpreted table code)
         row_code = (f"aggregate(array(named_struct('dc', {P}dbc({C}, {Fd}), 'tc', {tc_call})), "
-                    f"0, (a_, r_) -> CASE WHEN r_.dc IN (2, 3) THEN r_.dc WHEN r_.tc = 0 THEN r_.dc ELSE r_.tc END)")
+                    f"0, (a_, r_) -> CASE true WHEN r_.dc IN (2, 3) THEN r_.dc WHEN r_.tc = 0 THEN r_.dc ELSE r_.tc END)")
         if not applier:
             out.append(("should_apply", row_params, "BOOLEAN",
                         f"{P}dbc({C}, {Fd}) >= 16 AND {tc_call} IN ({', '.join(map(str, ROW_TABLE_TRUE))})"))
