@@ -151,32 +151,19 @@ def _in_list(expr: str, values: Iterable[str], hash_min: int | None) -> str:
     vals = sorted(set(values))
     if (hash_min is None or hash_min > MAP_PAD_MAX or len(vals) < SET_MAP_MIN
             or any("\x00" in v for v in vals)):
-        return f"{expr} IN ({', '.join(sql_str(v) for v in vals)})"
-    return f"coalesce({_set_map(tuple(vals), hash_min)}[{expr}], false)"
-
-
-_SET_MAPS: dict[tuple, str] = {}
-
-
-def _set_map(vals: tuple, hash_min: int) -> str:
-    got = _SET_MAPS.get((vals, hash_min))
-    if got is not None:
-        return got
+        return f"{expr} IN ({_sql_list(vals)})"
     keys = "'" + "\\u0000".join(sql_str(v)[1:-1] for v in vals) + "'"
     split = f"split({keys}, '\\u0000', -1)"
     pad = hash_min - len(vals)
     if pad <= 0:
-        out = f"map_from_arrays({split}, array_repeat(true, {len(vals)}))"
+        m = f"map_from_arrays({split}, array_repeat(true, {len(vals)}))"
     else:
         taken, a = set(vals), 1
         while any(str(i) in taken for i in range(a, a + pad)):
             a += pad
-        out = (f"map_from_arrays(concat({split}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
-               f"concat(array_repeat(true, {len(vals)}), array_repeat(false, {pad})))")
-    if len(_SET_MAPS) > 4096:
-        _SET_MAPS.clear()
-    _SET_MAPS[vals, hash_min] = out
-    return out
+        m = (f"map_from_arrays(concat({split}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
+             f"concat(array_repeat(true, {len(vals)}), array_repeat(false, {pad})))")
+    return f"coalesce({m}[{expr}], false)"
 
 
 def fold_sql(expr: str, lctn: int) -> str:
@@ -184,8 +171,8 @@ def fold_sql(expr: str, lctn: int) -> str:
     if not lctn:
         return expr
     src, dst = fold_translation()
-    return (f"CASE true WHEN octet_length({expr}) = char_length({expr}) THEN lower({expr}) "
-            f"ELSE translate({expr}, {sql_str(src)}, {sql_str(dst)}) END")
+    return _case([(f"octet_length({expr}) = char_length({expr})", f"lower({expr})")],
+                 f"translate({expr}, {sql_str(src)}, {sql_str(dst)})")
 
 
 def _runs(s: str, ones: tuple, n: int) -> list[str]:
@@ -493,7 +480,7 @@ class _Compiler:
         """The channel as stored: exact match first (no lower() for already-lower names)."""
         if not self.chans:
             return "CAST(NULL AS STRING)"
-        return f"CASE true WHEN {arg} IN ({_sql_list(ch.name for ch in self.chans)}) THEN {arg} ELSE lower({arg}) END"
+        return _case([(f"{arg} IN ({_sql_list(ch.name for ch in self.chans)})", arg)], f"lower({arg})")
 
     def groups_for(self, c: str) -> list[_Group]:
         return [_Group(g.chans, g.flat, g.sep, g.hash_min, c) for g in self.groups]
@@ -511,9 +498,9 @@ class _Compiler:
             return d
         guard = g.member(d, [(ch, s) for ch, s, _ in pairs])
         if len({v for _, _, v in pairs}) == 1:
-            return f"CASE true WHEN {guard} THEN {sql_str(pairs[0][2])} ELSE {d} END"
+            return _case([(guard, sql_str(pairs[0][2]))], d)
         keyed = [((ch.name + self.sep + s) if g.flat else s, v) for ch, s, v in pairs]
-        return f"CASE true WHEN {guard} THEN {self._map_get(g.keyed(d), keyed)} ELSE {d} END"
+        return _case([(guard, self._map_get(g.keyed(d), keyed))], d)
 
     def _map_get(self, key: str, pairs: list[tuple[str, str]]) -> str:
         def one(ps):
@@ -557,13 +544,13 @@ class _Compiler:
         if not g.flat:
             ch = g.chans[0]
             if ch.do_db:
-                return f"CASE true WHEN {g.member(d, [(ch, v) for v in ch.pass_db])} THEN 16 ELSE 2 END"
+                return _case([(g.member(d, [(ch, v) for v in ch.pass_db]), "16")], "2")
             if ch.has_db_rules:
-                return f"CASE true WHEN {g.member(d, [(ch, v) for v in ch.rej_db])} THEN 3 ELSE 17 END"
+                return _case([(g.member(d, [(ch, v) for v in ch.rej_db]), "3")], "17")
             return "18"
         do = g.member(d, [(ch, v) for ch in g.reps for v in ch.pass_db])
         ign = g.member(d, [(ch, v) for ch in g.reps for v in ch.rej_db])
-        return _case([(g.cond(lambda ch: ch.do_db), f"CASE true WHEN {do} THEN 16 ELSE 2 END"),
+        return _case([(g.cond(lambda ch: ch.do_db), _case([(do, "16")], "2")),
                       (ign, "3"), (g.cond(lambda ch: ch.has_db_rules), "17")], "18")
 
     # ---------------------------------------------------------------- wildcard lists
@@ -626,12 +613,12 @@ class _Compiler:
             if len(xs) <= 3:
                 return _case([(f"{size} = {n}", e) for n, e in xs], "false")
             mid = len(xs) // 2
-            return f"CASE true WHEN {size} < {xs[mid][0]} THEN {pick(xs[:mid])} ELSE {pick(xs[mid:])} END"
+            return _case([(f"{size} < {xs[mid][0]}", pick(xs[:mid]))], pick(xs[mid:]))
 
         exact = pick(per_len)
         if not self.lctn:
             slow = _or(self.regex_parts(g, items, subject))
-            exact = f"CASE true WHEN char_length({s}) = {size} THEN {exact} ELSE {slow} END"
+            exact = _case([(f"char_length({s}) = {size}", exact)], slow)
         return [f"coalesce({lens} AND {exact})"]
 
     def regex_parts(self, g: _Group, items: list, subject: str) -> list[str]:
@@ -811,7 +798,7 @@ class _Compiler:
         # after the O(1) length test: char_length() reads the whole name
         ascii_ = f"char_length({k}) = octet_length({k}) AND char_length({t}) = octet_length({t})"
         regex = _or(self.regex_parts(g, [(ch, a + (".",) + b) for ch, a, b in items], key))
-        return [f"coalesce({lens} AND CASE true WHEN {ascii_} THEN {exact} ELSE {regex} END)"]
+        return [f"coalesce({lens} AND {_case([(ascii_, exact)], regex)})"]
 
     def rich_dbs(self, g: _Group) -> list[tuple[_Chan, str]]:
         """Databases whose rows can match an exact table rule or a pattern with a literal database."""
@@ -843,7 +830,7 @@ class _Compiler:
         t = self.tiers(g, key, self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wdo], key),
                        self.key_match(g, [(ch, x) for ch in g.reps for x in ch.wig], key))
         on = g.cond(lambda ch: ch.table_rules)
-        return t if on == "true" else f"CASE true WHEN {on} THEN {t} ELSE 0 END"
+        return _case([(on, t)], "0")
 
     def row_table_code(self, g: _Group, k: str, t: str, key: str, slow: str | None = None) -> str:
         """A row's table code. A '.' inside the db or table name (rare) -> whole-key forms (`slow`: given,
@@ -865,7 +852,7 @@ class _Compiler:
                               self.fast_match(g, wig, k, t, key, False), exact=False)
             body = _case([(f"contains({k}, '.') OR contains({t}, '.')", slow), (g.member(k, self.rich_dbs(g)), rich)], poor)
         on = g.cond(lambda ch: ch.table_rules)
-        return body if on == "true" else f"CASE true WHEN {on} THEN {body} ELSE 0 END"
+        return _case([(on, body)], "0")
 
     def statement_code(self, g: _Group, cmd: str, ts: str, dc: str, k: str, d: str) -> str:
         """Steps 3-5 of decide_statement for one group (steps 0-2 are shared)."""
@@ -886,14 +873,13 @@ class _Compiler:
         on = g.cond(lambda ch: ch.table_rules)
         if on != "false":
             exempt = f"{cmd} IN ({_sql_list(['SET_OPTION', DROP_TEMPORARY_IF_EXISTS])})"
-            kx = (f"concat(CASE true WHEN t_.db IS NULL THEN {k} ELSE {self.fold_sql('t_.db')} END, '.', "
-                  f"{self.fold_sql('t_.name')})")
-            tables = (f"CASE true WHEN {cmd} = 'DROP_TRIGGER' THEN slice({ts}, 1, 1) "
-                      f"ELSE filter({ts}, t_ -> coalesce(t_.updating, false)) END")
+            kx = f"concat({_case([('t_.db IS NULL', k)], self.fold_sql('t_.db'))}, '.', {self.fold_sql('t_.name')})"
+            tables = _case([(f"{cmd} = 'DROP_TRIGGER'", f"slice({ts}, 1, 1)")],
+                           f"filter({ts}, t_ -> coalesce(t_.updating, false))")
             keys = f"transform({tables}, t_ -> {kx})"
             code = self.table_code(g, "x_")
-            agg = f"aggregate({keys}, 9, (acc_, x_) -> CASE true WHEN acc_ IN (10, 11, 12, 13) THEN acc_ ELSE {code} END)"
-            branches.append((_and([on, f"{n} > 0"]), f"CASE true WHEN {exempt} THEN 8 ELSE {agg} END"))
+            agg = f"aggregate({keys}, 9, (acc_, x_) -> {_case([('acc_ IN (10, 11, 12, 13)', 'acc_')], code)})"
+            branches.append((_and([on, f"{n} > 0"]), _case([(exempt, "8")], agg)))
         # a database statement that the wild-ignore rules did not match is applied by DEFAULT
         wig_only = g.cond(lambda ch: bool(ch.wig) and not ch.wdo and not ch.has_db_rules)
         if wig_only != "false":
@@ -960,7 +946,8 @@ class _Compiler:
             out.append((P + "tks", "c STRING, key STRING", "INT", tks))
             out.append((P + "tcf", "c STRING, k STRING, t STRING, h INT, s INT", "INT", fast))
             # s is NULL for dot-free names (tks of a NULL key), and the key is built only for the others
-            tc = f"{P}tcf(c, k, t, h, {P}tks(c, CASE true WHEN contains(k, '.') OR contains(t, '.') THEN {key} END))"
+            dotted = _case([("contains(k, '.') OR contains(t, '.')", key)])
+            tc = f"{P}tcf(c, k, t, h, {P}tks(c, {dotted}))"
         out.append((P + "tc", f"c STRING, k STRING, t STRING, {'key STRING' if self.interpreted else 'h INT'}", "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
         stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
@@ -979,7 +966,7 @@ class _Compiler:
         # the row's code from (database code, table code); a lambda, not a helper function: Spark refuses SQL
         # functions whose arguments hold a lambda (the interpreted table code)
         row_code = (f"aggregate(array(named_struct('dc', {P}dbc({C}, {Fd}), 'tc', {tc_call})), "
-                    f"0, (a_, r_) -> CASE true WHEN r_.dc IN (2, 3) THEN r_.dc WHEN r_.tc = 0 THEN r_.dc ELSE r_.tc END)")
+                    f"0, (a_, r_) -> {_case([('r_.dc IN (2, 3)', 'r_.dc'), ('r_.tc = 0', 'r_.dc')], 'r_.tc')})")
         if not applier:
             out.append(("should_apply", row_params, "BOOLEAN",
                         f"{P}dbc({C}, {Fd}) >= 16 AND {tc_call} IN ({', '.join(map(str, ROW_TABLE_TRUE))})"))
