@@ -294,7 +294,7 @@ def _big_workload(m, transactions: int) -> None:
 
 def test_sigkill_at_random_points_neither_loses_nor_duplicates(sources, warehouse):
     m1, _, _ = sources
-    _big_workload(m1, 700)
+    _big_workload(m1, 1000)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "rpl_sql.ingest", "--channel", "a", "--warehouse", warehouse,
            "--batch-rows", "60", "-q"]
@@ -308,11 +308,12 @@ def test_sigkill_at_random_points_neither_loses_nor_duplicates(sources, warehous
     for attempt in range(6):
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if attempt < 5:
-            # SIGKILL after 0-4 more commits plus 0-0.4 s: during start-up, just after a commit, mid-batch...
+            # SIGKILL after 0-4 more commits plus 0-0.1 s: during start-up, just after a commit, mid-batch...
+            # (a short window: a fast machine commits a batch in ~15 ms and must not finish before 3 kills)
             target, deadline = commits() + rng.randint(0, 4), time.monotonic() + 120
             while proc.poll() is None and commits() < target and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0, 0.4))
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.1))
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 kills += 1
