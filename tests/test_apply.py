@@ -629,12 +629,13 @@ def test_sigkill_at_random_points_loses_nothing_and_counts_once(spark, warehouse
                                 text=True, start_new_session=True)
         try:
             assert proc.stdout.readline().strip() == "READY"
-            if attempt == 0:  # one kill right after a data commit: a half-done batch for sure
-                for line in proc.stdout:
-                    if line.startswith("DATA"):
-                        break
-            else:
-                time.sleep(rnd.uniform(0.5, 8.0))
+            # Kill points follow progress (DATA lines), not a clock, so a fast machine cannot finish the run
+            # before the third kill. Attempt 0: right after a data commit, a half-done batch for sure. Later:
+            # after 0-2 data commits plus up to 1 s: during registration, between the two commits, mid-batch.
+            data_lines, delay = (1, 0.0) if attempt == 0 else (rnd.randint(0, 2), rnd.uniform(0, 1.0))
+            while data_lines and (line := proc.stdout.readline()):
+                data_lines -= line.startswith("DATA")
+            time.sleep(delay)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)  # the child and its JVM (same new session)
