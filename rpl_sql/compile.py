@@ -382,12 +382,14 @@ class _Group:
         return _in_list(self.keyed(expr), vals, self.hash_min)
 
     def cond(self, pred: Callable[[_Chan], bool]) -> str:
-        yes = [ch.name for ch in self.chans if pred(ch)]
-        if len(yes) == len(self.chans):
+        """`pred` of the row's channel. It is asked of the representatives only: callers test membership in
+        sets built from them, and a non-flat group's one representative speaks for all its channels."""
+        yes = [ch.name for ch in self.reps if pred(ch)]
+        if len(yes) == len(self.reps):
             return "true"
         if not yes:
             return "false"
-        no = [ch.name for ch in self.chans if not pred(ch)]
+        no = [ch.name for ch in self.reps if not pred(ch)]
         if len(no) < len(yes):
             return f"NOT {self.c} IN ({_sql_list(no)})"
         return f"{self.c} IN ({_sql_list(yes)})"

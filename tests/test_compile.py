@@ -535,6 +535,26 @@ def test_encoding_choice_is_recorded():
         compile_functions(small, encoding="nope")
 
 
+def test_channels_sharing_a_configuration_all_match_catch_all_patterns(spark):
+    """Channels with identical filters share one CASE branch (one representative). Patterns that match
+    every name ('%.%', '%', '%.x%'-free forms) must hold for every channel of the branch, not just the
+    representative: `--replicate-wild-do-table=%.%` copied from the global filters into each channel is
+    a common MySQL idiom (found by a 400-example run of the differential test)."""
+    events = []
+    for ch in ("a", "b", "c'3", "nope"):
+        for db, tbl in (("db", "t"), ("", ""), ("x", "tmp_1")):
+            events.append((ch, db, tbl, None, None, None))
+        events.append((ch, None, None, "CREATE_DB", "newdb", []))  # key 'newdb.' against the wild rules
+        events.append((ch, None, None, "INSERT", "db", [(None, "t", True), ("x", "y", False)]))
+    for cfg in ({"wild_do": ["%.%"]}, {"wild_ignore": ["%.%"]}, {"wild_ignore": ["%"]},
+                {"wild_do": ["%%.%", "db.t"]}, {"wild_do": ["x.tmp%"], "wild_ignore": ["%.%%"]},
+                {"do_table": ["db.t"], "wild_ignore": ["%"]}):
+        state = state_of(a=F(**cfg), b=F(**cfg), **{"c'3": F(**cfg)})
+        assert compile_functions(state).encoding.startswith("case: 1 distinct"), cfg
+        for enc in ("case", "flat"):
+            assert not run_events(spark, state, events, enc), (cfg, enc)
+
+
 def test_flat_and_case_encodings_agree_on_many_channels(spark):
     chans = {f"c{i}": F(do_db=[f"db{i}", "shared"], wild_ignore=[f"db{i}.tmp%", "%.log\\_%", "d_b%.x"],
                         rewrite=[(f"src{i}", f"db{i}")]) for i in range(12)}
