@@ -131,6 +131,8 @@ like_piece = st.one_of(st.sampled_from(["%", "_", "\\%", "\\_", "\\\\", ".", "\\
 
 @st.composite
 def patterns(draw):
+    if draw(st.integers(0, 11)) == 0:  # catch-alls take their own code paths
+        return draw(st.sampled_from(["%.%", "%", "%%", "%.%%", "%%.%"]))
     kind = draw(st.integers(0, 5))
     db, tbl = draw(names), draw(names)
     if kind == 0:
@@ -267,8 +269,11 @@ EVENTS_PER_STATE = 200
 def test_differential_against_reference(spark, data, lctn, seed, encoding, set_map_min):
     """Three random states (1-4 channels each) merged under channel-name prefixes; 200 row + 200 statement
     events per state; all five functions in one query; every value compared with the reference. Half the
-    examples encode every exact list of 2+ values as a membership map (long lists' form)."""
+    examples encode every exact list of 2+ values as a membership map (long lists' form); in half, the
+    third state's channels copy the first's filters, so channels share CASE branches."""
     parts = [data.draw(channel_sets(lctn)) for _ in PREFIXES]
+    if seed % 2:  # channels with identical filters share one CASE branch: the third part copies the first's
+        parts[2] = [Channel(c.name, filters=parts[0][i % len(parts[0])].filters) for i, c in enumerate(parts[2])]
     merged = states(lctn, [Channel(p + c.name, filters=c.filters) for p, chans in zip(PREFIXES, parts)
                            for c in chans])
     events = []
