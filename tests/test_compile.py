@@ -542,7 +542,7 @@ def test_encoding_choice_is_recorded():
 
 def test_channels_sharing_a_configuration_all_match_catch_all_patterns(spark):
     """Channels with identical filters share one CASE branch (one representative). Patterns that match
-    every name ('%.%', '%', '%.x%'-free forms) must hold for every channel of the branch, not just the
+    every key ('%.%', '%', '%%.%', '%.%%') must hold for every channel of the branch, not just the
     representative: `--replicate-wild-do-table=%.%` copied from the global filters into each channel is
     a common MySQL idiom (found by a 400-example run of the differential test)."""
     events = []
