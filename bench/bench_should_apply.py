@@ -280,8 +280,9 @@ def side_by_side(spark, meter, ref: str, sizes: list[int], repeat: int, jit: boo
     of a compiler change measured without the machine's run-to-run noise."""
     old = compiler_at(ref)
     print(f"\nside by side: this checkout vs {ref}, {repeat} interleaved runs, medians")
-    print("| rules/channel | bare scan s | " + f"{ref} × bare wall / CPU | this checkout × bare wall / CPU |")
-    print("|---|---|---|---|")
+    print("| rules/channel | bare scan s | " + f"{ref} × bare wall / CPU | this checkout × bare wall / CPU | "
+          f"WHERE form: {ref} × bare wall | this checkout × bare wall |")
+    print("|---|---|---|---|---|---|")
     for r in sizes:
         state = make_rules(r)
         exprs = {"bare": "hash(channel, db_name, table_name) <> 0"}
@@ -291,15 +292,19 @@ def side_by_side(spark, meter, ref: str, sizes: list[int], repeat: int, jit: boo
                     spark.sql(stmt.replace("rpl_sql__", f"ab_{tag}__").replace("FUNCTION should_apply(",
                                                                               f"FUNCTION ab_{tag}_should_apply("))
             exprs[tag] = f"ab_{tag}_should_apply(channel, db_name, table_name)"
-        counts = {k: spark.sql(f"SELECT count_if({e}) FROM ev").collect()[0][0] for k, e in exprs.items()}
-        assert counts["ref"] == counts["new"], counts
-        runs: dict = {k: [] for k in exprs}
+        queries = {k: f"SELECT count_if({e}) FROM ev" for k, e in exprs.items()}
+        queries.update({k + "_where": f"SELECT count(*) FROM ev WHERE {exprs[k]}" for k in ("ref", "new")})
+        counts = {k: spark.sql(q).collect()[0][0] for k, q in queries.items()}
+        assert len({counts[k] for k in ("ref", "new", "ref_where", "new_where")}) == 1, counts
+        runs: dict = {k: [] for k in queries}
         for _ in range(repeat):
-            for k, e in exprs.items():
-                runs[k].append(meter.run(lambda: spark.sql(f"SELECT count_if({e}) FROM ev").collect(), 1)[:2])
+            for k, q in queries.items():
+                runs[k].append(meter.run(lambda: spark.sql(q).collect(), 1)[:2])
         med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
         (bw, bc), (rw, rc), (nw, nc) = med["bare"], med["ref"], med["new"]
-        print(f"| {r:,} | {bw:.2f} | {rw / bw:.2f} / {rc / bc:.2f} | {nw / bw:.2f} / {nc / bc:.2f} |", flush=True)
+        rww, nww = med["ref_where"][0], med["new_where"][0]
+        print(f"| {r:,} | {bw:.2f} | {rw / bw:.2f} / {rc / bc:.2f} | {nw / bw:.2f} / {nc / bc:.2f} | "
+              f"{rww / bw:.2f} | {nww / bw:.2f} |", flush=True)
 
 
 def cold_ab(ref: str, sizes: list[int], rounds: int, rows: int) -> None:
