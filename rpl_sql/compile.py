@@ -26,8 +26,10 @@ part, on the table part, on the key, on prefixes/suffixes of the key) plus a few
 `RLIKE`s that run only when a cheap InSet guard says they may match. Channels
 are dispatched by a CASE over distinct filter configurations ("case") or, when there are many, through
 channel-keyed sets `concat(channel, SEP, value)` ("flat"), so the expression size does not grow with the
-channel count. Derived values (folded names, rewritten db, a hash) are passed as arguments of nested helper
-functions: Spark projects SQL-function arguments once per row in projections and aggregates.
+channel count. Derived values every row needs (the channel as stored, folded names, the rewritten db) are
+arguments of helper functions: Spark computes a SQL function's arguments once per row, before its body (in
+a WHERE clause too, while one argument looks expensive to it; see `x` in functions()). Anything only some
+rows need is computed in the branch that needs it.
 
 Text the parser predicts cheaply: Spark's ANTLR parser decides `CASE WHEN` (CASE is not a reserved word)
 and a `(` that opens an expression (parenthesised, row or lambda) by scanning ahead to the construct's end,
@@ -40,8 +42,9 @@ A row event's common path never builds the key `db.table`: copying strings is wh
 lookup cost about as much as the bare scan). Its tests read the names in place: startswith()/endswith() for
 few prefixes, `hash(db, table) IN (ints)` before any exact table test (spark_hash computes Spark's values
 here), `_`-patterns by the lengths and masked characters of each part (fixed_split). Names with a '.' take a
-whole-key path, computed in a projection of its own. (At 100 rules per channel this cut the cost over a
-bare scan from 5.5x to 3.8x: bench/bench_should_apply.py --ab 6750e0d.)
+compact whole-key path (InSets and regexes on the key). (At 100 rules per channel this cut the cost over a
+bare scan from 5.5x to 3.8x: bench/bench_should_apply.py --ab 6750e0d; computing the hash and the dotted
+path only in their branches, not as arguments, took 4.05x to 3.42x: --ab 02ca175.)
 """
 from __future__ import annotations
 
@@ -93,6 +96,7 @@ class CompiledFunctions:
 
 # ---------------------------------------------------------------- quoting: the only place text is escaped
 
+_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'")  # a string literal as sql_str writes it
 _PLAIN = re.compile(r"[A-Za-z0-9 _.%,:;=<>!?@#&|^~*+/()\[\]{}\"`-]*")  # printable, none of \\ ' $
 
 
@@ -442,7 +446,8 @@ class _Compiler:
         self._regex_memo: dict[tuple, str] = {}
         # a composite built on demand (the row key) -> its (char_length, octet_length) from its parts
         self.lengths: dict[str, tuple[str, str]] = {}
-        self.row_hash = ""  # while compiling the row table code: the argument holding hash([c,] k, t)
+        self.compiled_row = False  # while compiling the row table code that whole-stage codegen compiles
+        self.constant_chars = 0  # characters of its dotted paths' literals (constants, not code)
         self.lctn = state.lower_case_table_names
         chans = [_chan(ch.name, ch.filters, self.lctn) for ch in state.channels if ch.name == ch.name.lower()]
         self.chans = chans
@@ -536,7 +541,7 @@ class _Compiler:
         if not split:
             return "false"
         tt = f"left({t}, {cut})" if cut else t
-        h = self.row_hash if (self.row_hash and not cut) else f"hash({', '.join([g.c, k, tt] if g.flat else [k, tt])})"
+        h = f"hash({', '.join([g.c, k, tt] if g.flat else [k, tt])})"
         hashes = sorted({spark_hash(*([ch.name] if g.flat else []), a, b) for ch, (a, b) in split})
         exact = g.member(f"concat({k}, '.', {tt})", [(ch, f"{a}.{b}") for ch, (a, b) in split])
         return f"coalesce({h} IN ({', '.join(map(str, hashes))}) AND {exact})"
@@ -649,12 +654,14 @@ class _Compiler:
             out.append(f"{_latin1(subj) if byte_mode else subj} RLIKE {sql_str(rx)}")
         return out
 
-    def key_match(self, g: _Group, items: list, key: str) -> str:
-        """Any pattern matches the whole key: exact keys by InSet, the rest by regex (rare paths only)."""
+    def key_match(self, g: _Group, items: list, key: str, compact: bool = False) -> str:
+        """Any pattern matches the whole key: exact keys by InSet, the rest by regex (rare paths only);
+        `compact`: `_`-patterns in the regex too (less code, for a path few rows take)."""
         exact = [(ch, _lits(t)) for ch, t in items if _lits(t) is not None]
         allc = {ch.name for ch, t in items if t == (ANY,)}
         rest = [(ch, t) for ch, t in items if _lits(t) is None and t != (ANY,)]
-        return _or([g.cond(lambda c: c.name in allc), g.member(key, exact)] + self.rx_parts(g, rest, key))
+        rx = self.regex_parts(g, rest, key) if compact else self.rx_parts(g, rest, key)
+        return _or([g.cond(lambda c: c.name in allc), g.member(key, exact)] + rx)
 
     def sub_match(self, g: _Group, items: list, subject: str) -> list[str]:
         """Patterns over one dot-free name: InSet for exact names, left()/right() IN for prefixes/suffixes
@@ -696,7 +703,7 @@ class _Compiler:
     def _fix(self, g: _Group, subject: str, kind: str, n: int, pairs: list[tuple[_Chan, str]]) -> str:
         """`subject` starts/ends with one of `pairs`' literals, all `n` characters long."""
         vals = sorted({v for _, v in pairs})
-        if self.row_hash and not g.flat and len(vals) <= FIX_CHAIN_MAX:  # compiled row code only
+        if self.compiled_row and not g.flat and len(vals) <= FIX_CHAIN_MAX:
             fn = "startswith" if kind == "prefix" else "endswith"
             return _or(f"{fn}({subject}, {sql_str(v)})" for v in vals)
         return g.member(f"{'left' if kind == 'prefix' else 'right'}({subject}, {n})", pairs)
@@ -714,7 +721,7 @@ class _Compiler:
                 continue  # two or more literal dots cannot match dot-free parts
             a, b = toks[:dots[0]], toks[dots[0] + 1:]
             la, lb = _lits(a), _lits(b)
-            if ANY not in toks and ONE in toks and not g.flat and self.row_hash:
+            if ANY not in toks and ONE in toks and not g.flat and self.compiled_row:
                 if la is None or rich:
                     split.append((ch, a, b))
             elif la is not None:
@@ -739,7 +746,7 @@ class _Compiler:
                 key_prefix.append((ch, la + "." + f[1]))
             else:
                 rest.append((ch, toks, la))
-        if not self.row_hash:  # interpreted: the key is bound once, and each test is one node
+        if not self.compiled_row:  # interpreted: the key is bound once, and each test is one node
             parts += [g.member(key, key_exact), self.fix_test(g, key, "prefix", key_prefix)]
             key_prefix = []
         else:
@@ -834,21 +841,23 @@ class _Compiler:
         on = g.cond(lambda ch: ch.table_rules)
         return _case([(on, t)], "0")
 
-    def row_table_code(self, g: _Group, k: str, t: str, key: str, slow: str | None = None) -> str:
-        """A row's table code. A '.' inside the db or table name (rare) -> whole-key forms (`slow`: given,
-        and NULL for other rows, when compiled); otherwise tests on k and t. Interpreted, the rows whose db
-        is not among the rules' literal databases skip the exact sets and the literal-database patterns."""
+    def row_table_code(self, g: _Group, k: str, t: str, key: str) -> str:
+        """A row's table code. A '.' inside the db or table name (rare) -> whole-key forms; otherwise tests
+        on k and t. Compiled, one path for all dot-free names, and the dotted names' path is compact (its
+        code is compiled too, but few rows run it). Interpreted, the rows whose db is not among the rules'
+        literal databases skip the exact sets and the literal-database patterns."""
         if not any(ch.table_rules for ch in g.reps):
             return "0"
         wdo = [(ch, x) for ch in g.reps for x in ch.wdo]
         wig = [(ch, x) for ch in g.reps for x in ch.wig]
-        compiled = slow is not None
-        slow = slow or self.tiers(g, key, self.key_match(g, wdo, key), self.key_match(g, wig, key))
+        compiled = self.compiled_row
+        slow = self.tiers(g, key, self.key_match(g, wdo, key, compiled), self.key_match(g, wig, key, compiled))
         rich = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, True),
                           self.fast_match(g, wig, k, t, key, True),
                           member=(lambda ps: self.pair_member(g, k, t, ps)) if compiled else None)
-        if compiled:  # one fast path, half the code; `slow` is NULL exactly for dot-free names
-            body = _case([(f"{slow} IS NOT NULL", slow)], rich)
+        if compiled:
+            body = _case([(f"contains({k}, '.') OR contains({t}, '.')", slow)], rich)
+            self.constant_chars += sum(map(len, _LITERAL.findall(slow)))
         else:
             poor = self.tiers(g, key, self.fast_match(g, wdo, k, t, key, False),
                               self.fast_match(g, wig, k, t, key, False), exact=False)
@@ -918,17 +927,17 @@ class _Compiler:
         if self.lctn:
             out.append((P + "fold", "x STRING", S, self.fold_sql("x")))
         out.append((P + "dbc", "c STRING, d STRING", "INT", self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL")))
-        # the key is built where a test needs it, not passed in: most rows (a db without exact table rules or
-        # literal-database patterns) decide on k and t alone, without copying them into a new string
+        # The table code is one helper, tc(c, k, t). A SQL function's arguments are computed for every row
+        # before its body (a projection), so nothing that only some rows need is an argument: the key `k.t`
+        # is built only where a test needs it, `hash(k, t)` only by channels with exact table tests.
         key = "concat(k, '.', t)"
         self.lengths[key] = ("(char_length(k) + char_length(t) + 1)", "(octet_length(k) + octet_length(t) + 1)")
-        self.row_hash = "h"
-        fast = self.dispatch(lambda g: self.row_table_code(g, "k", "t", key, "s"), "k IS NULL OR t IS NULL")
+        self.compiled_row = True
+        tc = self.dispatch(lambda g: self.row_table_code(g, "k", "t", key), "k IS NULL OR t IS NULL")
         self.lengths.clear()
-        self.row_hash = ""
-        # the whole-key code only matters if the fast code fits (at 10,000 rules it is a third of the work)
-        tks = self.dispatch(lambda g: self.table_code(g, "key"), "key IS NULL") if len(fast) <= self.max_compiled else ""
-        if not tks or len(tks) > self.max_compiled:
+        self.compiled_row = False
+        # the size of the code: the dotted paths' regexes and sets are constants in the generated class
+        if len(tc) - self.constant_chars > self.max_compiled:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled (unless -XX:-DontCompileHugeMethods) and runs in the
             # bytecode interpreter, many times slower than Spark's expression interpreter. A higher-order
@@ -942,15 +951,9 @@ class _Compiler:
             tc = "aggregate(array(named_struct('c', c, 'k', k, 't', t, 'key', key)), 0, (acc0_, r_) -> " + body + ")"
             self.interpreted = True
         else:
-            # Names with a '.' (rare) take the whole-key path `s`, an argument: Spark projects it below, in
-            # a method of its own (each projection's code is one Java method, at most 64 KB), building the
-            # key only for those rows. A lambda would keep the projection out of whole-stage codegen.
-            out.append((P + "tks", "c STRING, key STRING", "INT", tks))
-            out.append((P + "tcf", "c STRING, k STRING, t STRING, h INT, s INT", "INT", fast))
-            # s is NULL for dot-free names (tks of a NULL key), and the key is built only for the others
-            dotted = _case([("contains(k, '.') OR contains(t, '.')", key)])
-            tc = f"{P}tcf(c, k, t, h, {P}tks(c, {dotted}))"
-        out.append((P + "tc", f"c STRING, k STRING, t STRING, {'key STRING' if self.interpreted else 'h INT'}", "INT", tc))
+            tc = _case([("x IS NOT NULL", "x")], tc)
+        last = "key STRING" if self.interpreted else "x INT"
+        out.append((P + "tc", f"c STRING, k STRING, t STRING, {last}", "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
         stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
                      (f"cmd IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), ("dc IN (2, 3)", "dc")], body)
@@ -962,9 +965,11 @@ class _Compiler:
 
         # rows: `db_ok(channel, db) AND rest`, the first conjunct references only channel_name and db_name
         K = self.key_db(Fd, c=C)
-        # the hash behind every exact table test, computed once per row (pair_member)
-        last = f"concat({K}, '.', {Ft})" if self.interpreted else f"hash({C + ', ' if self.mode == 'flat' else ''}{K}, {Ft})"
-        tc_call = f"{P}tc({C}, {K}, {Ft}, {last})"
+        # x: NULL for every row, but a regex to Spark (4.2+, SPARK-47672), which then keeps a WHERE clause
+        # above the projection of tc's arguments instead of substituting them at each of their references
+        x = (f"concat({K}, '.', {Ft})" if self.interpreted
+             else f"CASE true WHEN octet_length({Ft}) < 0 THEN CAST({Ft} RLIKE '' AS INT) END")
+        tc_call = f"{P}tc({C}, {K}, {Ft}, {x})"
         # the row's code from (database code, table code); a lambda, not a helper function: Spark refuses SQL
         # functions whose arguments hold a lambda (the interpreted table code)
         row_code = (f"aggregate(array(named_struct('dc', {P}dbc({C}, {Fd}), 'tc', {tc_call})), "

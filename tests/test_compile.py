@@ -531,6 +531,22 @@ def test_row_should_apply_is_a_partition_prunable_conjunction(spark, tmp_path):
         [("ch1", "db1", "t"), ("ch2", "db3", "tmp1")]
 
 
+def test_where_clause_computes_the_arguments_once(spark):
+    """In a WHERE clause Spark substitutes a SQL function's arguments at each reference unless a filter
+    would then evaluate an expensive alias twice (SPARK-47672); the table code refers to the rewritten
+    database at every test, so with substitution a configuration of 100 rules outgrew Java's 64 KB method
+    limit and lost whole-stage codegen. The rewrite must be looked up once per row, not per test."""
+    tables = [f"db{i}.t{i}" for i in range(20)]
+    state = state_of(ch=F(rewrite=[("src", "db1")], do_table=tables, wild_ignore=[f"db{i}.tmp%" for i in range(20)]))
+    register(spark, state)
+    spark.createDataFrame([("ch", "src", "t1"), ("ch", "db1", "t1"), ("ch", "src", "tmp1"), ("ch", "db2", "t1")],
+                          "channel string, db_name string, table_name string").createOrReplaceTempView("rpl_where_ev")
+    df = spark.sql("SELECT * FROM rpl_where_ev WHERE should_apply(channel, db_name, table_name)")
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("element_at") + plan.count("src") <= 4, plan
+    assert sorted(tuple(r) for r in df.collect()) == [("ch", "db1", "t1"), ("ch", "src", "t1")]
+
+
 def test_encoding_choice_is_recorded():
     small = state_of(a=F(do_db=["x"]), b=F(ignore_db=["y"]))
     assert compile_functions(small).encoding.startswith("case")
@@ -630,12 +646,14 @@ def _large_state(lctn: int, seed: int) -> ServerState:
 
 
 @pytest.mark.parametrize("lctn", [0, 1, 2])
-def test_large_configurations_are_interpreted_and_exact(spark, lctn):
-    """Past COMPILE_MAX_CHARS the row table code runs in Spark's expression interpreter; every guarded
-    form (length groups, masked `_` shapes, whole-key prefixes) must still agree with the reference."""
+@pytest.mark.parametrize("regime", ["interpreted", "compiled"])
+def test_large_configurations_are_exact_interpreted_and_compiled(spark, lctn, regime, monkeypatch):
+    """Past COMPILE_MAX_CHARS the row table code runs in Spark's expression interpreter, below it as
+    generated code; in both, every guarded form (length groups, masked `_` shapes, whole-key prefixes,
+    the dotted names' path) must agree with the reference."""
+    monkeypatch.setattr("rpl_sql.compile.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 100_000)
     state = _large_state(lctn, seed=lctn)
-    compiled = compile_functions(state)
-    assert "interpreted" in compiled.encoding
+    assert regime in compile_functions(state).encoding
     rnd = random.Random(lctn)
     events = make_events(state, lctn, 1500)
     for ch in state.channels:  # dot-free instances of every pattern: the fast paths, ASCII and not
@@ -651,7 +669,6 @@ def test_large_configurations_are_interpreted_and_exact(spark, lctn):
                        None, None, None))
     bad = run_events(spark, state, events)
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
-    assert "compiled" in compile_functions(state_of(ch=F(do_db=["a"], wild_do=["a.b%", "%.c_d"]))).encoding
 
 
 @pytest.mark.parametrize("lctn", [0, 1])
@@ -682,6 +699,26 @@ def test_guarded_forms_exactly(spark, lctn, monkeypatch):
     assert "code compiled" in compile_functions(state, jit_huge_methods=True).encoding
     bad = run_events(spark, state, events, jit=True)
     assert not bad, f"{len(bad)} mismatches (compiled), first: {bad[:3]}"
+
+
+@pytest.mark.parametrize("lctn", [0, 1])
+@pytest.mark.parametrize("regime", ["interpreted", "compiled"])
+def test_fixed_length_patterns_of_few_shapes(spark, lctn, regime, monkeypatch):
+    """`%`-free patterns with `_` (fixed_split) are tested by the lengths of the database and table names,
+    then by the characters at their literal positions: rows of the patterns' lengths that match, miss at
+    either end or in the middle, or hold non-ASCII characters (one byte per `_` under
+    lower_case_table_names=0), compiled and interpreted."""
+    wild = ["a_c.x_", "_bc.x", "ab_.__", "q_.r_s", "__.yz", "a_b_c.t"]
+    state = state_of(lctn, default=F(wild_do=wild), ch1=F(wild_ignore=wild[:3], ignore_db=["zz"]))
+    rows = [("abc", "xy"), ("aXc", "x1"), ("abd", "xy"), ("zbc", "xy"), ("abc", "yx"), ("Zbc", "x"), ("zbc", "y"),
+            ("abZ", "12"), ("abZ", "1"), ("qZ", "rZs"), ("qZ", "rZt"), ("pZ", "rZs"), ("zz", "yz"), ("zz", "zz"),
+            ("é", "yz"), ("aé", "x1"), ("aéc", "x1"), ("éc", "x"), ("a中", "x"), ("ab", "中"), ("Ab", "éé"),
+            ("ABC", "X1"), ("QZ", "RZS"), ("aXbXc", "t"), ("aXbYc", "t"), ("aXbXd", "t"), ("aébXc", "t")]
+    events = [(ch, d, t, None, None, None) for ch in ("", "ch1") for d, t in rows]
+    monkeypatch.setattr("rpl_sql.compile.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 6000)
+    assert regime in compile_functions(state).encoding
+    bad = run_events(spark, state, events)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
 def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):
