@@ -704,10 +704,10 @@ def test_guarded_forms_exactly(spark, lctn, monkeypatch):
 @pytest.mark.parametrize("lctn", [0, 1])
 @pytest.mark.parametrize("regime", ["interpreted", "compiled"])
 def test_fixed_length_patterns_of_few_shapes(spark, lctn, regime, monkeypatch):
-    """`%`-free patterns with `_` (fixed_split) are tested by the lengths of the database and table names,
-    then by the characters at their literal positions: rows of the patterns' lengths that match, miss at
-    either end or in the middle, or hold non-ASCII characters (one byte per `_` under
-    lower_case_table_names=0), compiled and interpreted."""
+    """`%`-free patterns with `_` are tested by lengths, then by the characters at their literal positions
+    (compiled: of the database and table names, fixed_split; interpreted: of the key, fixed_parts): rows
+    of the patterns' lengths that match, miss at either end or in the middle, or hold non-ASCII
+    characters (one byte per `_` under lower_case_table_names=0)."""
     wild = ["a_c.x_", "_bc.x", "ab_.__", "q_.r_s", "__.yz", "a_b_c.t"]
     state = state_of(lctn, default=F(wild_do=wild), ch1=F(wild_ignore=wild[:3], ignore_db=["zz"]))
     rows = [("abc", "xy"), ("aXc", "x1"), ("abd", "xy"), ("zbc", "xy"), ("abc", "yx"), ("Zbc", "x"), ("zbc", "y"),
