@@ -932,7 +932,7 @@ class _Compiler:
         # is built only where a test needs it, `hash(k, t)` only by channels with exact table tests.
         key = "concat(k, '.', t)"
         self.lengths[key] = ("(char_length(k) + char_length(t) + 1)", "(octet_length(k) + octet_length(t) + 1)")
-        self.compiled_row = True
+        self.compiled_row, self.constant_chars = True, 0
         tc = self.dispatch(lambda g: self.row_table_code(g, "k", "t", key), "k IS NULL OR t IS NULL")
         self.lengths.clear()
         self.compiled_row = False
@@ -952,8 +952,8 @@ class _Compiler:
             self.interpreted = True
         else:
             tc = _case([("x IS NOT NULL", "x")], tc)
-        last = "key STRING" if self.interpreted else "x INT"
-        out.append((P + "tc", f"c STRING, k STRING, t STRING, {last}", "INT", tc))
+        out.append((P + "tc", f"c STRING, k STRING, t STRING, {'key STRING' if self.interpreted else 'x INT'}",
+                    "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
         stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
                      (f"cmd IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), ("dc IN (2, 3)", "dc")], body)
@@ -965,11 +965,12 @@ class _Compiler:
 
         # rows: `db_ok(channel, db) AND rest`, the first conjunct references only channel_name and db_name
         K = self.key_db(Fd, c=C)
-        # x: NULL for every row, but a regex to Spark (4.2+, SPARK-47672), which then keeps a WHERE clause
-        # above the projection of tc's arguments instead of substituting them at each of their references
-        x = (f"concat({K}, '.', {Ft})" if self.interpreted
-             else f"CASE true WHEN octet_length({Ft}) < 0 THEN CAST({Ft} RLIKE '' AS INT) END")
-        tc_call = f"{P}tc({C}, {K}, {Ft}, {x})"
+        # tc's last argument: interpreted, the key; compiled, `x`: NULL for every row, but a regex to Spark
+        # (4.2+, SPARK-47672), which then keeps a WHERE clause above the projection of tc's arguments instead
+        # of substituting them at each of their references. It reads the raw column: no second fold.
+        last = (f"concat({K}, '.', {Ft})" if self.interpreted
+                else "CASE true WHEN octet_length(table_name) < 0 THEN CAST(table_name RLIKE '' AS INT) END")
+        tc_call = f"{P}tc({C}, {K}, {Ft}, {last})"
         # the row's code from (database code, table code); a lambda, not a helper function: Spark refuses SQL
         # functions whose arguments hold a lambda (the interpreted table code)
         row_code = (f"aggregate(array(named_struct('dc', {P}dbc({C}, {Fd}), 'tc', {tc_call})), "
