@@ -3,11 +3,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from typing import Iterator, Mapping
 
 
 HUGE_METHODS_FLAG = "-XX:-DontCompileHugeMethods"
+THROUGHPUT_GC_FLAG = "-XX:+UseParallelGC"
+_GC_CHOICE = re.compile(r"-XX:\+Use\w*GC\b")
+
+
+def java_options(opts: str = "") -> str:
+    """The driver JVM options local_spark starts with: `opts`, then HUGE_METHODS_FLAG, then
+    THROUGHPUT_GC_FLAG unless `opts` already chooses a collector (-XX:+Use...GC).
+
+    >>> java_options("-XX:+UseG1GC")
+    '-XX:+UseG1GC -XX:-DontCompileHugeMethods'
+    """
+    flags = [opts.strip(), HUGE_METHODS_FLAG] + ([] if _GC_CHOICE.search(opts) else [THROUGHPUT_GC_FLAG])
+    return " ".join(f for f in flags if f)
 
 
 def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str):
@@ -15,6 +29,10 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str
 
     Its JVM JIT-compiles methods over 8,000 bytes of bytecode (HUGE_METHODS_FLAG): whole-stage codegen
     makes such methods for compiled filter functions, which HotSpot otherwise leaves to its interpreter.
+    It uses the parallel (throughput) collector unless `spark.driver.extraJavaOptions` names one: inside
+    a method that big the JIT cannot prove the decoded strings stay local, so a filter allocates about
+    170 bytes per row that a bare scan does not, and under G1 that allocation cost `should_apply`
+    about a fifth of its time (bench/bench_should_apply.py --java-opts).
 
     >>> spark = local_spark()  # doctest: +SKIP
     """
@@ -29,8 +47,7 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str
                .config("spark.sql.python.filterPushdown.enabled", "true")
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                .config("spark.driver.memory", os.environ.get("RPL_SQL_DRIVER_MEMORY", "4g")))
-    opts = conf.pop("spark.driver.extraJavaOptions", "")
-    builder = builder.config("spark.driver.extraJavaOptions", f"{opts} {HUGE_METHODS_FLAG}".strip())
+    builder = builder.config("spark.driver.extraJavaOptions", java_options(conf.pop("spark.driver.extraJavaOptions", "")))
     for k, v in conf.items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()

@@ -727,3 +727,16 @@ def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):
 
     assert jit_huge_methods(spark)
     assert SparkSurface(spark).jit_huge_methods
+
+
+def test_sessions_started_by_rpl_sql_use_the_parallel_collector_unless_told_otherwise(spark):
+    """The tests' session (local_spark) runs the parallel collector; an explicit choice is kept."""
+    from rpl_sql.sparkenv import HUGE_METHODS_FLAG, THROUGHPUT_GC_FLAG, java_options
+
+    mx = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    assert THROUGHPUT_GC_FLAG in [str(a) for a in mx.getRuntimeMXBean().getInputArguments()]
+    assert "PS Scavenge" in [str(b.getName()) for b in mx.getGarbageCollectorMXBeans()]
+    assert java_options() == f"{HUGE_METHODS_FLAG} {THROUGHPUT_GC_FLAG}"
+    assert java_options("-Dx=1") == f"-Dx=1 {HUGE_METHODS_FLAG} {THROUGHPUT_GC_FLAG}"
+    for chosen in ("-XX:+UseG1GC", "-Xmx2g -XX:+UseZGC", "-XX:+UseSerialGC -Dy=2"):
+        assert java_options(chosen) == f"{chosen} {HUGE_METHODS_FLAG}"
