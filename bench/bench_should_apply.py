@@ -5,9 +5,12 @@
     .venv/bin/python bench/bench_should_apply.py --rows 3000000 --sizes 100,10000 --repeat 5
     .venv/bin/python bench/bench_should_apply.py --ab 6750e0d --sizes 1,100 --repeat 7   # vs a revision
     .venv/bin/python bench/bench_should_apply.py --cold-ab c027deb --sizes 10000 --rounds 3  # setup, fresh JVMs
+    .venv/bin/python bench/bench_should_apply.py --java-opts=-XX:+UseG1GC   # Java 17's default collector
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
-shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well).
+shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well). The JVM
+is started by rpl_sql.sparkenv.local_spark, with the parallel collector unless --java-opts names another;
+the bytes each query allocates are printed too, since allocation is what the collector changes.
 
 Data (generated once, cached under bench/data/, git-ignored): Parquet with columns channel, db_name,
 table_name; 3 channels ('' 50%, 'src_eu' 30%, 'src_us' 20%); 300 databases (app_000..app_279 plus 20 named
@@ -389,6 +392,17 @@ class Meter:
                 pass
         return total
 
+    def allocated(self, spark, fn) -> float:
+        """MB allocated by the JVM's threads while `fn` runs (local mode: the tasks run in this JVM)."""
+        mx = spark._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+
+        def total() -> int:
+            return sum(x for x in mx.getThreadAllocatedBytes(mx.getAllThreadIds()) if x > 0)
+
+        before = total()
+        fn()
+        return (total() - before) / 1e6
+
     def run(self, fn, repeat: int):
         walls, cpus, result = [], [], None
         for _ in range(repeat):
@@ -413,6 +427,8 @@ def main(argv=None) -> None:
     ap.add_argument("--cold-ab", metavar="GIT_REF", help="compare setup (compile, CREATE FUNCTION, first query) "
                     "of this checkout and GIT_REF in fresh JVMs, alternating (with --sizes and --rounds)")
     ap.add_argument("--rounds", type=int, default=3, help="--cold-ab rounds")
+    ap.add_argument("--java-opts", default="", help="the driver JVM's extra options, e.g. -XX:+UseG1GC "
+                    "(local_spark adds the parallel collector unless these name one)")
     ap.add_argument("--cold-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.cold_child is not None:
@@ -429,7 +445,8 @@ def main(argv=None) -> None:
     from rpl_sql.sparkenv import local_spark
 
     spark = local_spark(app_name="bench_should_apply", **{"spark.ui.showConsoleProgress": "false",
-                                                          "spark.sql.shuffle.partitions": "2"})
+                                                          "spark.sql.shuffle.partitions": "2",
+                                                          "spark.driver.extraJavaOptions": args.java_opts})
     from pyspark.sql.functions import col, udf
     from pyspark.sql.types import BooleanType
 
@@ -444,7 +461,8 @@ def main(argv=None) -> None:
     bare_q = "SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev"
     spark.sql(bare_q).collect()  # warm-up
     print(f"\n{args.rows:,} rows, Parquet ({path}); {args.repeat} runs per figure, medians; "
-          f"UDF on {udf_rows:,} rows scaled x{args.rows / udf_rows:g}; JIT of huge methods: {jit}\n")
+          f"UDF on {udf_rows:,} rows scaled x{args.rows / udf_rows:g}; JIT of huge methods: {jit}; "
+          f"collector: {', '.join(str(b.getName()) for b in spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans())}\n")
 
     if args.ab:
         side_by_side(spark, meter, args.ab, sizes, args.repeat, jit)
@@ -467,6 +485,8 @@ def main(argv=None) -> None:
         codegen = "*(" in plan and "should_apply" in plan
 
         bare_w, bare_c, _ = meter.run(lambda: spark.sql(bare_q).collect(), args.repeat)
+        bare_mb = meter.allocated(spark, lambda: spark.sql(bare_q).collect())
+        fn_mb = meter.allocated(spark, lambda: spark.sql(q).collect())
         fn_w, fn_c, _ = meter.run(lambda: spark.sql(q).collect(), args.repeat)
         where_w = where_c = float("nan")
         if not args.no_where:
@@ -491,24 +511,27 @@ def main(argv=None) -> None:
         row = dict(rules=r, sql_chars=sum(map(len, compiled.statements)), compile=t_compile, create=t_create,
                    first=t_first, bare_w=bare_w, bare_c=bare_c, fn_w=fn_w, fn_c=fn_c, where_w=where_w,
                    where_c=where_c, udf_w=udf_w, udf_c=udf_c, applied=applied, codegen=codegen,
-                   encoding=compiled.encoding)
+                   encoding=compiled.encoding, bare_mb=bare_mb, fn_mb=fn_mb)
         table.append(row)
         print(f"R={r}: {compiled.encoding}")
         print(f"  setup: compile {t_compile:.2f}s + CREATE FUNCTION {t_create:.2f}s + first query {t_first:.2f}s"
               f" = {t_compile + t_create + t_first:.2f}s; whole-stage codegen: {'yes' if codegen else 'NO'};"
               f" applied {applied:,} of {args.rows:,}")
         print(f"  bare {bare_w:.2f}s ({bare_c:.1f} cpu-s) | should_apply {fn_w:.2f}s ({fn_c:.1f}) = "
-              f"{fn_w / bare_w:.2f}x wall, {fn_c / bare_c:.2f}x cpu | WHERE form {where_w:.2f}s ({where_c:.1f}) | "
+              f"{fn_w / bare_w:.2f}x wall, {fn_c / bare_c:.2f}x cpu | allocated MB/query: bare {bare_mb:,.0f}, "
+              f"should_apply {fn_mb:,.0f} | WHERE form {where_w:.2f}s ({where_c:.1f}) | "
               f"Arrow UDF {udf_w:.2f}s ({udf_c:.1f}) = {udf_w / fn_w:.1f}x slower wall, {udf_c / fn_c:.1f}x cpu",
               flush=True)
 
     print("\n| rules/channel | SQL chars | compile+CREATE+first query s | bare scan s (cpu) | should_apply s (cpu) "
-          "| ratio to bare wall/cpu | WHERE form s | Arrow UDF s, scaled (cpu) | UDF / should_apply wall/cpu |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| ratio to bare wall/cpu | allocated MB bare / should_apply | WHERE form s | Arrow UDF s, scaled (cpu) "
+          "| UDF / should_apply wall/cpu |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for x in table:
         print(f"| {x['rules']:,} | {x['sql_chars']:,} | {x['compile'] + x['create'] + x['first']:.1f} "
               f"({x['compile']:.2f}+{x['create']:.2f}+{x['first']:.2f}) | {x['bare_w']:.2f} ({x['bare_c']:.1f}) | "
               f"{x['fn_w']:.2f} ({x['fn_c']:.1f}) | {x['fn_w'] / x['bare_w']:.2f} / {x['fn_c'] / x['bare_c']:.2f} | "
+              f"{x['bare_mb']:,.0f} / {x['fn_mb']:,.0f} | "
               f"{x['where_w']:.2f} | {x['udf_w']:.1f} ({x['udf_c']:.1f}) | "
               f"{x['udf_w'] / x['fn_w']:.1f} / {x['udf_c'] / x['fn_c']:.1f} |")
     print(f"\nmachine load average at the end: {os.getloadavg()}")
