@@ -26,8 +26,9 @@ part, on the table part, on the key, on prefixes/suffixes of the key) plus a few
 `RLIKE`s that run only when a cheap InSet guard says they may match. Channels
 are dispatched by a CASE over distinct filter configurations ("case") or, when there are many, through
 channel-keyed sets `concat(channel, SEP, value)` ("flat"), so the expression size does not grow with the
-channel count. Derived values every row needs (the channel as stored, folded names, the rewritten db) are
-arguments of helper functions: Spark computes a SQL function's arguments once per row, before its body (in
+channel count; with few channels, "case" dispatches on the channel's INT index (channel_index). Derived
+values every row needs (the channel's index or name, folded names, the rewritten db) are arguments of
+helper functions: Spark computes a SQL function's arguments once per row, before its body (in
 a WHERE clause too, while one argument looks expensive to it; see `x` in functions()). Anything only some
 rows need is computed in the branch that needs it.
 
@@ -70,6 +71,7 @@ TRUE_CODES = (1, 4, 8, 10, 12, 14, 16, 17, 18, 19)
 ROW_TABLE_TRUE = (0, 10, 12, 14)  # table code 0: the channel has no table rules
 
 CASE_MAX_GROUPS = 4  # more distinct non-trivial filter configurations than this -> flat encoding
+CHANNEL_INDEX_MAX = 8  # case encoding with up to this many channels: dispatch on an INT index (channel_index)
 REGEX_CHUNK = 12000  # max regex source chars per RLIKE (Spark embeds it in generated Java as a constant)
 COMPILE_MAX_CHARS = 6000  # a larger row table code is interpreted, not compiled (see functions())
 # ... unless the JVMs JIT-compile huge methods (-XX:-DontCompileHugeMethods): then up to this size, which keeps
@@ -364,16 +366,25 @@ def _chan(name: str, f: Filters, lctn: int) -> _Chan:
 
 class _Group:
     """Channels evaluated by one CASE branch. Not flat: identical configurations, plain sets. Flat: any
-    channels; every set is keyed `channel SEP value` and per-channel constants become `c IN (...)`."""
+    channels; every set is keyed `channel SEP value` and per-channel constants become `c IN (...)`.
+    `index`: the channel expression `c` is the channel's INT index (_Compiler.channel_index), not its name."""
 
-    def __init__(self, chans: list[_Chan], flat: bool, sep: str, hash_min: int | None, c: str = "c"):
+    def __init__(self, chans: list[_Chan], flat: bool, sep: str, hash_min: int | None, c: str = "c",
+                 index: dict[str, int] | None = None):
         self.chans, self.flat, self.sep, self.c, self.hash_min = chans, flat, sep, c, hash_min
+        self.index = index
         self.reps = chans if flat else chans[:1]
         self.names = [ch.name for ch in chans]
 
+    def channels(self, names: Iterable[str]) -> str:
+        """`c IN (...)`'s list for these channels: their indexes, or their names."""
+        if self.index is None:
+            return _sql_list(names)
+        return ", ".join(str(i) for i in sorted(self.index[n] for n in set(names)))
+
     @property
     def dispatch(self) -> str:
-        return f"{self.c} IN ({_sql_list(self.names)})"
+        return f"{self.c} IN ({self.channels(self.names)})"
 
     def keyed(self, expr: str) -> str:
         return f"concat({self.c}, {sql_str(self.sep)}, {expr})" if self.flat else expr
@@ -395,8 +406,8 @@ class _Group:
             return "false"
         no = [ch.name for ch in self.reps if not pred(ch)]
         if len(no) < len(yes):
-            return f"NOT {self.c} IN ({_sql_list(no)})"
-        return f"{self.c} IN ({_sql_list(yes)})"
+            return f"NOT {self.c} IN ({self.channels(no)})"
+        return f"{self.c} IN ({self.channels(yes)})"
 
     def prefix_toks(self, ch: _Chan) -> tuple:
         return tuple(ch.name + self.sep) if self.flat else ()
@@ -468,12 +479,16 @@ class _Compiler:
         if encoding not in ("case", "flat"):
             raise ValueError(f"unknown encoding {encoding!r}")
         self.mode = encoding
+        # flat sets are keyed by the channel's name, so only the case encoding can use an index
+        self.index = ({ch.name: i for i, ch in enumerate(chans)}
+                      if encoding == "case" and len(chans) <= CHANNEL_INDEX_MAX else None)
+        self.ctype = "STRING" if self.index is None else "INT"  # the helpers' channel parameter
         if encoding == "case":
-            groups = [_Group(g, False, self.sep, map_hash_min) for g in by_sig.values()]
+            groups = [_Group(g, False, self.sep, map_hash_min, index=self.index) for g in by_sig.values()]
         else:
             groups = [_Group(rest, True, self.sep, map_hash_min)] if rest else []
         if trivial:
-            groups.append(_Group(trivial, False, self.sep, map_hash_min))
+            groups.append(_Group(trivial, False, self.sep, map_hash_min, index=self.index))
         self.groups = groups
         self.interpreted = False
         self.why = why
@@ -484,13 +499,24 @@ class _Compiler:
         return fold_sql(expr, self.lctn)
 
     def canon(self, arg: str = "channel_name") -> str:
-        """The channel as stored: exact match first (no lower() for already-lower names)."""
+        """The channel as the helpers take it: its index (channel_index), or its name as stored, exact
+        match first (no lower() for already-lower names). NULL for a channel that does not exist."""
         if not self.chans:
-            return "CAST(NULL AS STRING)"
+            return f"CAST(NULL AS {self.ctype})"
+        if self.index is not None:
+            return self.channel_index(arg)
         return _case([(f"{arg} IN ({_sql_list(ch.name for ch in self.chans)})", arg)], f"lower({arg})")
 
+    def channel_index(self, arg: str) -> str:
+        """The channel's position in self.chans, from a few string comparisons once a row (lower() only
+        for names not stored as given); every dispatch after that compares integers. At 100 rules per
+        channel this took 4-10% off should_apply, at 1 rule 16% (measured side by side)."""
+        def by_name(x: str) -> str:
+            return f"CASE {x} " + " ".join(f"WHEN {sql_str(n)} THEN {i}" for n, i in self.index.items())
+        return f"{by_name(arg)} ELSE {by_name(f'lower({arg})')} END END"
+
     def groups_for(self, c: str) -> list[_Group]:
-        return [_Group(g.chans, g.flat, g.sep, g.hash_min, c) for g in self.groups]
+        return [_Group(g.chans, g.flat, g.sep, g.hash_min, c, g.index) for g in self.groups]
 
     def dispatch(self, body: Callable[[_Group], str], null_if: str | None = None, c: str = "c") -> str:
         """CASE over the channel groups (channel expression `c`); unknown channel -> NULL."""
@@ -926,7 +952,7 @@ class _Compiler:
         # helpers: fold, database code, table code for one key, statement steps 3-5, row label code
         if self.lctn:
             out.append((P + "fold", "x STRING", S, self.fold_sql("x")))
-        out.append((P + "dbc", "c STRING, d STRING", "INT", self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL")))
+        out.append((P + "dbc", f"c {self.ctype}, d STRING", "INT", self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL")))
         # The table code is one helper, tc(c, k, t). A SQL function's arguments are computed for every row
         # before its body (a projection), so nothing that only some rows need is an argument: the key `k.t`
         # is built only where a test needs it, `hash(k, t)` only by channels with exact table tests.
@@ -952,12 +978,12 @@ class _Compiler:
             self.interpreted = True
         else:
             tc = _case([("x IS NOT NULL", "x")], tc)
-        out.append((P + "tc", f"c STRING, k STRING, t STRING, {'key STRING' if self.interpreted else 'x INT'}",
+        out.append((P + "tc", f"c {self.ctype}, k STRING, t STRING, {'key STRING' if self.interpreted else 'x INT'}",
                     "INT", tc))
         body = self.dispatch(lambda g: self.statement_code(g, "cmd", "ts", "dc", "k", "d"))
         stc = _case([("exists(ts, t_ -> t_ IS NULL OR t_.name IS NULL)", "NULL"), ("dc IS NULL", "NULL"),
                      (f"cmd IN ({_sql_list(TRANSACTION_CONTROL)})", "1"), ("dc IN (2, 3)", "dc")], body)
-        out.append((P + "stc", f"c STRING, cmd STRING, d STRING, ts {TS}, dc INT, k STRING", "INT", stc))
+        out.append((P + "stc", f"c {self.ctype}, cmd STRING, d STRING, ts {TS}, dc INT, k STRING", "INT", stc))
 
         # rewrite_db
         rw = self.dispatch(lambda g: self.lookup(g, Fd, lambda ch: ch.out_map), null_if="db_name IS NULL", c=C)
@@ -1018,6 +1044,7 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     maps = (f" or, from {SET_MAP_MIN} values, maps (hash lookup from {map_hash_min} entries)"
             if map_hash_min is not None and map_hash_min <= MAP_PAD_MAX else "")
     desc = (f"{comp.mode}: {comp.why}; {len(comp.chans)} channels in {len(comp.groups)} CASE branches"
+            f"{', dispatched by INT index' if comp.index is not None else ''}"
             f"{' (one channel-keyed flat branch)' if comp.mode == 'flat' and any(g.flat for g in comp.groups) else ''}"
             f"; lower_case_table_names={comp.lctn}; exact lists as IN/InSet"
             f"{maps}"

@@ -740,3 +740,19 @@ def test_sessions_started_by_rpl_sql_use_the_parallel_collector_unless_told_othe
     assert java_options("-Dx=1") == f"-Dx=1 {HUGE_METHODS_FLAG} {THROUGHPUT_GC_FLAG}"
     for chosen in ("-XX:+UseG1GC", "-Xmx2g -XX:+UseZGC", "-XX:+UseSerialGC -Dy=2"):
         assert java_options(chosen) == f"{chosen} {HUGE_METHODS_FLAG}"
+
+
+@pytest.mark.parametrize("index_max", [0, 8])
+def test_channels_dispatched_by_index_or_by_name(spark, monkeypatch, index_max):
+    """With few channels (case encoding) the helpers take the channel's INT index, otherwise its name. Both
+    find a channel however the event spells it, and a channel that does not exist has no applier."""
+    monkeypatch.setattr("rpl_sql.compile.CHANNEL_INDEX_MAX", index_max)
+    state = state_of(default=F(do_db=["a"]), ch1=F(ignore_db=["b"], rewrite=[("b", "a")]),
+                     ch2=F(wild_do=["a.t%"]), ch3=F(wild_do=["a.t%"]))
+    stmts = "\n".join(compile_functions(state).statements)
+    assert ("rpl_sql__dbc(c INT," in stmts) == bool(index_max)
+    assert ("rpl_sql__dbc(c STRING," in stmts) != bool(index_max)
+    events = [(ch, d, t, cmd, d, None) for ch in ("", "ch1", "CH1", "Ch2", "ch3", "ch4", "nope", None)
+              for d in ("a", "b", None) for t in ("t1", "x") for cmd in ("INSERT", "CREATE_DB")]
+    bad = run_events(spark, state, events)
+    assert not bad, bad[:3]
