@@ -460,9 +460,10 @@ def main(argv=None) -> None:
     meter = Meter(spark)
     bare_q = "SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev"
     spark.sql(bare_q).collect()  # warm-up
+    gcs = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     print(f"\n{args.rows:,} rows, Parquet ({path}); {args.repeat} runs per figure, medians; "
           f"UDF on {udf_rows:,} rows scaled x{args.rows / udf_rows:g}; JIT of huge methods: {jit}; "
-          f"collector: {', '.join(str(b.getName()) for b in spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans())}\n")
+          f"collector: {', '.join(str(b.getName()) for b in gcs)}\n")
 
     if args.ab:
         side_by_side(spark, meter, args.ab, sizes, args.repeat, jit)

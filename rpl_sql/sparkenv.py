@@ -47,7 +47,8 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str
                .config("spark.sql.python.filterPushdown.enabled", "true")
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                .config("spark.driver.memory", os.environ.get("RPL_SQL_DRIVER_MEMORY", "4g")))
-    builder = builder.config("spark.driver.extraJavaOptions", java_options(conf.pop("spark.driver.extraJavaOptions", "")))
+    opts = java_options(conf.pop("spark.driver.extraJavaOptions", ""))
+    builder = builder.config("spark.driver.extraJavaOptions", opts)
     for k, v in conf.items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()
