@@ -372,10 +372,11 @@ def cold_child(ref: str, size: int, rows: int) -> None:
 # ---------------------------------------------------------------- measuring
 
 class Meter:
-    """Wall and CPU seconds (the JVM plus its Python workers) of one action."""
+    """Wall and CPU seconds (the JVM plus its Python workers) of one action, and the JVM's allocation."""
 
     def __init__(self, spark):
         self.pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+        self.threads = spark._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
 
     def cpu(self) -> float:
         try:
@@ -392,9 +393,9 @@ class Meter:
                 pass
         return total
 
-    def allocated(self, spark, fn) -> float:
+    def allocated(self, fn) -> float:
         """MB allocated by the JVM's threads while `fn` runs (local mode: the tasks run in this JVM)."""
-        mx = spark._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+        mx = self.threads
 
         def total() -> int:
             return sum(x for x in mx.getThreadAllocatedBytes(mx.getAllThreadIds()) if x > 0)
@@ -486,8 +487,8 @@ def main(argv=None) -> None:
         codegen = "*(" in plan and "should_apply" in plan
 
         bare_w, bare_c, _ = meter.run(lambda: spark.sql(bare_q).collect(), args.repeat)
-        bare_mb = meter.allocated(spark, lambda: spark.sql(bare_q).collect())
-        fn_mb = meter.allocated(spark, lambda: spark.sql(q).collect())
+        bare_mb = meter.allocated(lambda: spark.sql(bare_q).collect())
+        fn_mb = meter.allocated(lambda: spark.sql(q).collect())
         fn_w, fn_c, _ = meter.run(lambda: spark.sql(q).collect(), args.repeat)
         where_w = where_c = float("nan")
         if not args.no_where:

@@ -482,7 +482,6 @@ class _Compiler:
         # flat sets are keyed by the channel's name, so only the case encoding can use an index
         self.index = ({ch.name: i for i, ch in enumerate(chans)}
                       if encoding == "case" and len(chans) <= CHANNEL_INDEX_MAX else None)
-        self.ctype = "STRING" if self.index is None else "INT"  # the helpers' channel parameter
         if encoding == "case":
             groups = [_Group(g, False, self.sep, map_hash_min, index=self.index) for g in by_sig.values()]
         else:
@@ -492,6 +491,11 @@ class _Compiler:
         self.groups = groups
         self.interpreted = False
         self.why = why
+
+    @property
+    def ctype(self) -> str:
+        """The SQL type of the helpers' channel parameter."""
+        return "STRING" if self.index is None else "INT"
 
     # ---------------------------------------------------------------- expressions
 
