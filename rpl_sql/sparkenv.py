@@ -31,7 +31,7 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str
     makes such methods for compiled filter functions, which HotSpot otherwise leaves to its interpreter.
     It uses the parallel (throughput) collector unless `spark.driver.extraJavaOptions` names one: inside
     a method that big the JIT cannot prove the decoded strings stay local, so a filter allocates about
-    170 bytes per row that a bare scan does not, and under G1 that allocation cost `should_apply`
+    165 bytes per row that a bare scan does not, and under G1 that allocation cost `should_apply`
     about a fifth of its time (bench/bench_should_apply.py --java-opts).
 
     >>> spark = local_spark()  # doctest: +SKIP
