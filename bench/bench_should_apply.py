@@ -251,19 +251,30 @@ def check_py_decider(state, decider, keys):
 
 # ---------------------------------------------------------------- A/B against another revision
 
+def _compile_path(ref: str) -> str:
+    """Where compile.py sits at `ref` (the package moved under src/)."""
+    import subprocess
+
+    for path in ("src/rpl_sql/compile.py", "rpl_sql/compile.py"):
+        if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:{path}"],
+                          capture_output=True).returncode == 0:
+            return path
+    raise SystemExit(f"no compile.py at {ref}")
+
+
 def compiler_at(ref: str):
     """rpl_sql.compile as of git revision `ref`, imported beside this checkout's (its relative imports
     resolve to this checkout's modules, which is right while only compile.py differs)."""
     import importlib.util
     import subprocess
 
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:rpl_sql/compile.py"], check=True,
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{_compile_path(ref)}"], check=True,
                          capture_output=True, text=True).stdout
     spec = importlib.util.spec_from_loader("rpl_sql._compile_at_ref", loader=None)
     mod = importlib.util.module_from_spec(spec)
     mod.__package__ = "rpl_sql"
     sys.modules[spec.name] = mod  # dataclasses look their module up
-    exec(compile(src, f"{ref}:rpl_sql/compile.py", "exec"), mod.__dict__)
+    exec(compile(src, f"{ref}:{_compile_path(ref)}", "exec"), mod.__dict__)
     return mod
 
 
