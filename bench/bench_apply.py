@@ -39,7 +39,7 @@ import pyarrow as pa
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --ab-child DIR: this process measures the rpl_sql package found in DIR (a revision's tree)
 CODE_ROOT = sys.argv[sys.argv.index("--ab-child") + 1] if "--ab-child" in sys.argv else ROOT
-sys.path.insert(0, CODE_ROOT)
+sys.path.insert(0, os.path.join(CODE_ROOT, "src") if os.path.isdir(os.path.join(CODE_ROOT, "src")) else CODE_ROOT)
 
 from rpl_sql.events import EVENTS_SCHEMA, PARTITION_BY, applied_path, events_path  # noqa: E402
 

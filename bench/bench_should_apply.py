@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 
 from rpl_sql.compile import compile_functions  # noqa: E402
 from rpl_sql.evaluate import RowEvent, decide_row  # noqa: E402

@@ -6,18 +6,18 @@ import sys
 from pathlib import Path
 
 
-def spark_jvm_env(tmp: Path) -> dict[str, str]:
-    """Env of a Spark JVM whose Python workers import this checkout's rpl_sql and pyspark_rpl_sql."""
+def spark_jvm_env(tmp: Path, python: str = sys.executable) -> dict[str, str]:
+    """Env of a Spark JVM whose Python workers run `python`, as the exported script's header says.
+
+    No PYTHONPATH: the workers must find rpl_sql and pyspark_rpl_sql the way a user's shell would.
+    """
     import pyspark
-    import pyspark_rpl_sql
 
     env = dict(os.environ)
-    # Spark lists `pyspark_*` modules with pkgutil.iter_modules(), blind to editable-install import hooks.
-    paths = [str(Path(pyspark_rpl_sql.__file__).resolve().parent)] + \
-        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(paths),
-               SPARK_LOCAL_IP="127.0.0.1", LC_ALL="C.UTF-8", SPARK_LOG_DIR=str(tmp), SPARK_PID_DIR=str(tmp))
+    env.pop("PYTHONPATH", None)
+    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=python,
+               PYSPARK_DRIVER_PYTHON=python, SPARK_LOCAL_IP="127.0.0.1", LC_ALL="C.UTF-8",
+               SPARK_LOG_DIR=str(tmp), SPARK_PID_DIR=str(tmp))
     for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
         env.pop(k, None)
     return env

@@ -1,7 +1,7 @@
 """The `%rpl_sql` magic: in-process without Spark (control-plane statements only), and
 tests/notebooks/demo.ipynb executed by a real Jupyter kernel (this interpreter) with nbclient.
 
-The kernel starts its own local Spark (a separate process), loads `%load_ext rpl_sql.magic` and runs `%%rpl_sql`
+The kernel builds a plain `SparkSession.builder.getOrCreate()` session (no PYSPARK_PYTHON, no PYTHONPATH), loads `%load_ext rpl_sql.magic` and runs `%%rpl_sql`
 cells; the test checks the outputs against the Python API and the reference evaluator.
 """
 from __future__ import annotations
@@ -30,24 +30,23 @@ def kernel_env(tmp_path, monkeypatch):
                            "--name", KERNEL, "--display-name", "rpl_sql test"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    import pyspark_rpl_sql
-
-    paths = [str(Path(pyspark_rpl_sql.__file__).resolve().parent)] + \
-        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # As a user's kernel: no PYSPARK_PYTHON, no PYTHONPATH, and `python3` on PATH is not this interpreter
+    # (the one with rpl_sql), so Spark's workers would not find the package unless rpl_sql sees to it.
+    here = os.path.dirname(sys.executable)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and os.path.realpath(p) != os.path.realpath(here))
     env = {
         "JUPYTER_PATH": str(prefix / "share" / "jupyter"),
         "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
         "IPYTHONDIR": str(tmp_path / "ipython"),
         "RPL_SQL_WAREHOUSE": str(tmp_path / "wh"),
-        "RPL_SQL_DRIVER_MEMORY": "1g",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(paths),
+        "PATH": path,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+              "PYTHONPATH"):
         monkeypatch.delenv(k, raising=False)
     return nbclient, tmp_path
 
@@ -84,7 +83,7 @@ def test_demo_notebook(kernel_env):
         else:
             assert not errors, "\n".join(_text(o) for o in errors)
 
-    setup, view, events, decisions, status, failing = (code[i] for i in (2, 3, 4, 5, 6, 7))
+    setup, view, events, decisions, status, follow, failing = (code[i] for i in (2, 3, 4, 5, 6, 8, 9))
     # configuration cell: each statement reported, the deprecated syntax warned on stderr
     streams = {name: "".join(o["text"] for o in setup.outputs if o.get("name") == name)
                for name in ("stdout", "stderr")}
@@ -95,8 +94,8 @@ def test_demo_notebook(kernel_env):
     from rpl_sql.performance_schema import applier_filters
 
     session = Session(str(tmp / "wh"))
-    # the state the middle cells saw: the failing cell made exactly one commit after them
-    version = session.store.version() - 1
+    # the state the middle cells saw: another client, then the failing cell made one commit each after them
+    version = session.store.version() - 2
     state = session.store.load_version(version)
     # the view cell shows the P_S rows (HTML table of the returned pandas DataFrame)
     (result,) = [o for o in view.outputs if o["output_type"] == "execute_result"]
@@ -121,6 +120,10 @@ def test_demo_notebook(kernel_env):
     (result,) = [o for o in status.outputs if o["output_type"] == "execute_result"]
     plain = result["data"]["text/plain"]
     assert "source-2" in plain and "3307" in plain and "(legacy,sales)" in plain
+
+    # after another client's change, the next cell's functions decide by the new rules
+    (result,) = [o for o in follow.outputs if o["output_type"] == "execute_result"]
+    assert re.search(r"0\s+True\s+False", result["data"]["text/plain"]), result["data"]["text/plain"]
 
     # the failing cell: first statement ran, the error shown MySQL-style, nothing after it ran
     (error,) = [o for o in failing.outputs if o["output_type"] == "error"]

@@ -1,12 +1,16 @@
 """`rpl-sql --export-sql` in the real `spark-sql` shell, and the `rpl_sql` data source behind its views.
 
-The CLI scenario costs two spark-sql starts (~20-40 s each): one run checks the views and functions against the
-Python API and the reference evaluator; after a change made with the Python API, a second run of the same script
-shows the views live and the functions still the exported snapshot.
+Every shell runs in a temporary directory outside the checkout, with no PYTHONPATH: only PYSPARK_PYTHON, as the
+script's header says. The editable-install scenario costs two spark-sql starts (~20-40 s each): one run checks
+the views and functions against the Python API and the reference evaluator; after a filter change made with the
+Python API, a second run of the same script shows the views live, the stale functions raising an error that
+names both versions, and `source` of a fresh export giving the new verdicts. A third start runs the script of a
+wheel installed in a new virtual environment.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,8 +51,7 @@ STATEMENT_EVENTS = [  # (channel, command, default_db, tables)
 ]
 
 
-def spark_sql_env(tmp: Path) -> dict[str, str]:
-    return spark_jvm_env(tmp)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def spark_sql_binary() -> Path:
@@ -62,8 +65,11 @@ def spark_sql_binary() -> Path:
     return binary
 
 
-def run_spark_sql(tmp: Path, init: Path, sections: list[tuple[str, str]]) -> dict[str, list[list[str]]]:
-    """Run `spark-sql -S -i init -e <queries>` and return each section's rows (tab-split stdout lines)."""
+def run_spark_sql(tmp: Path, init: Path, sections: list[tuple[str, str]], python: str = sys.executable,
+                  ignore_errors: bool = False) -> tuple[dict[str, list[list[str]]], str]:
+    """Run `spark-sql -S -i init -e <queries>` in `tmp`, its workers on `python`; each section's rows
+    (tab-split stdout lines) and stderr. With ignore_errors a failing section has no rows."""
+    assert ROOT not in tmp.resolve().parents, "run the shell outside the checkout"
     script = "".join(f"SELECT '@@{name}';\n{query};\n" for name, query in sections)
     cmd = [str(spark_sql_binary()), "-S", "--master", "local[1]",
            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
@@ -71,9 +77,10 @@ def run_spark_sql(tmp: Path, init: Path, sections: list[tuple[str, str]]) -> dic
            "--conf", "spark.driver.memory=1g",
            "--conf", f"spark.sql.warehouse.dir={tmp / 'spark-warehouse'}",
            "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={tmp}",
+           "--hiveconf", f"hive.cli.errors.ignore={str(ignore_errors).lower()}",
            "-i", str(init), "-e", script]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=tmp, env=spark_sql_env(tmp), capture_output=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=tmp, env=spark_jvm_env(tmp, python), capture_output=True, timeout=900)
     out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8", errors="replace")
     print(f"spark-sql run took {time.monotonic() - t0:.1f} s")
     assert proc.returncode == 0, f"spark-sql failed ({proc.returncode}):\n{err[-5000:]}"
@@ -85,7 +92,17 @@ def run_spark_sql(tmp: Path, init: Path, sections: list[tuple[str, str]]) -> dic
         elif line and current is not None:
             current.append(line.split("\t"))
     assert list(result) == [name for name, _ in sections], out
-    return result
+    return result, err
+
+
+def export(rpl_sql: list[str], wh: Path, cwd: Path, name: str = "rpl_init.sql") -> tuple[Path, str]:
+    """`rpl-sql --warehouse wh --export-sql` run in `cwd`, written to cwd/name; the file and its text."""
+    exported = subprocess.run(rpl_sql + ["--warehouse", str(wh), "--export-sql"], cwd=cwd,
+                              capture_output=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr.decode()
+    init = cwd / name
+    init.write_bytes(exported.stdout)
+    return init, exported.stdout.decode("utf-8")
 
 
 def cell(v: object) -> str:
@@ -142,21 +159,18 @@ def expected_functions(state) -> tuple[list[list[str]], list[list[str]]]:
 
 @pytest.mark.spark
 def test_exported_script_in_spark_sql(tmp_path):
-    """Views equal the Python API's rows and are live; functions equal the reference and are a snapshot."""
+    """Views equal the Python API's rows and are live; functions equal the reference, and once the filters
+    change they raise an error until the session runs a fresh export."""
     wh = tmp_path / "wh"
     session = Session(str(wh))
     session.execute(SETUP)
     before = session.state
 
     # the CLI entry point writes the script (no Spark involved)
-    exported = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "--warehouse", str(wh), "--export-sql"],
-                              capture_output=True, timeout=120)
-    assert exported.returncode == 0, exported.stderr.decode()
-    init = tmp_path / "rpl_init.sql"
-    init.write_bytes(exported.stdout)
-    text = exported.stdout.decode("utf-8")
+    init, text = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path)
     assert "USING rpl_sql OPTIONS (path " + sql_string(str(wh.resolve())) in text
     assert "CREATE OR REPLACE TEMPORARY FUNCTION should_apply" in text
+    assert text.splitlines()[3] == f"--   PYSPARK_PYTHON={sys.executable} spark-sql -i rpl_init.sql"
     code = [ln for ln in text.splitlines() if not ln.startswith("--")]
     assert all(ln.isascii() and "${" not in ln for ln in code), "statements must be ASCII, without ${"
 
@@ -167,7 +181,7 @@ def test_exported_script_in_spark_sql(tmp_path):
         ("history", "SELECT count(*), count(DISTINCT VERSION) FROM rpl_sql_filter_history"),
         ("describe", "DESCRIBE replication_applier_filters"),
     ] + function_sections()
-    first = run_spark_sql(tmp_path, init, sections)
+    first, _ = run_spark_sql(tmp_path, init, sections)
 
     assert first["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert first["global"] == [[cell(v) for v in r[:3]] for r in session.global_filters()]
@@ -184,15 +198,92 @@ def test_exported_script_in_spark_sql(tmp_path):
     assert ROW_EVENTS[8][1] == HOME and rows[8][1] == "false"  # `${env:HOME}` stayed literal
 
     # change the rules with the Python API; run the same (not re-exported) script again
+    exported_version = session.store.version()
     session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db2) FOR CHANNEL 'ch1'")
     assert decide(session.state.channel("ch1").filters, RowEvent("db2", "t1")).apply
-    second = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections()[:1])
+    fresh, _ = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path, "fresh.sql")
+    second, err = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections()[:1] + [
+        ("refresh", f"source {fresh}"), ("rows_after", function_sections()[0][1])], ignore_errors=True)
     assert second["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert ["ch1", "REPLICATE_DO_DB", "db2"] in [r[:3] for r in second["filters"]]  # live
-    assert second["rows"] == rows  # snapshot: still the rules of the export
-    # a fresh export carries the new rules
-    from rpl_sql.export import export_sql
-    assert export_sql(session) != text
+    assert second["rows"] == []  # stale: an error instead of the old verdicts
+    message = re.search(r"\[USER_RAISED_EXCEPTION\] (rpl_sql: [^\n]*?) SQLSTATE", err).group(1)
+    assert message == (f"rpl_sql: these functions were compiled from version {exported_version} of warehouse "
+                       f"{wh.resolve()}, whose filters have changed since (now version {session.store.version()}). "
+                       f"Refresh them: rpl-sql --warehouse {wh.resolve()} --export-sql > rpl_init.sql, "
+                       "then in this session: source rpl_init.sql;")
+    assert second["rows_after"] == expected_functions(session.state)[0] != rows
+
+
+@pytest.mark.spark
+def test_wheel_in_a_new_venv(tmp_path):
+    """A built wheel installed in a new virtual environment: its rpl-sql exports, spark-sql (workers on that
+    venv's Python) runs the script from a directory outside the checkout, verdicts equal the reference."""
+    dist = tmp_path / "dist"
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr
+    (wheel,) = dist.glob("rpl_sql-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+                              str(wheel)], capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr
+    # the dependencies (pyspark alone is ~500 MB) come from this environment, after the venv's own packages;
+    # a path in a .pth file is added as is, so this environment's editable rpl_sql stays out
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    import pyspark
+    Path(site, "deps.pth").write_text(str(Path(pyspark.__file__).parent.parent) + "\n")
+    where = subprocess.run([python, "-c", "import rpl_sql, pyspark_rpl_sql; print(rpl_sql.__file__); "
+                            "print(pyspark_rpl_sql.__file__)"], capture_output=True, text=True, cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    assert all(Path(p).is_relative_to(venv) for p in where.stdout.split()), where.stdout
+
+    wh = tmp_path / "wh"
+    session = Session(str(wh))
+    session.execute(SETUP)
+    init, text = export([str(venv / "bin" / "rpl-sql")], wh, tmp_path)
+    assert f"PYSPARK_PYTHON={python} spark-sql" in text
+    result, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections(), python=python)
+    assert result["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
+    assert [result["rows"], result["statements"]] == list(expected_functions(session.state))
+
+
+def test_export_header_and_stale_check(tmp_path):
+    """The header's first lines say what the shell needs; the functions carry the fingerprint check."""
+    session = Session(str(tmp_path / "wh"))
+    session.execute(SETUP)
+    from rpl_sql.export import STATE_VIEW, export_sql
+
+    text = export_sql(session)
+    head = text.splitlines()[:5]
+    assert head[1].startswith(f"-- NEEDS: Spark 4.0+ whose Python workers run {sys.executable}")
+    assert head[3] == f"--   PYSPARK_PYTHON={sys.executable} spark-sql -i rpl_init.sql"
+    fingerprint = session.state.filters_fingerprint()
+    public = [ln for ln in text.splitlines() if ln.startswith("CREATE OR REPLACE TEMPORARY FUNCTION ")
+              and not ln.startswith("CREATE OR REPLACE TEMPORARY FUNCTION rpl_sql__")]
+    assert len(public) == 5
+    assert all(f"(SELECT FILTERS_FINGERPRINT FROM {STATE_VIEW}) <=> '{fingerprint}'" in ln for ln in public)
+    assert f"USING rpl_sql OPTIONS (path {sql_string(str((tmp_path / 'wh').resolve()))}, table 'state_version')" \
+        in text
+    assert "raise_error" not in export_sql(session, stale_check=False)
+
+
+def test_filters_fingerprint_follows_only_what_decisions_depend_on(tmp_path):
+    session = Session(str(tmp_path / "wh"))
+    session.execute(SETUP)
+    fp = session.state.filters_fingerprint()
+    session.execute("START REPLICA FOR CHANNEL 'ch1'; STOP REPLICA FOR CHANNEL 'ch1'")
+    session.apply_events("ch1", [RowEvent("db1", "t1")])  # counters move
+    assert session.state.filters_fingerprint() == fp
+    for change in ("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1) FOR CHANNEL 'ch1'",
+                   "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h3' FOR CHANNEL 'ch3'",
+                   "CHANGE REPLICATION FILTER REPLICATE_IGNORE_TABLE = (`db;x`.`T'1`) FOR CHANNEL 'c;h\\'2'"):
+        session.execute(change)
+        assert session.state.filters_fingerprint() != fp, change
+        fp = session.state.filters_fingerprint()
 
 
 # ---------------------------------------------------------------- the data source, in-process

@@ -2,7 +2,7 @@
 
     rpl-sql [--warehouse DIR] [--start [--replicate-*=...] [--defaults-file my.cnf]]
             [-i init.sql] [-e "statements" | -f file.sql] [-S]
-            [--export-sql]
+            [--export-sql [--no-stale-check]]
     rpl-sql ingest [--channel NAME] ...    (binlog sources -> Delta events)
     rpl-sql apply [--channel NAME] ...     (the applier: Delta events -> applied events)
 
@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--defaults-file", metavar="MY_CNF", help="option file whose [mysqld] section is read at --start")
     p.add_argument("--export-sql", action="store_true",
                    help="print a Spark SQL init script (views + functions) for spark-sql and SQL notebooks")
+    p.add_argument("--no-stale-check", action="store_true",
+                   help="with --export-sql: functions that do not check per query that the filters are unchanged")
     return p
 
 
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.export_sql:
         from .export import export_sql
-        sys.stdout.write(export_sql(session))
+        sys.stdout.write(export_sql(session, stale_check=not args.no_stale_check))
         return 0
     if args.start:
         try:

@@ -89,6 +89,15 @@ APPLIER_PREFIX = "rpl_sql_apply__"  # prefix of the applier's set: its own helpe
 
 
 @dataclass(frozen=True)
+class Guard:
+    """A check every public function makes before deciding: `condition` (SQL, true to go on), else
+    raise_error(`message`, a SQL string expression). An uncorrelated subquery in it runs once per query."""
+
+    condition: str
+    message: str
+
+
+@dataclass(frozen=True)
 class CompiledFunctions:
     """CREATE FUNCTION texts in dependency order, and which encoding was chosen and why."""
 
@@ -1024,7 +1033,8 @@ class _Compiler:
 
 
 def compile_functions(state: ServerState, *, encoding: str | None = None, jit_huge_methods: bool = False,
-                      applier: bool = False, map_hash_min: int | None = None) -> CompiledFunctions:
+                      applier: bool = False, map_hash_min: int | None = None,
+                      guard: Guard | None = None) -> CompiledFunctions:
     """The CREATE FUNCTION statements for `state`; `encoding` ('case' / 'flat') overrides the size rule.
 
     applier: instead of the public functions, the applier's set under APPLIER_PREFIX: its own helpers,
@@ -1040,9 +1050,15 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     map_hash_min: the session's spark.sql.optimizer.mapLookupHashThreshold (sparkenv.map_lookup_hash_min;
     None where Spark has none): long exact lists become membership maps (_in_list), which CREATE FUNCTION
     and every query inlining them analyse as one node instead of one per value.
+
+    guard: wraps the public functions' bodies (not the helpers', so it is checked once per call).
     """
     comp = _Compiler(state, encoding, jit_huge_methods, map_hash_min)
     funcs = comp.functions(applier)
+    if guard is not None:
+        funcs = [(n, p, rt, body if n.startswith((_P, APPLIER_PREFIX)) else
+                  f"CASE WHEN {guard.condition} THEN {body} ELSE raise_error({guard.message}) END")
+                 for n, p, rt, body in funcs]
     stmts = tuple(f"CREATE OR REPLACE TEMPORARY FUNCTION {name}({params}) RETURNS {rt} RETURN {body}"
                   for name, params, rt, body in funcs)
     size = sum(map(len, stmts))

@@ -21,7 +21,10 @@ HISTORY_SCHEMA = ("VERSION BIGINT NOT NULL, COMMITTED_AT TIMESTAMP NOT NULL, CHA
                   "FILTER_NAME STRING NOT NULL, FILTER_RULE STRING NOT NULL, PREVIOUS_RULE STRING, "
                   "CONFIGURED_BY STRING, OPERATION STRING, STATEMENT STRING")
 
-TABLES = ("filters", "global_filters", "channels", "filter_history")
+# The state's version and ServerState.filters_fingerprint(): exported functions compare it with their own.
+STATE_VERSION_SCHEMA = "VERSION BIGINT, FILTERS_FINGERPRINT STRING NOT NULL"
+
+TABLES = ("filters", "global_filters", "channels", "filter_history", "state_version")
 
 
 def _check_table(table: str) -> str:
@@ -44,6 +47,8 @@ def table_schema(table: str) -> str:
         from .spark import CHANNELS_SCHEMA
 
         return CHANNELS_SCHEMA
+    if table == "state_version":
+        return STATE_VERSION_SCHEMA
     return HISTORY_SCHEMA
 
 
@@ -57,7 +62,10 @@ def table_rows(warehouse: str, table: str) -> list[tuple]:
     if table == "filter_history":
         return [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
                  c.configured_by, c.operation, c.statement) for c in store.filter_changes()]
-    state = store.load().state
+    snapshot = store.load()
+    state = snapshot.state
+    if table == "state_version":
+        return [(snapshot.version, state.filters_fingerprint())]
     if table == "filters":
         return pfs.applier_filters(state)
     if table == "global_filters":
@@ -69,7 +77,7 @@ def table_rows(warehouse: str, table: str) -> list[tuple]:
 
 class DefaultSource(DataSource):
     """Options: `path` (the warehouse directory) and `table` (filters | global_filters | channels |
-    filter_history; default filters)."""
+    filter_history | state_version; default filters)."""
 
     @classmethod
     def name(cls) -> str:

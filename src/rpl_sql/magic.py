@@ -101,7 +101,12 @@ class RplSqlMagics(Magics):
             raise UsageError(f"%rpl_sql: --max-rows wants a number, got {opts['max-rows']!r}") from None
         if not text.strip():
             return None
-        session = self.session(opts.get("warehouse"))
+        from .sparkenv import WorkerPythonError
+
+        try:
+            session = self.session(opts.get("warehouse"))
+        except WorkerPythonError as e:
+            raise UsageError(f"%rpl_sql: {e}") from None
         try:
             return self._run(session, text, max_rows)
         finally:

@@ -66,8 +66,8 @@ HISTORY_VIEW = "rpl_sql_filter_history"
 def _register_history_view(spark: Any, warehouse: str) -> None:
     """The audit trail as a live view over the Delta log, through the `rpl_sql` data source.
 
-    Registered explicitly: Spark discovers `pyspark_rpl_sql` on its own only when the module is on a
-    plain sys.path entry, which an editable install is not.
+    Registered explicitly: Spark's own discovery of `pyspark_rpl_sql` runs PYSPARK_PYTHON (else `python3`),
+    not the interpreter ensure_worker_python gave this session's workers.
     """
     import os
 
@@ -80,9 +80,14 @@ def _register_history_view(spark: Any, warehouse: str) -> None:
 
 
 def register(spark: Any, warehouse: Any = None, session: Any = None):
-    """Register views and functions of the warehouse's state in `spark`; return the Session to use."""
-    from .session import Session
+    """Register views and functions of the warehouse's state in `spark`; return the Session to use.
 
+    Raises sparkenv.WorkerPythonError when Spark's Python workers cannot import rpl_sql.
+    """
+    from .session import Session
+    from .sparkenv import ensure_worker_python
+
+    ensure_worker_python(spark)
     if session is None:
         session = Session(warehouse, spark=spark)
     else:

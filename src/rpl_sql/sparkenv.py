@@ -96,6 +96,46 @@ def installed_map_lookup_hash_min() -> int | None:
     return MAP_HASH_MIN if (major, minor) >= (4, 2) else None
 
 
+class WorkerPythonError(RuntimeError):
+    """Spark's Python workers cannot import rpl_sql; the message says what to set."""
+
+
+_WORKERS_CHECKED: set[int] = set()
+
+
+def ensure_worker_python(spark) -> None:
+    """Make the session's Python workers import rpl_sql (the views' data source runs there), or raise
+    WorkerPythonError at once, instead of a ModuleNotFoundError on the first query.
+
+    A session built the ordinary way (`SparkSession.builder.getOrCreate()` in a notebook) runs its workers
+    with `python3` from PATH, seldom the kernel's interpreter. In local mode, unless the user chose one
+    (PYSPARK_PYTHON, spark.pyspark.python), the workers are pointed at this interpreter, which has rpl_sql.
+    Checked once per SparkContext with a one-task job; Spark Connect sessions are the server's business.
+    """
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext here
+        return
+    if id(sc) in _WORKERS_CHECKED:
+        return
+    chosen = os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python")
+    if sc.master.startswith("local") and not chosen:
+        sc.pythonExec = sys.executable
+    try:
+        # a lambda travels by value: the worker needs nothing of rpl_sql to run it
+        probe = lambda _: __import__("importlib.util").util.find_spec("rpl_sql") is not None  # noqa: E731
+        ok = sc.parallelize([0], 1).map(probe).collect() == [True]
+    except Exception as e:  # the interpreter is missing or has no pyspark
+        ok, why = False, f" ({type(e).__name__})"
+    else:
+        why = ""
+    if not ok:
+        raise WorkerPythonError(
+            f"Spark's Python workers ({sc.pythonExec}) cannot import rpl_sql{why}: set PYSPARK_PYTHON="
+            f"{sys.executable} before Spark starts (or install rpl_sql for the workers' Python)")
+    _WORKERS_CHECKED.add(id(sc))
+
+
 @contextlib.contextmanager
 def session_conf(spark, conf: Mapping[str, str]) -> Iterator[None]:
     """`conf` set on the session for the block, each key restored (or unset) after it, even on error."""

@@ -4,6 +4,7 @@ Nothing here does I/O; `server.py` maps (state, statement) to a new state and `s
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
@@ -97,6 +98,15 @@ class ServerState:
 
     def configured_channels(self, include_gr: bool = False) -> list[Channel]:
         return [c for c in self.channels if c.configured and (include_gr or not c.is_gr)]
+
+    def filters_fingerprint(self) -> str:
+        """A digest of everything a decision depends on (channels, rule values, case and filter mode).
+
+        Counters, timestamps and thread flags are left out: compiled functions go stale only when this changes.
+        """
+        parts = [self.lower_case_table_names, self.filter_mode,
+                 [(c.name, [s.values for s in c.filters.slots]) for c in self.channels]]
+        return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:16]
 
 
 def initial_state() -> ServerState:
