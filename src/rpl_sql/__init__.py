@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from .errors import MySQLError, StartupError, Warning
+from .errors import MySQLError, SparkRequired, SparkSQLError, StartupError, Warning
 from .evaluate import Decision, RowEvent, StatementEvent, TableRef, decide
 from .session import Result, Session, connect
 
@@ -20,5 +20,5 @@ def register(spark, warehouse=None, **kwargs):
     return _register(spark, warehouse, **kwargs)
 
 
-__all__ = ["connect", "register", "Session", "Result", "MySQLError", "StartupError", "Warning", "decide",
+__all__ = ["connect", "register", "Session", "Result", "MySQLError", "SparkSQLError", "SparkRequired", "StartupError", "Warning", "decide",
            "Decision", "RowEvent", "StatementEvent", "TableRef", "__version__"]

@@ -516,6 +516,9 @@ class _Applier:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
+        from .deltalog import check
+
+        check(self.applied)
         try:
             return DeltaTable(self.applied)
         except TableNotFoundError:

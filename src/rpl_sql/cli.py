@@ -5,6 +5,7 @@
             [--export-sql [--no-stale-check]]
     rpl-sql ingest [--channel NAME] ...    (binlog sources -> Delta events)
     rpl-sql apply [--channel NAME] ...     (the applier: Delta events -> applied events)
+    rpl-sql repair [--dry-run]              (roll damaged tables back to their last good version)
 
 Control-plane statements never start Spark. Errors print `ERROR <code> (<sqlstate>): <message>` on
 stderr and make a non-interactive run exit 1. End a statement with `\\G` for vertical output.
@@ -12,14 +13,17 @@ stderr and make a non-interactive run exit 1. End a statement with `\\G` for ver
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+import unicodedata
 from datetime import datetime
 from typing import Iterable, TextIO
 
-from .errors import MySQLError, StartupError
-from .parser import parse_statement, split_statements, strip_vertical
-from .session import Result, Session
+from .errors import MySQLError, SparkSQLError, StartupError
+from .parser import check_utf8, parse_statement, split_statements, strip_vertical
+from .session import Result, Session, _is_spark_error, quiet_spark_errors
+from .statements import OtherSQL
 from .startup import is_startup_option
 
 PROMPT, CONTINUATION = "rpl-sql> ", "      -> "
@@ -37,24 +41,34 @@ def _cell(v: object) -> str:
     return str(v)
 
 
+def display_width(text: str) -> int:
+    """Terminal columns of `text`: East Asian wide and full-width characters take two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - display_width(text))
+
+
 def format_table(columns: Iterable[str], rows: Iterable[tuple]) -> str:
-    """A MySQL-client style box table."""
+    """A MySQL-client style box table, aligned by display width."""
     columns = list(columns)
     cells = [[_cell(v) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    widths = [max([display_width(c)] + [display_width(r[i]) for r in cells]) for i, c in enumerate(columns)]
     rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    line = lambda vals: "| " + " | ".join(v.ljust(w) for v, w in zip(vals, widths)) + " |"  # noqa: E731
+    line = lambda vals: "| " + " | ".join(_pad(v, w) for v, w in zip(vals, widths)) + " |"  # noqa: E731
     return "\n".join([rule, line(columns), rule] + [line(r) for r in cells] + ([rule] if cells else []))
 
 
 def format_vertical(columns: Iterable[str], rows: Iterable[tuple]) -> str:
     """`\\G` output: one `Column: value` line each, rows separated by star lines."""
     columns = list(columns)
-    width = max((len(c) for c in columns), default=0)
+    width = max((display_width(c) for c in columns), default=0)
     out = []
     for i, r in enumerate(rows, 1):
         out.append(f"{'*' * 27} {i}. row {'*' * 27}")
-        out += [f"{c.rjust(width)}: {_cell(v)}" for c, v in zip(columns, r)]
+        out += [f"{' ' * (width - display_width(c))}{c}: {_cell(v)}" for c, v in zip(columns, r)]
     return "\n".join(out)
 
 
@@ -67,15 +81,21 @@ class Shell:
 
     def __init__(self, session: Session, out: TextIO = sys.stdout, err: TextIO = sys.stderr, silent: bool = False):
         self.session, self.out, self.err, self.silent = session, out, err, silent
+        self.script_lines = False  # name the script line of a failing statement, as `mysql < file` does
 
     def run_script(self, text: str) -> bool:
-        """Parse every statement first (a syntax error runs nothing), then run them; stop at the first error."""
+        """Parse every statement first, Spark's with Spark's parser too (a syntax error runs nothing), then
+        run them; stop at the first error."""
         try:
+            check_utf8(text)
             items = []
             for stmt_text, line in split_statements(text):
                 items.append((parse_statement(strip_vertical(stmt_text), line), stmt_text.endswith("\\G")))
-        except MySQLError as e:
-            self.error(e)
+            others = [s for s, _ in items if isinstance(s, OtherSQL)]
+            if others and len(others) < len(items):
+                self.session.check_spark_syntax(others)
+        except (MySQLError, SparkSQLError) as e:
+            self.error(e, getattr(e, "statement_line", None))
             return False
         for stmt, vertical in items:
             if not self.run_statement(stmt, vertical):
@@ -88,16 +108,19 @@ class Shell:
             result = self.session.execute_statement(stmt)
             self.show(result, vertical, time.perf_counter() - t0)
             return True
-        except MySQLError as e:
-            self.error(e)
+        except (MySQLError, SparkSQLError) as e:
+            self.error(e, stmt.line)
             return False
-        except Exception as e:  # Spark's AnalysisException and friends: report, don't crash the shell
-            self.err.write(f"Error: {type(e).__name__}: {e}\n")
+        except Exception as e:
+            if not _is_spark_error(e):  # a failure while Spark runs the query (collect)
+                raise
+            self.error(SparkSQLError.from_spark(e), stmt.line)
             return False
 
     def show(self, r: Result, vertical: bool, elapsed: float) -> None:
         if r.dataframe is not None:
-            rows = [tuple(row) for row in r.dataframe.collect()]
+            with quiet_spark_errors():
+                rows = [tuple(row) for row in r.dataframe.collect()]
             columns = r.dataframe.columns
         else:
             rows, columns = r.rows, r.columns
@@ -105,32 +128,117 @@ class Shell:
             if rows:
                 self.out.write((format_vertical if vertical else format_table)(columns, rows) + "\n")
             if not self.silent:
-                self.err.write(f"{_plural(len(rows), 'row') if rows else 'Empty set'} in set ({elapsed:.2f} sec)\n")
+                self.err.write(f"{_plural(len(rows), 'row') + ' in set' if rows else 'Empty set'} ({elapsed:.2f} sec)\n")
         elif not self.silent:
             self.err.write(f"Query OK, 0 rows affected{', ' + _plural(len(r.warnings), 'warning') if r.warnings else ''}"
                            f" ({elapsed:.2f} sec)\n")
         for w in r.warnings:
             self.err.write(f"{w.level} (Code {w.code}): {w.message}\n")
 
-    def error(self, e: MySQLError) -> None:
-        self.err.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+    def error(self, e: MySQLError | SparkSQLError, line: int | None = None) -> None:
+        at = f" at line {line}" if self.script_lines and line else ""
+        if isinstance(e, MySQLError):
+            self.err.write(f"ERROR {e.code} ({e.sqlstate}){at}: {e.message}\n")
+            if e.hint:
+                self.err.write(f"Hint: {e.hint}\n")
+        else:
+            self.err.write(f"ERROR (Spark{' ' + e.sqlstate if e.sqlstate else ''}){at}: {e.message}\n")
+
+    def command(self, word: str) -> str | None:
+        """The shell's own commands, as the mysql client's: 'quit', 'clear' or 'help', or None."""
+        w = word.strip().rstrip(";").strip().lower()
+        if w in ("quit", "exit", "\\q"):
+            return "quit"
+        if w == "\\c":
+            return "clear"
+        if w in ("help", "\\h", "?", "\\?"):
+            return "help"
+        return None
 
     def interactive(self) -> None:
-        """A prompt; statements may span lines and end with `;` or `\\G`. `quit`, `exit` or EOF leave."""
+        """A prompt with line editing and history; statements may span lines and end with `;` or `\\G`.
+        `\\c` (or Ctrl-C) drops the statement being typed, `\\q`, `quit`, `exit` or EOF leave."""
+        history = _readline_history()
         buf: list[str] = []
-        while True:
-            try:
-                line = input(CONTINUATION if buf else PROMPT)
-            except (EOFError, KeyboardInterrupt):
-                self.out.write("\n")
-                break
-            if not buf and line.strip().rstrip(";").lower() in ("quit", "exit"):
-                break
-            buf.append(line)
-            stripped = "\n".join(buf).rstrip()
-            if stripped.endswith(";") or stripped.endswith("\\G"):
-                self.run_script("\n".join(buf))
-                buf = []
+        try:
+            while True:
+                try:
+                    line = input(CONTINUATION if buf else PROMPT)
+                except EOFError:
+                    self.out.write("\n")
+                    break
+                except KeyboardInterrupt:  # as mysql: drop the current input, stay in the shell
+                    self.out.write("^C\n")
+                    buf = []
+                    continue
+                tail = line.rstrip()
+                cmd = self.command(line) if not buf else None
+                if cmd is None and tail.endswith(("\\c", "\\q")):  # at the end of a line, as in mysql
+                    cmd = "clear" if tail.endswith("\\c") else "quit"
+                if cmd == "quit":
+                    break
+                if cmd == "clear":
+                    buf = []
+                    continue
+                if cmd == "help":
+                    self.out.write(HELP)
+                    continue
+                buf.append(line)
+                stripped = "\n".join(buf).rstrip()
+                if stripped.endswith(";") or stripped.endswith("\\G"):
+                    try:
+                        self.run_script("\n".join(buf))
+                    except KeyboardInterrupt:
+                        _cancel_spark(self.session)
+                        self.err.write("^C -- query aborted\nERROR 1317 (70100): Query execution was interrupted\n")
+                    buf = []
+        finally:
+            if history:
+                history()
+
+
+HELP = """rpl-sql: MySQL replication statements on a Delta warehouse, and Spark SQL.
+
+  CHANGE REPLICATION FILTER ... [FOR CHANNEL 'ch'];    CHANGE REPLICATION SOURCE TO ... [FOR CHANNEL 'ch'];
+  START | STOP REPLICA [IO_THREAD | SQL_THREAD] [FOR CHANNEL 'ch'];    RESET REPLICA [ALL] [FOR CHANNEL 'ch'];
+  SHOW REPLICA STATUS [FOR CHANNEL 'ch'];    SHOW REPLICATION FILTER HISTORY [FOR CHANNEL 'ch'] [LIMIT n];
+  SHOW WARNINGS;    any other statement runs in Spark SQL (start it with /*spark*/ to force that)
+
+  End a statement with ; (table) or \\G (vertical).  \\c or Ctrl-C: drop the statement being typed.
+  \\q, quit, exit or Ctrl-D: leave.  help, \\h, ?: this text.  History: ~/.rpl_sql_history.
+"""
+
+
+def _readline_history():
+    """Line editing and a persistent history when readline exists; returns the function that saves it."""
+    try:
+        import readline
+    except ImportError:
+        return None
+    path = os.environ.get("RPL_SQL_HISTFILE") or os.path.join(os.path.expanduser("~"), ".rpl_sql_history")
+    try:
+        readline.read_history_file(path)
+    except OSError:
+        pass
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        try:
+            readline.write_history_file(path)
+        except OSError:
+            pass
+
+    return save
+
+
+def _cancel_spark(session: Session) -> None:
+    """Cancel the Spark jobs a Ctrl-C interrupted (classic sessions only)."""
+    spark = session._spark
+    try:
+        if spark not in (None, "auto"):
+            spark.sparkContext.cancelAllJobs()
+    except Exception:
+        pass
 
 
 # ---------------------------------------------------------------- arguments
@@ -148,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--defaults-file", metavar="MY_CNF", help="option file whose [mysqld] section is read at --start")
     p.add_argument("--export-sql", action="store_true",
                    help="print a Spark SQL init script (views + functions) for spark-sql and SQL notebooks")
+    p.add_argument("--master", help="Spark master for statements that need Spark (default local[2])")
+    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show Spark's own log and warnings (by default they go to a log file in $TMPDIR)")
     p.add_argument("--no-stale-check", action="store_true",
                    help="with --export-sql: functions that do not check per query that the filters are unchanged")
     return p
@@ -162,11 +274,11 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
         if a.startswith("--") and is_startup_option(a.split("=", 1)[0]):
             if "=" in a:
                 startup.append(a)
-            elif i + 1 < len(argv):
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("-"):
                 startup.append(f"{a}={argv[i + 1]}")
                 i += 1
-            else:
-                startup.append(a + "=")
+            else:  # no value: refused at start, as mysqld refuses it
+                startup.append(a)
             i += 1
             continue
         rest.append(a)
@@ -180,18 +292,44 @@ def main(argv: list[str] | None = None) -> int:
         from .ingest import main as ingest_main
 
         return ingest_main(argv[1:])
+    if argv[:1] == ["repair"]:
+        return repair_main(argv[1:])
     if argv[:1] == ["apply"]:
         from .apply import main as apply_main
 
         return apply_main(argv[1:])
     rest, startup = split_startup_args(argv)
     args = build_parser().parse_args(rest)
-    session = Session(args.warehouse, spark="auto")
+    try:
+        session = Session(args.warehouse, spark="auto")
+    except MySQLError as e:
+        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        return 1
+    conf = dict(c.split("=", 1) for c in args.conf if "=" in c)
+    bad = [c for c in args.conf if "=" not in c]
+    if bad:
+        sys.stderr.write(f"rpl-sql: --conf wants KEY=VALUE, got {bad[0]!r}\n")
+        return 2
+
+    def start_spark():
+        from .sparkenv import local_spark
+
+        return local_spark(master=args.master or "local[2]", verbose=args.verbose, **conf)
+
+    session.spark_factory = start_spark
     shell = Shell(session, silent=args.silent)
     if (startup or args.defaults_file) and not args.start:
         sys.stderr.write("rpl-sql: --replicate-* options and --defaults-file take effect at server start: "
                          "add --start\n")
         return 2
+    try:
+        return _run(args, session, shell, startup)
+    except MySQLError as e:  # the warehouse itself failed (damaged, unreadable): one line, as for a statement
+        shell.error(e)
+        return 1
+
+
+def _run(args: argparse.Namespace, session: Session, shell: Shell, startup: list[str]) -> int:
     if args.export_sql:
         from .export import export_sql
         sys.stdout.write(export_sql(session, stale_check=not args.no_stale_check))
@@ -203,21 +341,60 @@ def main(argv: list[str] | None = None) -> int:
         except StartupError as e:
             sys.stderr.write(f"[ERROR] {e.message}\n[ERROR] Aborting\n")
             return 1
-    for path in args.init:
-        if not shell.run_script(_read(path)):
+    try:
+        scripts = [_read(path) for path in args.init] + ([_read(args.file)] if args.file is not None else [])
+    except OSError as e:
+        sys.stderr.write(f"rpl-sql: cannot read {e.filename}: {e.strerror}\n")
+        return 1
+    shell.script_lines = True
+    for text in scripts[:len(args.init)]:
+        if not shell.run_script(text):
             return 1
     if args.execute is not None:
+        shell.script_lines = False
         return 0 if shell.run_script(args.execute) else 1
     if args.file is not None:
-        return 0 if shell.run_script(_read(args.file)) else 1
+        return 0 if shell.run_script(scripts[-1]) else 1
     if not sys.stdin.isatty():
-        return 0 if shell.run_script(sys.stdin.read()) else 1
+        return 0 if shell.run_script(sys.stdin.buffer.read().decode("utf-8", "surrogateescape")) else 1
+    shell.script_lines = False
     shell.interactive()
     return 0
 
 
+def repair_main(argv: list[str]) -> int:
+    """`rpl-sql repair`: roll every damaged rpl_sql table of a warehouse back to its last good version."""
+    from . import deltalog
+    from .session import resolve_warehouse
+
+    p = argparse.ArgumentParser(prog="rpl-sql repair", description=repair_main.__doc__.split(": ", 1)[1])
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--dry-run", action="store_true", help="report the damage, move nothing")
+    args = p.parse_args(argv)
+    warehouse = resolve_warehouse(args.warehouse)
+    if not os.path.isdir(warehouse):
+        sys.stderr.write(f"rpl-sql repair: {warehouse} is not a directory\n")
+        return 1
+    damaged = 0
+    for table in deltalog.tables(warehouse):
+        damage = deltalog.find_damage(table)
+        if damage is None:
+            continue
+        damaged += 1
+        if args.dry_run:
+            print(f"{table}: version {damage.version} is damaged ({damage.reason})")
+            continue
+        moved = deltalog.repair(table)
+        print(f"{table}: version {damage.version} was damaged ({damage.reason}); rolled back to version "
+              f"{damage.version - 1}, moved {len(moved)} file(s) to {os.path.join(table, deltalog.QUARANTINE)}")
+    if not damaged:
+        print(f"{warehouse}: every table's log is sound")
+    return 0
+
+
 def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
+    """A script's text; bytes that are not UTF-8 are kept as surrogates, which the parser refuses (1300)."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         return f.read()
 
 

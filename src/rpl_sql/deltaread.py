@@ -123,6 +123,9 @@ def snapshot(path: str, version: int | None = None,
     """
     from deltalake import DeltaTable
 
+    from .deltalog import check
+
+    check(path)
     dt = DeltaTable(path, version=version)
     _check_readable(dt)
     schema = pa.schema(dt.schema().to_arrow())

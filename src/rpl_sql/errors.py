@@ -17,14 +17,17 @@ def _spec(code: int, sqlstate: str, name: str, template: str) -> ErrorSpec:
 
 
 CATALOGUE: dict[str, ErrorSpec] = {s.name: s for s in (
+    _spec(1018, "HY000", "ER_CANT_READ_DIR", "Can't read dir of '%s' (errno: %d - %s)"),
     _spec(1064, "42000", "ER_PARSE_ERROR",
           "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server "
           "version for the right syntax to use near '%s' at line %d"),
+    _spec(1194, "HY000", "ER_CRASHED_ON_USAGE", "Table '%s' is marked as crashed and should be repaired"),
     _spec(1200, "HY000", "ER_BAD_REPLICA",
           "The server is not configured as replica; fix in config file or with CHANGE REPLICATION SOURCE TO"),
     _spec(1227, "42000", "ER_SPECIFIC_ACCESS_DENIED_ERROR",
           "Access denied; you need (at least one of) the %s privilege(s) for this operation"),
     _spec(1235, "42000", "ER_NOT_SUPPORTED_YET", "This version of MySQL doesn't yet support '%s'"),
+    _spec(1300, "HY000", "ER_INVALID_CHARACTER_STRING", "Invalid %s character string: '%s'"),
     _spec(1254, "HY000", "ER_REPLICA_WAS_RUNNING", "Replica is already running"),
     _spec(1255, "HY000", "ER_REPLICA_WAS_NOT_RUNNING", "Replica already has been stopped"),
     _spec(1287, "HY000", "ER_WARN_DEPRECATED_SYNTAX",
@@ -87,6 +90,8 @@ STARTUP_MESSAGES: dict[str, str] = {
 class MySQLError(Exception):
     """A statement failed with a MySQL error; the state is unchanged."""
 
+    hint = ""  # what to do instead, when rpl_sql knows (a misspelt keyword, an unsupported statement)
+
     def __init__(self, code: int, sqlstate: str, name: str, message: str):
         super().__init__(f"ERROR {code} ({sqlstate}): {message}")
         self.code = code
@@ -99,6 +104,32 @@ class MySQLError(Exception):
         """Build the catalogue error `name` with its template's `%s`/`%d` arguments."""
         spec = CATALOGUE[name]
         return cls(spec.code, spec.sqlstate, spec.name, spec.template % args if args else spec.template)
+
+
+class SparkSQLError(Exception):
+    """A statement run by Spark failed: `error_class` and `sqlstate` are Spark's, `message` its first line."""
+
+    def __init__(self, message: str, error_class: str | None = None, sqlstate: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.error_class = error_class
+        self.sqlstate = sqlstate
+
+    @classmethod
+    def from_spark(cls, err: BaseException) -> "SparkSQLError":
+        """Spark's exception, without its JVM stack trace and JSON context: one line."""
+        get = getattr(err, "getCondition", None) or getattr(err, "getErrorClass", None)
+        error_class = get() if get else None
+        state = getattr(err, "getSqlState", None)
+        text = str(getattr(err, "_desc", None) or err).strip().splitlines()
+        message = text[0] if text else type(err).__name__
+        if error_class and not message.startswith("["):
+            message = f"[{error_class}] {message}"
+        return cls(message, error_class, state() if state else None)
+
+
+class SparkRequired(SparkSQLError):
+    """A statement needs Spark and the session has none; the message says how to get one."""
 
 
 class StartupError(Exception):

@@ -125,6 +125,9 @@ def _ingest_meta(info: dict[str, Any]) -> dict[str, str]:
 
 
 def _open(path: str) -> DeltaTable | None:
+    from .deltalog import check
+
+    check(path)
     try:
         return DeltaTable(path)
     except TableNotFoundError:

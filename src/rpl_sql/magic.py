@@ -30,7 +30,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from .errors import MySQLError
+from .errors import MySQLError, SparkSQLError
 
 DEFAULT_MAX_ROWS = 1000
 _OPTION = re.compile(r"""\s*--(warehouse|max-rows)(?:\s*=\s*|\s+)("[^"]*"|'[^']*'|\S+)""")
@@ -40,7 +40,14 @@ class StatementError(MySQLError):
     """A MySQL error that stopped a cell; IPython shows just `ERROR code (sqlstate): message`."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"ERROR {self.code} ({self.sqlstate}): {self.message}"]
+        return [f"ERROR {self.code} ({self.sqlstate}): {self.message}"] + ([f"Hint: {self.hint}"] if self.hint else [])
+
+
+class SparkStatementError(SparkSQLError):
+    """A Spark error that stopped a cell, shown in one line without the JVM stack."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"ERROR (Spark{' ' + self.sqlstate if self.sqlstate else ''}): {self.message}"]
 
 
 def split_options(line: str) -> tuple[dict[str, str], str]:
@@ -151,7 +158,13 @@ class RplSqlMagics(Magics):
         except MySQLError as e:
             if pending is not None:
                 _show(display, *pending, max_rows)
-            raise StatementError(e.code, e.sqlstate, e.name, e.message) from None
+            err = StatementError(e.code, e.sqlstate, e.name, e.message)
+            err.hint = e.hint
+            raise err from None
+        except SparkSQLError as e:
+            if pending is not None:
+                _show(display, *pending, max_rows)
+            raise SparkStatementError(e.message, e.error_class, e.sqlstate) from None
         except BaseException:
             if pending is not None:
                 _show(display, *pending, max_rows)
@@ -171,7 +184,10 @@ def _frame(result: Any, max_rows: int) -> tuple[Any, bool]:
         df = result.dataframe
         if not df.columns:
             return None, False
-        frame = df.limit(max_rows + 1).toPandas()
+        from .session import quiet_spark_errors
+
+        with quiet_spark_errors():
+            frame = df.limit(max_rows + 1).toPandas()
     elif result.columns:
         frame = pd.DataFrame([tuple(r) for r in result.rows[:max_rows + 1]], columns=list(result.columns))
     else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from dataclasses import dataclass
 from importlib import resources
 from typing import NamedTuple
 
@@ -31,7 +32,7 @@ from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
 from .errors import CATALOGUE, MySQLError
 from .rules import FilterType
 from .statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
-                         ShowReplicaStatus, ShowReplicationFilterHistory, StartReplica, Statement,
+                         ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings, StartReplica, Statement,
                          StopReplica)
 
 MYSQL_VERSION_ID = 80040
@@ -178,30 +179,106 @@ def _expand_versioned_comments(text: str) -> str:
     return "".join(chars)
 
 
-def _leading_words(code: str, count: int) -> list[str]:
-    words: list[str] = []
+def _leading_words(code: str, count: int) -> list[tuple[str, int, int, str]]:
+    """The first `count` words (upper-cased if ASCII) with their offsets and what follows each: 'other'
+    when punctuation such as '.' touches it, else ''; stops at the first piece that is not a word."""
+    words: list[tuple[str, int, int, str]] = []
     for kind, s, e in _pieces(code):
+        if words and s == words[-1][2] and kind == "other":
+            words[-1] = (*words[-1][:3], "other")
         if kind in ("space", "comment", "marker"):
             continue
         if kind != "word" or len(words) == count:
             break
         word = code[s:e]
-        words.append(word.upper() if word.isascii() else word)
+        words.append((word.upper() if word.isascii() else word, s, e, ""))
     return words
 
 
-def _is_replication(code: str) -> bool:
-    """Whether `code` starts like one of rpl_sql's statements (any CHANGE does: Spark has none)."""
-    w = _leading_words(code, 4)
+# Statements rpl_sql owns begin with one of these; SHOW and RESET only before a replication word (Spark has
+# its own SHOW ... and RESET <config key>). Spark has no CHANGE, START or STOP statement at all.
+LEADERS = ("CHANGE", "START", "STOP", "RESET", "SHOW")
+REPLICA_WORDS = ("REPLICA", "SLAVE", "REPLICATION", "MASTER", "SOURCE")
+# What a Spark SQL statement can start with (Spark 4's statement rule, SQL scripting, Delta's commands): a
+# first word outside this set that is close to one of LEADERS is taken as a misspelt replication statement.
+SPARK_LEADERS = frozenset("""
+    SELECT WITH FROM VALUES TABLE MAP REDUCE INSERT UPDATE DELETE MERGE USE SET RESET CREATE REPLACE ALTER DROP
+    SHOW DESC DESCRIBE EXPLAIN COMMENT REFRESH CACHE UNCACHE CLEAR LOAD TRUNCATE REPAIR MSCK ADD LIST ANALYZE
+    DECLARE EXECUTE CALL BEGIN IF WHILE REPEAT LOOP FOR CASE LEAVE ITERATE SIGNAL RESIGNAL GRANT REVOKE LOCK
+    UNLOCK EXPORT IMPORT DFS OPTIMIZE VACUUM RESTORE CONVERT GENERATE FSCK COPY
+""".split())
+# SET forms of MySQL's and MariaDB's replication system variables: owned, so they never reach Spark.
+_SET_REPLICATION = re.compile(
+    r"\s*SET\s+(?:(?:GLOBAL|SESSION|PERSIST|PERSIST_ONLY)\s+|@@(?:GLOBAL\.|SESSION\.)?)?"
+    r"(?:`?[^\s.=`]+`?\.)?(?P<var>replicate_\w*|sql_(?:replica|slave)_skip_counter|default_master_connection)\b",
+    re.IGNORECASE)
+# `/*spark*/` before a statement sends it to Spark as written, whatever it looks like.
+FORCE_SPARK = re.compile(r"\s*/\*\s*spark\s*\*/", re.IGNORECASE)
+
+
+def _distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (swapping neighbours counts one): `STPO` is 1 from `STOP`."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def _closest(word: str, choices: tuple[str, ...]) -> str | None:
+    """The choice that `word` is a likely typo of (distance 1, or 2 for choices of 6+ letters), if any."""
+    if word in choices or len(word) < 3 or not word.isascii():
+        return None
+    best = min(choices, key=lambda c: _distance(word, c))
+    return best if _distance(word, best) <= (2 if len(best) >= 6 else 1) else None
+
+
+@dataclass(frozen=True)
+class Route:
+    """Who runs a statement: 'grammar' (rpl_sql), 'spark', 'unsupported' (a replication statement rpl_sql
+    does not implement, named by `what`) or 'typo' (a misspelt replication keyword at offset `near`; `hint`
+    is the likely start of the statement)."""
+
+    owner: str
+    near: int = 0
+    hint: str = ""
+    what: str = ""
+
+
+def route(code: str) -> Route:
+    """Decide who runs `code` from its first words, without parsing it."""
+    if FORCE_SPARK.match(code):
+        return Route("spark")
+    m = _SET_REPLICATION.match(code)
+    if m:
+        return Route("unsupported", what=f"SET {m.group('var').lower()}",
+                     hint="set filters with CHANGE REPLICATION FILTER ... [FOR CHANNEL '...']")
+    w = _leading_words(code, 2)
     if not w:
-        return False
-    if w[0] == "CHANGE":
-        return True
-    if w[0] in ("RESET", "START", "STOP"):
-        return w[1:2] in (["REPLICA"], ["SLAVE"])
-    if w[0] == "SHOW":
-        return w[1:3] in (["REPLICA", "STATUS"], ["SLAVE", "STATUS"]) or w[1:4] == ["REPLICATION", "FILTER", "HISTORY"]
-    return False
+        return Route("spark")
+    first, second = w[0][0], (w[1][0] if len(w) > 1 else "")
+    if first in ("CHANGE", "START", "STOP"):
+        return Route("grammar")
+    if first in ("RESET", "SHOW"):
+        if second in ("REPLICA", "SLAVE") or (first == "SHOW" and second in ("REPLICATION", "WARNINGS")):
+            return Route("grammar")
+        if second in ("MASTER", "BINARY", "BINLOG", "RELAYLOG", "REPLICAS"):
+            return Route("unsupported", what=f"{first} {second}",
+                         hint="rpl_sql is a replica: it has no binary log of its own")
+        fix = _closest(second, REPLICA_WORDS) if second and w[1][3] != "other" else None
+        if fix:  # not a dotted config key (RESET spark.sql.x): a misspelt RESET REPLICA, SHOW REPLICA ...
+            return Route("typo", w[1][1], f"{first} {fix}")
+        return Route("spark")
+    if first in SPARK_LEADERS:
+        return Route("spark")
+    fix = _closest(first, LEADERS)
+    if fix:
+        rest = second if not second or second in REPLICA_WORDS else _closest(second, REPLICA_WORDS)
+        if rest is not None:
+            return Route("typo", w[0][1], f"{fix} {rest}".strip())
+    return Route("spark")
 
 
 # ---------------------------------------------------------------- building nodes
@@ -398,6 +475,9 @@ class _Build(Transformer):
         channel, limit = c
         return ShowReplicationFilterHistory(channel=channel, limit=limit)
 
+    def show_warnings(self, c):
+        return ShowWarnings(limit=c[0])
+
     def limit(self, c):
         return _uint(c[0])
 
@@ -426,6 +506,17 @@ def _lark() -> Lark:
                 g_regex_flags=re.ASCII, maybe_placeholders=True, cache=True)
 
 
+def _at_line(err: MySQLError, line: int) -> MySQLError:
+    err.statement_line = line
+    return err
+
+
+def _near(text: str, pos: int, statement_line: int) -> ParseError:
+    """The 1064 MySQL reports for an unexpected token at offset `pos` of `text`."""
+    line = text.count("\n", 0, pos) + 1
+    return ParseError(text[pos:pos + _NEAR_LIMIT], line, pos - (text.rfind("\n", 0, pos) + 1) + 1, statement_line)
+
+
 def _parse_error(err: UnexpectedInput, text: str, statement_line: int) -> ParseError:
     tok = getattr(err, "token", None)
     if isinstance(err, UnexpectedToken) and tok.type == "$END":
@@ -441,8 +532,20 @@ def parse_statement(text: str, line: int = 1) -> Statement:
     feed in a pattern, channel name or option string; either carries `statement_line`.
     """
     code = _expand_versioned_comments(text)
-    if not _is_replication(code):
+    where = route(code)
+    if where.owner == "spark":
         return OtherSQL(text=text, line=line)
+    if where.owner == "unsupported":
+        err = _at_line(MySQLError.of("ER_NOT_SUPPORTED_YET", where.what), line)
+        err.hint = where.hint
+        err.add_note(err.hint)
+        raise err
+    if where.owner == "typo":
+        err = _near(text, where.near, line)
+        err.hint = (f"did you mean {where.hint} ...? (to send this text to Spark as it is, "
+                    "start it with /*spark*/)")
+        err.add_note(err.hint)
+        raise err
     try:
         stmt = _lark().parse(code)
     except UnexpectedInput as err:
@@ -457,8 +560,20 @@ def parse_statement(text: str, line: int = 1) -> Statement:
     return stmt
 
 
+def check_utf8(text: str) -> None:
+    """Text that cannot be UTF-8 (a lone surrogate, as Python decodes invalid bytes) is MySQL's 1300."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = text[e.start:e.end]
+        shown = "".join(f"{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else f"{ord(c):04X}" for c in bad)
+        raise _at_line(MySQLError.of("ER_INVALID_CHARACTER_STRING", "utf8mb4", shown),
+                       text.count("\n", 0, e.start) + 1) from None
+
+
 def parse(text: str) -> list[Statement]:
     """A whole script, all or nothing: the first bad replication statement raises."""
+    check_utf8(text)
     return [parse_statement(strip_vertical(stmt), line) for stmt, line in split_statements(text)]
 
 

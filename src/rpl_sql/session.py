@@ -9,7 +9,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 import getpass
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -17,17 +19,18 @@ from typing import Any, Callable, Iterable, Iterator
 
 from . import performance_schema as pfs
 from . import server
-from .errors import MySQLError, Warning
+from .errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from .evaluate import Decision, Event
 from .parser import parse
 from .startup import StartupOptions, parse_startup, read_option_file
 from .state import ServerState
-from .statements import OtherSQL, ShowReplicationFilterHistory, Statement
+from .statements import OtherSQL, ShowReplicationFilterHistory, ShowWarnings, Statement
 from .store import DeltaStore
 
 DEFAULT_WAREHOUSE = "rpl_warehouse"
 WAREHOUSE_ENV = "RPL_SQL_WAREHOUSE"
 
+WARNING_COLUMNS = ("Level", "Code", "Message")
 HISTORY_COLUMNS = ("VERSION", "COMMITTED_AT", "CHANNEL_NAME", "FILTER_NAME", "FILTER_RULE", "PREVIOUS_RULE",
                    "CONFIGURED_BY", "OPERATION", "STATEMENT")
 
@@ -61,17 +64,22 @@ class Session:
     """One client of a replica server whose state lives in Delta tables under `warehouse`.
 
     Control-plane statements never start Spark. Ordinary SQL needs a SparkSession: pass `spark`, or
-    `spark="auto"` to start a local one the first time a statement needs it.
+    `spark=True` (or "auto") to start a local one the first time a statement needs it. Without either, such
+    a statement raises SparkRequired and nothing starts.
     """
 
     def __init__(self, warehouse: str | os.PathLike | None = None, *, spark: Any = None,
                  clock: Callable[[], int] = now_micros):
         self.warehouse = resolve_warehouse(warehouse)
+        if os.path.exists(self.warehouse) and not os.path.isdir(self.warehouse):
+            raise MySQLError.of("ER_CANT_READ_DIR", self.warehouse, 20, "Not a directory")
         self.store = DeltaStore(self.warehouse)
-        self._spark = spark
+        self._spark = "auto" if spark is True else spark
         self._clock = clock
+        self._diagnostics: list[tuple] = []  # what SHOW WARNINGS lists: the previous statement's
         self._on_change: list[Callable[[ServerState], None]] = []
         self.surface = None  # the SparkSurface, once registered in a SparkSession
+        self.spark_factory: Callable[[], Any] | None = None  # how spark="auto" starts one (default: local_spark)
 
     # ------------------------------------------------------------ state
 
@@ -111,11 +119,34 @@ class Session:
         return list(self.run(text))
 
     def run(self, text: str) -> Iterator[Result]:
-        """Like `execute`, yielding each result as its statement completes."""
-        for stmt in parse(text):
+        """Like `execute`, yielding each result as its statement completes.
+
+        A syntax error anywhere, rpl_sql's (MySQLError 1064) or Spark's (SparkSQLError), runs nothing. Errors
+        found while running stop the script there; the statements before it have committed.
+        """
+        stmts = parse(text)
+        if any(isinstance(s, OtherSQL) for s in stmts) and not all(isinstance(s, OtherSQL) for s in stmts):
+            self.check_spark_syntax([s for s in stmts if isinstance(s, OtherSQL)])
+        for stmt in stmts:
             yield self.execute_statement(stmt)
 
     def execute_statement(self, stmt: Statement) -> Result:
+        """Run one parsed statement; MySQL errors and Spark's become MySQLError and SparkSQLError."""
+        if isinstance(stmt, ShowWarnings):
+            rows = self._diagnostics[:stmt.limit] if stmt.limit is not None else list(self._diagnostics)
+            return Result(stmt, WARNING_COLUMNS, rows)
+        try:
+            result = self._execute(stmt)
+        except MySQLError as e:
+            self._diagnostics = [("Error", e.code, e.message)]
+            raise
+        except SparkSQLError as e:
+            self._diagnostics = [("Error", None, e.message)]
+            raise
+        self._diagnostics = [(w.level, w.code, w.message) for w in result.warnings]
+        return result
+
+    def _execute(self, stmt: Statement) -> Result:
         if isinstance(stmt, OtherSQL):
             return self._spark_sql(stmt)
         if isinstance(stmt, ShowReplicationFilterHistory):
@@ -163,13 +194,41 @@ class Session:
 
     def _spark_sql(self, stmt: OtherSQL) -> Result:
         spark = self.spark
-        df = spark.sql(stmt.text)
+        try:
+            with quiet_spark_errors():
+                df = spark.sql(stmt.text)
+        except Exception as e:
+            if not _is_spark_error(e):
+                raise
+            raise SparkSQLError.from_spark(e) from None
         return Result(stmt, tuple(df.columns), [], (), None, df)
+
+    def check_spark_syntax(self, stmts: list[OtherSQL]) -> None:
+        """Parse Spark's statements with Spark's parser, running nothing (not possible over Spark Connect)."""
+        spark = self.spark
+        jsession = getattr(spark, "_jsparkSession", None)
+        if jsession is None:
+            return
+        parser = jsession.sessionState().sqlParser()
+        for stmt in stmts:
+            try:
+                with quiet_spark_errors():
+                    parser.parsePlan(stmt.text)
+            except Exception as e:
+                from pyspark.errors.exceptions.captured import convert_exception
+
+                java = getattr(e, "java_exception", None)
+                raise SparkSQLError.from_spark(convert_exception(java) if java is not None else e) from None
 
     @property
     def spark(self):
-        """The SparkSession, started on first use when the session was made with spark='auto'."""
-        if self._spark == "auto" or self._spark is None:
+        """The SparkSession; with spark=True/"auto", started on first use; else SparkRequired."""
+        if self._spark is None:
+            raise SparkRequired(
+                "this statement is Spark SQL and the session has no Spark: open it with "
+                "rpl_sql.connect(warehouse, spark=True) to start a local Spark when needed, pass a SparkSession, "
+                "or use rpl_sql.register(spark, warehouse)", "RPL_SQL_NO_SPARK")
+        if self._spark == "auto":
             from .spark import attach
             attach(self)
         return self._spark
@@ -225,8 +284,31 @@ class Session:
         return pfs.applier_global_filters(self.state)
 
 
+@contextlib.contextmanager
+def quiet_spark_errors() -> Iterator[None]:
+    """pyspark logs every SQL error as a multi-kilobyte JSON record with the JVM stack on stderr; inside this
+    block it does not (the error still raises, and becomes one SparkSQLError line)."""
+    loggers = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    saved = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, saved):
+            lg.disabled = was
+
+
+def _is_spark_error(e: BaseException) -> bool:
+    """An error Spark raised for a statement (pyspark's exceptions, or py4j's for a JVM error)."""
+    return any(c.__module__.startswith(("pyspark.errors", "py4j")) for c in type(e).__mro__)
+
+
 def connect(warehouse: str | os.PathLike | None = None, *, spark: Any = None) -> Session:
-    """Open a session on the replica server kept under `warehouse` (default ./rpl_warehouse)."""
+    """Open a session on the replica server kept under `warehouse` (default ./rpl_warehouse).
+
+    spark: None (never start Spark; Spark SQL raises SparkRequired), True (start a local one when a
+    statement needs it), or a SparkSession."""
     return Session(warehouse, spark=spark)
 
 

@@ -107,6 +107,8 @@ def attach(session) -> None:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.getActiveSession()
+    if spark is None and session.spark_factory is not None:
+        spark = session.spark_factory()
     if spark is None:
         from .sparkenv import local_spark
 

@@ -5,6 +5,7 @@ import contextlib
 import os
 import re
 import sys
+import tempfile
 from typing import Iterator, Mapping
 
 
@@ -24,7 +25,31 @@ def java_options(opts: str = "") -> str:
     return " ".join(f for f in flags if f)
 
 
-def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str):
+def spark_log_path() -> str:
+    """Where a quiet session's JVM writes its console output (log4j, warnings, progress bars)."""
+    return os.path.join(tempfile.gettempdir(), f"rpl_sql-spark-{os.getpid()}.log")
+
+
+@contextlib.contextmanager
+def _stderr_to(path: str | None) -> Iterator[None]:
+    """File descriptor 2 sent to `path` for the block: a JVM started inside keeps it for life."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", verbose: bool = False, **conf: str):
     """A local SparkSession whose Python workers run this interpreter (so they can import rpl_sql).
 
     Its JVM JIT-compiles methods over 8,000 bytes of bytecode (HUGE_METHODS_FLAG): whole-stage codegen
@@ -33,6 +58,9 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str
     a method that big the JIT cannot prove the decoded strings stay local, so a filter allocates about
     165 bytes per row that a bare scan does not, and under G1 that allocation cost `should_apply`
     about a fifth of its time (bench/bench_should_apply.py --java-opts).
+
+    Quiet unless `verbose`: the JVM's console output (log4j, the JDK's incubator warning, progress bars)
+    goes to spark_log_path(), not the terminal; errors still reach Python as exceptions.
 
     >>> spark = local_spark()  # doctest: +SKIP
     """
@@ -51,8 +79,12 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", **conf: str
     builder = builder.config("spark.driver.extraJavaOptions", opts)
     for k, v in conf.items():
         builder = builder.config(k, v)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    from pyspark import SparkContext
+
+    starts_jvm = SparkContext._gateway is None
+    with _stderr_to(None if verbose or not starts_jvm else spark_log_path()):
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return session
 
 

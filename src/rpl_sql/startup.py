@@ -93,7 +93,9 @@ def parse_startup(options: list[str] | tuple[str, ...], file_options: list[tuple
     for name, value in pairs:
         canon = option_name(name)
         if canon in _OPTION_TYPES:
-            rules.append(parse_rule(canon, value if value is not None else ""))
+            if value is None:
+                raise StartupError("ER_OPTION_REQUIRES_ARGUMENT", f"option '--{canon}' requires an argument")
+            rules.append(parse_rule(canon, value))
         elif canon == LCTN_OPTION:
             if value not in ("0", "1", "2"):
                 raise StartupError("ER_WRONG_VALUE", f"Incorrect value '{value}' for lower_case_table_names")

@@ -72,9 +72,16 @@ class ShowReplicationFilterHistory(Statement):
 
 
 @dataclass(frozen=True)
+class ShowWarnings(Statement):
+    """The previous statement's warnings, or its error (answered by the session, as the mysql client's)."""
+
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
 class OtherSQL(Statement):
     """Any statement that is not a replication statement: handed to Spark SQL as written."""
 
 
 REPLICATION_STATEMENTS = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica,
-                          StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory)
+                          StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings)

@@ -13,6 +13,8 @@ pure step on the fresh state. The Delta log doubles as the audit trail (`history
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -20,7 +22,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -34,6 +36,7 @@ try:
 except ImportError:  # pragma: no cover - deltalake depends on arro3-core
     _A3Array = None
 
+from .deltalog import check as check_log
 from .errors import MySQLError
 from .rules import TYPES, FilterType, Filters, Slot, format_rule
 from .state import ApplierPosition, Channel, ServerState, initial_state
@@ -313,6 +316,9 @@ _FilterVal = tuple[str, str, str | None, int]  # (filter_values JSON, filter_rul
 _ABSENT = ("[]", "", None, 0)
 
 
+WRITER_LOCK = ".rpl_sql-writer.lock"  # in the warehouse directory: local writers take turns on it
+
+
 class DeltaStore:
     """The replica's control-plane state in `<warehouse>/rpl_state`, with optimistic concurrency.
 
@@ -339,6 +345,7 @@ class DeltaStore:
         return self.warehouse.rstrip("/") + "/" + STATE_TABLE
 
     def _open(self, version: int | None = None) -> DeltaTable | None:
+        check_log(self.state_path)
         try:
             return DeltaTable(self.state_path, version=version)
         except TableNotFoundError:
@@ -431,18 +438,34 @@ class DeltaStore:
         ('nothing to do', None)
         """
         failures = 0
-        while True:
-            snap = self.load()
-            new_state, result = step(snap.state)
-            if new_state == snap.state:
-                return result, None
-            try:
-                return result, self.commit(snap, new_state, metadata)
-            except ConcurrentCommit as e:
-                failures += 1
-                if failures >= retries:
-                    raise MySQLError.of("ER_LOCK_DEADLOCK") from e
-                time.sleep(random.uniform(0, min(0.1, 0.002 * 2 ** failures)))
+        with self._writer_lock():
+            while True:
+                snap = self.load()
+                new_state, result = step(snap.state)
+                if new_state == snap.state:
+                    return result, None
+                try:
+                    return result, self.commit(snap, new_state, metadata)
+                except ConcurrentCommit as e:
+                    failures += 1
+                    if failures >= retries:
+                        raise MySQLError.of("ER_LOCK_DEADLOCK") from e
+                    time.sleep(random.uniform(0, min(0.1, 0.002 * 2 ** failures)))
+
+    @contextlib.contextmanager
+    def _writer_lock(self) -> Iterator[None]:
+        """Writers on this host queue on a lock file, as MySQL queues statements; writers on other hosts
+        still meet only the optimistic commit. None before the warehouse exists, or where it is read-only."""
+        try:
+            fd = os.open(os.path.join(self.warehouse, WRITER_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def history(self, limit: int | None = None) -> list[Commit]:
         """The commits of the state table, newest first ([] before the first commit).

@@ -1,0 +1,236 @@
+"""The front door: who owns a statement, misspelt replication statements, Spark errors in one line, no Spark
+unless asked, SHOW WARNINGS, and the shell's own commands."""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from rpl_sql import MySQLError, Session, SparkRequired, SparkSQLError
+from rpl_sql.cli import Shell, display_width, format_table
+from rpl_sql.parser import ParseError, parse_statement, route
+from rpl_sql.statements import OtherSQL, ShowWarnings
+
+TYPOS = [  # text, near, hint
+    ("RESET REPLCA", "REPLCA", "RESET REPLICA"),
+    ("RESET SLAV", "SLAV", "RESET SLAVE"),
+    ("STPO REPLICA", "STPO REPLICA", "STOP REPLICA"),
+    ("STRAT REPLICA FOR CHANNEL 'c'", "STRAT REPLICA FOR CHANNEL 'c'", "START REPLICA"),
+    ("CHANG REPLICATION FILTER REPLICATE_DO_DB = (a)", "CHANG REPLICATION FILTER REPLICATE_DO_DB = (a)",
+     "CHANGE REPLICATION"),
+    ("SHOW REPLCA STATUS", "REPLCA STATUS", "SHOW REPLICA"),
+    ("reste replica", "reste replica", "RESET REPLICA"),
+]
+SPARK = ["SELECT 1", "RESET", "RESET spark.sql.shuffle.partitions", "SET spark.sql.x = 1", "SHOW TABLES",
+         "SHOW FUNCTIONS", "CREATE TEMPORARY VIEW v AS SELECT 1", "SELCT 1", "/*spark*/ RESET REPLCA",
+         "/* SPARK */ STOP REPLI", "WITH x AS (SELECT 1) SELECT * FROM x", "(SELECT 1)", "DESCRIBE t"]
+
+
+@pytest.mark.parametrize("text,near,hint", TYPOS)
+def test_misspelt_replication_statement_is_1064_with_a_hint(text, near, hint):
+    with pytest.raises(ParseError) as raised:
+        parse_statement(text)
+    e = raised.value
+    assert (e.code, e.sqlstate, e.near) == (1064, "42000", near)
+    assert e.hint.startswith(f"did you mean {hint} ") and "/*spark*/" in e.hint
+
+
+@pytest.mark.parametrize("text", SPARK)
+def test_spark_statements_go_to_spark(text):
+    assert isinstance(parse_statement(text), OtherSQL)
+
+
+@pytest.mark.parametrize("text", ["SET GLOBAL replicate_do_db = 'a'", "SET @@global.replicate_ignore_db='x'",
+                                  "set global conn1.replicate_do_table='a.b'", "SET replicate_rewrite_db='a->b'",
+                                  "SET GLOBAL sql_replica_skip_counter = 1", "SET @@default_master_connection='c'",
+                                  "SHOW MASTER STATUS", "RESET MASTER", "SHOW BINARY LOGS"])
+def test_replication_forms_rpl_sql_lacks_are_1235_not_spark(text):
+    with pytest.raises(MySQLError) as raised:
+        parse_statement(text)
+    assert raised.value.code == 1235 and raised.value.hint
+
+
+def test_grammar_owned_statements_never_reach_spark():
+    for text in ["STOP REPLI", "START SLAVE UNTIL", "CHANGE x", "SHOW REPLICA", "SHOW SLAVE STATUS FOR",
+                 "RESET REPLICA ALLL"]:
+        assert route(text).owner == "grammar"
+        with pytest.raises(ParseError):
+            parse_statement(text)
+
+
+def test_no_spark_unless_asked(warehouse):
+    session = Session(warehouse)
+    with pytest.raises(SparkRequired) as raised:
+        session.execute("SELECT 1")
+    assert isinstance(raised.value, SparkSQLError) and "spark=True" in raised.value.message
+    assert session.store.version() is None
+
+
+def test_show_warnings_lists_the_previous_statements_diagnostics(warehouse):
+    session = Session(warehouse)
+    (r,) = session.execute("CHANGE MASTER TO MASTER_HOST='h' FOR CHANNEL 'c'")
+    (w,) = session.execute("SHOW WARNINGS")
+    assert w.columns == ("Level", "Code", "Message") and w.rows and w.rows[0][:2] == ("Warning", 1287)
+    assert session.execute("SHOW WARNINGS LIMIT 0")[0].rows == []
+    with pytest.raises(MySQLError) as raised:
+        session.execute("START REPLICA FOR CHANNEL 'nope'")
+    assert session.execute("SHOW WARNINGS")[0].rows == [("Error", raised.value.code, raised.value.message)]
+    assert isinstance(parse_statement("show warnings"), ShowWarnings)
+
+
+# ---------------------------------------------------------------- a fuzz run at Session.execute
+
+CORPUS = [
+    "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1, `we;ird'db`) FOR CHANNEL 'c1'",
+    "CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE = ('db%.t\\_%', '%.tmp%')",
+    "CHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((a, b)) FOR CHANNEL 'c2'",
+    "CHANGE REPLICATION FILTER REPLICATE_DO_TABLE = (db1.t1, `a.b`.c), REPLICATE_IGNORE_TABLE = ()",
+    "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h', SOURCE_PORT=3306 FOR CHANNEL 'c1'",
+    "CHANGE MASTER TO MASTER_HOST='h2' FOR CHANNEL 'c2'",
+    "START REPLICA FOR CHANNEL 'c1'", "STOP REPLICA IO_THREAD FOR CHANNEL 'c1'", "STOP SLAVE",
+    "RESET REPLICA ALL FOR CHANNEL 'c2'", "RESET SLAVE", "SHOW REPLICA STATUS FOR CHANNEL 'c1'",
+    "SHOW REPLICATION FILTER HISTORY LIMIT 2", "SHOW WARNINGS", "SET GLOBAL replicate_do_db='x'",
+    "SELECT should_apply('c1', 'db1', 't')", "RESET spark.sql.shuffle.partitions", "SHOW TABLES",
+]
+HOSTILE = ["'", "\\", "`", ",", "%", "_", "ü", "日本", "😀", ";", "(", ")", "\n", "--", "/*", "*/", "/*!80000",
+           "\udcff", "\x00", "FOR", "CHANNEL", "REPLICA", "'c1'", "=", " "]
+
+
+def mutate(rng: random.Random, text: str) -> str:
+    for _ in range(rng.randint(2, 4)):
+        op = rng.randrange(6)
+        i = rng.randrange(len(text) + 1)
+        if op == 0:
+            text = text[:i] + rng.choice(HOSTILE) + text[i:]
+        elif op == 1 and text:
+            text = text[:i] + text[i + rng.randint(1, 4):]
+        elif op == 2:
+            words = text.split(" ")
+            j = rng.randrange(len(words))
+            w = words[j]
+            if len(w) > 2:
+                k = rng.randrange(len(w) - 1)
+                words[j] = w[:k] + w[k + 1] + w[k] + w[k + 2:]
+            text = " ".join(words)
+        elif op == 3:
+            text = text[:i]
+        elif op == 4:
+            text = text[:i] + text[i:].swapcase()
+        elif rng.random() < 0.2:  # a script: the statements before a failure commit, as in mysql
+            text = text + ";" + rng.choice(CORPUS)
+    return text
+
+
+def test_fuzzed_statements_are_mysql_errors_or_need_spark_and_change_nothing(tmp_path):
+    """100,000 mutated statements: each succeeds, or raises MySQLError or SparkRequired (Spark SQL on a session
+    without Spark); a text the grammar owns never needs Spark; a failure leaves the warehouse as it was."""
+    session = Session(str(tmp_path / "wh"))
+    session.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c1'")
+    log = tmp_path / "wh" / "state" / "_delta_log"
+    if not log.is_dir():
+        log = next(p for p in (tmp_path / "wh").rglob("_delta_log"))
+    rng = random.Random(20261125)
+    outcomes = {"ok": 0, "mysql": 0, "spark": 0}
+    for _ in range(100_000):
+        text = mutate(rng, rng.choice(CORPUS))
+        before = set(os.listdir(log))
+        done = []  # results of the statements that ran before a failure (they commit, as in mysql)
+        try:
+            for result in session.run(text):
+                done.append(result)
+            outcomes["ok"] += 1
+        except MySQLError:
+            outcomes["mysql"] += 1
+        except SparkRequired:
+            outcomes["spark"] += 1
+            from rpl_sql.parser import _expand_versioned_comments, split_statements, strip_vertical
+
+            # the statement that needed Spark is one the grammar does not own
+            owners = [route(_expand_versioned_comments(strip_vertical(s))).owner for s, _ in split_statements(text)]
+            assert "spark" in owners, text
+        # one commit per statement that changed the state, none for the one that failed
+        new = {f for f in set(os.listdir(log)) - before if f.endswith(".json")}
+        assert len(new) == sum(r.version is not None for r in done), text
+    print(outcomes)
+    assert outcomes["mysql"] > 50_000 and outcomes["ok"] > 100 and outcomes["spark"] > 100
+
+
+# ---------------------------------------------------------------- the shell
+
+
+def test_empty_set_and_wide_characters(warehouse, capsys):
+    shell = Shell(Session(warehouse), out=sys.stdout, err=sys.stderr)
+    assert shell.run_script("SHOW REPLICA STATUS")
+    assert capsys.readouterr().err.startswith("Empty set (")
+    table = format_table(["x", "y"], [("日本語", 1), ("ab", 22)]).splitlines()
+    assert len({display_width(line) for line in table}) == 1, table
+    assert display_width("日本語") == 6 and display_width("e\u0301") == 1
+
+
+def test_interactive_commands(warehouse, monkeypatch, capsys):
+    """Ctrl-C and \\c drop the statement being typed, help is the shell's, \\q leaves at once."""
+    lines = iter(["CHANGE REPLICATION SOURCE TO", KeyboardInterrupt, "help", "CHANGE REPLICATION SOURCE TO",
+                  "SOURCE_HOST='h' FOR CHANNEL 'c' \\c", "SHOW WARNINGS;", "\\q", "never read;"])
+
+    def fake_input(prompt=""):
+        item = next(lines)
+        if item is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return item
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    monkeypatch.setenv("RPL_SQL_HISTFILE", os.devnull)
+    session = Session(warehouse)
+    Shell(session, out=sys.stdout, err=sys.stderr).interactive()
+    out = capsys.readouterr()
+    assert "^C" in out.out and "SHOW REPLICATION FILTER HISTORY" in out.out  # help text
+    assert "Empty set" in out.err  # SHOW WARNINGS answered by the shell's session, no Spark
+    assert session.store.version() is None  # nothing ran
+    assert next(lines) == "never read;"
+
+
+def test_cli_typo_is_an_error_without_a_jvm(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "--warehouse", str(tmp_path / "wh"), "-e",
+                           "RESET REPLCA"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "ERROR 1064 (42000): You have an error in your SQL syntax; check the manual that corresponds to your "
+        "MySQL server version for the right syntax to use near 'REPLCA' at line 1",
+        "Hint: did you mean RESET REPLICA ...? (to send this text to Spark as it is, start it with /*spark*/)"]
+    assert not list(tmp_path.glob("rpl_sql-spark-*.log"))
+
+
+# ---------------------------------------------------------------- with Spark
+
+
+@pytest.mark.spark
+def test_spark_errors_are_one_line_and_scripts_validate_first(spark, warehouse, capfd):
+    session = Session(warehouse, spark=spark)
+    with pytest.raises(SparkSQLError) as raised:
+        session.execute("SELECT * FROM no_such_table")
+    e = raised.value
+    assert e.error_class == "TABLE_OR_VIEW_NOT_FOUND" and e.sqlstate == "42P01" and "\n" not in e.message
+    assert "Py4JJavaError" not in capfd.readouterr().err
+    # a Spark syntax error anywhere in a mixed script runs nothing
+    with pytest.raises(SparkSQLError) as raised:
+        session.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c'; SELEC 1")
+    assert raised.value.error_class == "PARSE_SYNTAX_ERROR"
+    assert session.store.version() is None
+
+
+@pytest.mark.spark
+def test_the_shell_starts_spark_quietly(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
+               RPL_SQL_DRIVER_MEMORY="1g")
+    proc = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "--warehouse", str(tmp_path / "wh"),
+                           "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=2", "-e",
+                           "SELECT '日本語' AS x; SET spark.sql.shuffle.partitions"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [ln for ln in proc.stderr.splitlines() if "in set" not in ln] == []  # no JVM/log4j lines
+    assert "| spark.sql.shuffle.partitions | 2     |" in proc.stdout
+    (log,) = tmp_path.glob("rpl_sql-spark-*.log")
+    assert "log4j" in log.read_text(errors="replace")
