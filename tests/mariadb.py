@@ -229,9 +229,36 @@ def two_channels(pair, warehouse, then: str = ""):
     return session
 
 
+_INSTALL_TRIED: list[str] = []
+
+
+def install_mariadb() -> str:
+    """Install Debian's MariaDB server where this run can (root with apt-get, RPL_SQL_NO_INSTALL unset), once;
+    returns what happened, for the skip reason when it could not."""
+    if _INSTALL_TRIED:
+        return _INSTALL_TRIED[0]
+    if os.environ.get("RPL_SQL_NO_INSTALL"):
+        why = "RPL_SQL_NO_INSTALL is set"
+    elif not shutil.which("apt-get") or os.geteuid() != 0:
+        why = "not root with apt-get: install mariadb-server yourself"
+    else:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        steps = [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "mariadb-server", "mariadb-client"]]
+        why = "installed"
+        for cmd in steps:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0:
+                why = f"`{' '.join(cmd)}` failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+                break
+    _INSTALL_TRIED.append(why)
+    return why
+
+
 def _require():
     if binaries() is None:
-        pytest.skip("mariadbd is not installed (CI: apt-get install -y mariadb-server)")
+        why = install_mariadb()
+        if binaries() is None:
+            pytest.skip(f"mariadbd is not installed and this run could not install it ({why})")
 
 
 if pytest is not None:

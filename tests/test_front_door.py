@@ -234,3 +234,35 @@ def test_the_shell_starts_spark_quietly(tmp_path):
     assert "| spark.sql.shuffle.partitions | 2     |" in proc.stdout
     (log,) = tmp_path.glob("rpl_sql-spark-*.log")
     assert "log4j" in log.read_text(errors="replace")
+
+
+CORE_ONLY = """
+import sys
+class NoSpark:  # the core install: pyspark and delta-spark absent
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pyspark", "py4j", "delta", "pyspark_rpl_sql"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoSpark())
+from rpl_sql.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_the_core_manages_filters_without_pyspark(tmp_path):
+    from importlib.metadata import requires
+
+    core = [r for r in requires("rpl_sql") if "extra ==" not in r]
+    assert not [r for r in core if r.startswith(("pyspark", "delta-spark"))], core
+    wh = str(tmp_path / "wh")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-c", CORE_ONLY, "--warehouse", wh, *args], capture_output=True,
+                              text=True, timeout=120)
+
+    p = run("-e", "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c';"
+                  "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (a) FOR CHANNEL 'c'; SHOW REPLICA STATUS\\G")
+    assert p.returncode == 0 and "Replicate_Do_DB: a" in p.stdout, p.stderr
+    assert run("--export-sql").returncode == 0
+    p = run("-e", "SELECT 1")
+    assert p.returncode == 1 and p.stderr.splitlines() == [
+        "ERROR (Spark): this statement is Spark SQL and pyspark is not installed: pip install 'rpl_sql[spark]'"]

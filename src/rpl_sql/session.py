@@ -229,8 +229,14 @@ class Session:
                 "rpl_sql.connect(warehouse, spark=True) to start a local Spark when needed, pass a SparkSession, "
                 "or use rpl_sql.register(spark, warehouse)", "RPL_SQL_NO_SPARK")
         if self._spark == "auto":
-            from .spark import attach
-            attach(self)
+            try:
+                from .spark import attach
+                attach(self)
+            except ImportError as e:
+                if not (e.name or "").startswith(("pyspark", "py4j")):
+                    raise
+                raise SparkRequired("this statement is Spark SQL and pyspark is not installed: "
+                                    "pip install 'rpl_sql[spark]'", "RPL_SQL_NO_SPARK") from None
         return self._spark
 
     def _set_spark(self, spark: Any) -> None:
