@@ -43,10 +43,9 @@ def test_spark_statements_go_to_spark(text):
     assert isinstance(parse_statement(text), OtherSQL)
 
 
-@pytest.mark.parametrize("text", ["SET GLOBAL replicate_do_db = 'a'", "SET @@global.replicate_ignore_db='x'",
-                                  "set global conn1.replicate_do_table='a.b'", "SET replicate_rewrite_db='a->b'",
-                                  "SET GLOBAL sql_replica_skip_counter = 1", "SET @@default_master_connection='c'",
-                                  "SHOW MASTER STATUS", "RESET MASTER", "SHOW BINARY LOGS"])
+@pytest.mark.parametrize("text", ["SET GLOBAL replicate_same_server_id = 1", "SET GLOBAL sql_replica_skip_counter = 1",
+                                  "SET GLOBAL conn1.replicate_events_marked_for_skip='x'", "SHOW MASTER STATUS",
+                                  "RESET MASTER", "SHOW BINARY LOGS"])
 def test_replication_forms_rpl_sql_lacks_are_1235_not_spark(text):
     with pytest.raises(MySQLError) as raised:
         parse_statement(text)
@@ -266,3 +265,60 @@ def test_the_core_manages_filters_without_pyspark(tmp_path):
     p = run("-e", "SELECT 1")
     assert p.returncode == 1 and p.stderr.splitlines() == [
         "ERROR (Spark): this statement is Spark SQL and pyspark is not installed: pip install 'rpl_sql[spark]'"]
+
+
+# ---------------------------------------------------------------- MariaDB's SET GLOBAL replicate_* forms
+
+SETS = [  # MariaDB's form, and the statement it is
+    ("SET GLOBAL replicate_do_db = 'sales, hr'", "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (sales, hr) FOR CHANNEL ''"),
+    ("SET @@global.replicate_ignore_table = \"db.t1,db.t2\"",
+     "CHANGE REPLICATION FILTER REPLICATE_IGNORE_TABLE = (db.t1, db.t2) FOR CHANNEL ''"),
+    ("SET GLOBAL c1.replicate_wild_do_table = 'db%.%'",
+     "CHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('db%.%') FOR CHANNEL 'c1'"),
+    ("SET GLOBAL `C1`.replicate_rewrite_db = 'a->b, c -> d'",
+     "CHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((a, b), (c, d)) FOR CHANNEL 'c1'"),
+    ("SET GLOBAL replicate_do_db = DEFAULT", "CHANGE REPLICATION FILTER REPLICATE_DO_DB = () FOR CHANNEL ''"),
+    ("SET GLOBAL replicate_wild_ignore_table = ''",
+     "CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE = () FOR CHANNEL ''"),
+]
+CHANNELS = "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL ''; " \
+           "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c1'"
+
+
+@pytest.mark.parametrize("mariadb,mysql", SETS)
+def test_set_global_replicate_is_the_equivalent_statement(tmp_path, mariadb, mysql):
+    a, b = Session(str(tmp_path / "a")), Session(str(tmp_path / "b"))
+    for s in (a, b):
+        s.execute(CHANNELS + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (x) FOR CHANNEL ''")
+    a.execute(mariadb)
+    b.execute(mysql)
+    assert [r[:4] for r in a.filters()] == [r[:4] for r in b.filters()]
+    for s in (a, b):  # the threads-stopped rule, with the same error
+        s.execute("START REPLICA FOR CHANNEL 'c1'; START REPLICA FOR CHANNEL ''")
+    with pytest.raises(MySQLError) as ea:
+        a.execute(mariadb)
+    with pytest.raises(MySQLError) as eb:
+        b.execute(mysql)
+    assert (ea.value.code, ea.value.message) == (eb.value.code, eb.value.message) == (
+        3085, ea.value.message)
+
+
+def test_default_master_connection_and_show_variables(warehouse):
+    s = Session(warehouse)
+    s.execute(CHANNELS)
+    s.execute("SET GLOBAL replicate_do_db = 'a,b'; SET @@default_master_connection = 'C1'; "
+              "SET GLOBAL replicate_rewrite_db = 'x->y'; SET GLOBAL replicate_do_table = 'db.t'")
+    rows = dict(s.execute("SHOW VARIABLES LIKE 'replicate%'")[0].rows)
+    assert rows["replicate_rewrite_db"] == "x->y" and rows["replicate_do_table"] == "db.t"
+    assert rows["replicate_do_db"] == ""  # the default connection is c1 now
+    assert s.execute("SHOW GLOBAL VARIABLES LIKE 'default_master%'")[0].rows == [("default_master_connection", "c1")]
+    s.execute("SET default_master_connection = ''")
+    assert dict(s.execute("SHOW VARIABLES")[0].rows)["replicate_do_db"] == "a,b"
+    for bad, code in [("SET replicate_do_db = 'a'", 1229), ("SET GLOBAL default_master_connection = 'c1'", 1228),
+                      ("SET GLOBAL replicate_do_table = 'nodot'", 1231),
+                      ("SET GLOBAL replicate_rewrite_db = 'a-b'", 1231), ("SET GLOBAL replicate_do_db", 1064)]:
+        version = s.store.version()
+        with pytest.raises(MySQLError) as raised:
+            s.execute(bad)
+        assert raised.value.code == code, bad
+        assert s.store.version() == version

@@ -33,6 +33,7 @@ from .errors import CATALOGUE, MySQLError
 from .rules import FilterType
 from .statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
                          ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings, StartReplica, Statement,
+                         SetDefaultConnection, SetReplicationVariable, ShowVariables,
                          StopReplica)
 
 MYSQL_VERSION_ID = 80040
@@ -209,9 +210,17 @@ SPARK_LEADERS = frozenset("""
 """.split())
 # SET forms of MySQL's and MariaDB's replication system variables: owned, so they never reach Spark.
 _SET_REPLICATION = re.compile(
-    r"\s*SET\s+(?:(?:GLOBAL|SESSION|PERSIST|PERSIST_ONLY)\s+|@@(?:GLOBAL\.|SESSION\.)?)?"
-    r"(?:`?[^\s.=`]+`?\.)?(?P<var>replicate_\w*|sql_(?:replica|slave)_skip_counter|default_master_connection)\b",
-    re.IGNORECASE)
+    r"\s*SET\s+(?:(?P<scope>GLOBAL|SESSION|LOCAL|PERSIST|PERSIST_ONLY)\s+|@@(?:(?P<scope2>GLOBAL|SESSION|LOCAL)\.)?)?"
+    r"(?:(?P<conn>`(?:[^`]|``)*`|[A-Za-z0-9_$]+)\.)?"
+    r"(?P<var>replicate_\w*|sql_(?:replica|slave)_skip_counter|default_master_connection)\b"
+    r"(?P<rest>.*)", re.IGNORECASE | re.DOTALL)
+_SET_VALUE = re.compile(r"\s*:?=\s*(?P<value>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|[A-Za-z0-9_$]+)\s*$",
+                        re.DOTALL)
+_SHOW_VARIABLES = re.compile(r"\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?VARIABLES\b\s*(?P<rest>.*)$",
+                             re.IGNORECASE | re.DOTALL)
+# MariaDB's dynamic filter variables (as in its multi-source replication), and the filter each sets
+SET_FILTER_VARIABLES = ("replicate_do_db", "replicate_ignore_db", "replicate_do_table", "replicate_ignore_table",
+                        "replicate_wild_do_table", "replicate_wild_ignore_table", "replicate_rewrite_db")
 # `/*spark*/` before a statement sends it to Spark as written, whatever it looks like.
 FORCE_SPARK = re.compile(r"\s*/\*\s*spark\s*\*/", re.IGNORECASE)
 
@@ -253,8 +262,13 @@ def route(code: str) -> Route:
         return Route("spark")
     m = _SET_REPLICATION.match(code)
     if m:
-        return Route("unsupported", what=f"SET {m.group('var').lower()}",
+        var = m.group("var").lower()
+        if var in SET_FILTER_VARIABLES or var == "default_master_connection":
+            return Route("grammar")
+        return Route("unsupported", what=f"SET {var}",
                      hint="set filters with CHANGE REPLICATION FILTER ... [FOR CHANNEL '...']")
+    if _SHOW_VARIABLES.match(code):
+        return Route("grammar")
     w = _leading_words(code, 2)
     if not w:
         return Route("spark")
@@ -506,6 +520,38 @@ def _lark() -> Lark:
                 g_regex_flags=re.ASCII, maybe_placeholders=True, cache=True)
 
 
+def _variable_statement(code: str, text: str, line: int) -> Statement:
+    """SET of a replication variable, or SHOW VARIABLES: a few fixed shapes, matched without the grammar."""
+    m = _SHOW_VARIABLES.match(code)
+    if m:
+        rest = m.group("rest").strip().rstrip(";").strip()
+        if not rest:
+            return ShowVariables(text=text, line=line)
+        like = re.fullmatch(r"LIKE\s+('(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")", rest, re.IGNORECASE | re.DOTALL)
+        if not like:
+            raise _near(text, code.index(rest), line)
+        return ShowVariables(text=text, line=line, like=_string(Token("STRING", like.group(1))))
+    m = _SET_REPLICATION.match(code)
+    var, scope = m.group("var").lower(), (m.group("scope") or m.group("scope2") or "").upper()
+    rest = m.group("rest").rstrip().rstrip(";")
+    v = _SET_VALUE.fullmatch(rest)
+    if not v:
+        raise _near(text, m.start("rest") + len(rest) - len(rest.lstrip()) if rest.strip() else len(code), line)
+    raw = v.group("value")
+    value = None if raw.upper() == "DEFAULT" else _string(Token("STRING", raw)) if raw[0] in "'\"" else raw
+    conn = m.group("conn")
+    if conn is not None:
+        conn = conn[1:-1].replace("``", "`") if conn.startswith("`") else conn
+        conn = conn.lower()
+    if var == "default_master_connection":
+        if scope in ("GLOBAL", "PERSIST", "PERSIST_ONLY"):
+            raise _at_line(MySQLError.of("ER_LOCAL_VARIABLE", var), line)
+        return SetDefaultConnection(text=text, line=line, connection=(value or "").lower())
+    if scope not in ("GLOBAL", "PERSIST", "PERSIST_ONLY"):
+        raise _at_line(MySQLError.of("ER_GLOBAL_VARIABLE", var), line)
+    return SetReplicationVariable(text=text, line=line, variable=var, connection=conn, value=value)
+
+
 def _at_line(err: MySQLError, line: int) -> MySQLError:
     err.statement_line = line
     return err
@@ -546,6 +592,8 @@ def parse_statement(text: str, line: int = 1) -> Statement:
                     "start it with /*spark*/)")
         err.add_note(err.hint)
         raise err
+    if _SET_REPLICATION.match(code) or _SHOW_VARIABLES.match(code):
+        return _variable_statement(code, text, line)
     try:
         stmt = _lark().parse(code)
     except UnexpectedInput as err:

@@ -15,7 +15,8 @@ from .rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION_FILTER_FOR_CHA
                     STARTUP_OPTIONS_FOR_CHANNEL, TYPES, Filters, FilterType, Slot, normalize_values)
 from .startup import StartupOptions
 from .state import (DEFAULT_CHANNEL, MAX_CHANNEL_NAME, MAX_CHANNELS, Channel, ServerState, is_gr_channel)
-from .statements import (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, ShowReplicaStatus,
+from .statements import (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, SetReplicationVariable,
+                         ShowReplicaStatus,
                          StartReplica, Statement, StopReplica)
 
 
@@ -198,6 +199,56 @@ def show_replica_status(state: ServerState, stmt: ShowReplicaStatus, applier: di
     applier = applier or {}
     rows = tuple(pfs.replica_status_row(c, applier.get(c.name)) for c in chans)
     return Outcome(state, ResultSet(columns, rows), warnings)
+
+
+# ---------------------------------------------------------------- MariaDB's filter variables
+
+VARIABLE_COLUMNS = ("Variable_name", "Value")
+_VARIABLE_TYPES = {f"replicate_{t.name.lower()}": t for t in FilterType}
+
+
+def variable_filter(stmt: SetReplicationVariable, default_connection: str) -> ChangeReplicationFilter:
+    """The CHANGE REPLICATION FILTER ... FOR CHANNEL that `SET GLOBAL [conn.]replicate_x = 'v1,v2'` is, so it
+    changes the same state and meets the same errors (a running SQL thread among them).
+
+    Values are comma-separated as MariaDB takes them: names, `db.table`, patterns, `from->to` pairs."""
+    ftype = _VARIABLE_TYPES[stmt.variable]
+    items = [x.strip() for x in (stmt.value or "").split(",") if x.strip()]
+
+    def bad() -> MySQLError:
+        return MySQLError.of("ER_WRONG_VALUE_FOR_VAR", stmt.variable, stmt.value or "")
+
+    values: tuple
+    if ftype is FilterType.REWRITE_DB:
+        pairs = [tuple(p.strip() for p in x.split("->", 1)) for x in items]
+        if any(len(p) != 2 or not all(p) for p in pairs):
+            raise bad()
+        values = tuple(pairs)
+    elif ftype in (FilterType.DO_TABLE, FilterType.IGNORE_TABLE, FilterType.WILD_DO_TABLE,
+                   FilterType.WILD_IGNORE_TABLE):
+        if any("." not in x or x.startswith(".") or x.endswith(".") for x in items):
+            raise bad()
+        values = tuple(items)
+    else:
+        values = tuple(items)
+    channel = stmt.connection if stmt.connection is not None else default_connection
+    return ChangeReplicationFilter(text=stmt.text, line=stmt.line, filters=((ftype, values),), channel=channel)
+
+
+def variable_rows(state: ServerState, connection: str, like: str | None) -> list[tuple[str, str]]:
+    """SHOW VARIABLES over the filter variables of one connection (MariaDB's form of each value)."""
+    ch = state.channel(connection)
+    rows = [("default_master_connection", connection)]
+    for name, ftype in _VARIABLE_TYPES.items():
+        values = ch.filters.values(ftype) if ch is not None else ()
+        text = ",".join(f"{a}->{b}" for a, b in values) if ftype is FilterType.REWRITE_DB else ",".join(values)
+        rows.append((name, text))
+    rows.sort()
+    if like is not None:
+        from .rules import like as like_match
+
+        rows = [r for r in rows if like_match(like.lower(), r[0])]
+    return rows
 
 
 # ---------------------------------------------------------------- dispatch

@@ -24,7 +24,8 @@ from .evaluate import Decision, Event
 from .parser import parse
 from .startup import StartupOptions, parse_startup, read_option_file
 from .state import ServerState
-from .statements import OtherSQL, ShowReplicationFilterHistory, ShowWarnings, Statement
+from .statements import (OtherSQL, SetDefaultConnection, SetReplicationVariable, ShowReplicationFilterHistory,
+                         ShowVariables, ShowWarnings, Statement)
 from .store import DeltaStore
 
 DEFAULT_WAREHOUSE = "rpl_warehouse"
@@ -77,6 +78,7 @@ class Session:
         self._spark = "auto" if spark is True else spark
         self._clock = clock
         self._diagnostics: list[tuple] = []  # what SHOW WARNINGS lists: the previous statement's
+        self.default_connection = ""  # MariaDB's @@default_master_connection: a session setting
         self._on_change: list[Callable[[ServerState], None]] = []
         self.surface = None  # the SparkSurface, once registered in a SparkSession
         self.spark_factory: Callable[[], Any] | None = None  # how spark="auto" starts one (default: local_spark)
@@ -147,6 +149,14 @@ class Session:
         return result
 
     def _execute(self, stmt: Statement) -> Result:
+        if isinstance(stmt, SetDefaultConnection):
+            self.default_connection = stmt.connection
+            return Result(stmt)
+        if isinstance(stmt, ShowVariables):
+            return Result(stmt, server.VARIABLE_COLUMNS,
+                          server.variable_rows(self.state, self.default_connection, stmt.like))
+        if isinstance(stmt, SetReplicationVariable):
+            stmt = server.variable_filter(stmt, self.default_connection)
         if isinstance(stmt, OtherSQL):
             return self._spark_sql(stmt)
         if isinstance(stmt, ShowReplicationFilterHistory):

@@ -72,6 +72,30 @@ class ShowReplicationFilterHistory(Statement):
 
 
 @dataclass(frozen=True)
+class SetReplicationVariable(Statement):
+    """MariaDB's `SET GLOBAL [connection.]replicate_* = 'v1,v2'`: one filter type of one channel (the session's
+    default_master_connection when `connection` is None); `value` None is DEFAULT (empty)."""
+
+    variable: str = ""
+    connection: str | None = None
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class SetDefaultConnection(Statement):
+    """MariaDB's `SET @@default_master_connection = 'name'`: a session setting, never persisted."""
+
+    connection: str = ""
+
+
+@dataclass(frozen=True)
+class ShowVariables(Statement):
+    """`SHOW [GLOBAL|SESSION] VARIABLES [LIKE 'pattern']`, over the replication variables rpl_sql keeps."""
+
+    like: str | None = None
+
+
+@dataclass(frozen=True)
 class ShowWarnings(Statement):
     """The previous statement's warnings, or its error (answered by the session, as the mysql client's)."""
 
