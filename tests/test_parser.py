@@ -404,11 +404,19 @@ def test_channel_statement_errors(text, near):
 
 @pytest.mark.parametrize("text", [
     "SELECT 1", "CREATE TEMPORARY VIEW v AS SELECT 1", "RESET", "RESET spark.sql.shuffle.partitions",
-    "SHOW TABLES", "SHOW REPLICAS", "START TRANSACTION", "SET x = 1", "SELEC garbage ((", "show replica",
+    "SHOW TABLES", "SET x = 1", "SELEC garbage ((",
     "/* c */ SHOW DATABASES", "`CHANGE` x", "(SELECT 1)", "/*!40101 SET NAMES utf8 */",
 ])
 def test_other_sql_is_passed_through_unvalidated(text):
     assert parse_statement(text, line=3) == OtherSQL(text=text, line=3)
+
+
+def test_replication_shaped_text_never_passes_to_spark():
+    """What the old router passed to Spark: now rpl_sql's error (test_front_door has the routing rules)."""
+    for text, code in [("SHOW REPLICAS", 1235), ("START TRANSACTION", 1064), ("show replica", 1064)]:
+        with pytest.raises(MySQLError) as raised:
+            parse_statement(text)
+        assert raised.value.code == code, text
 
 
 @pytest.mark.parametrize("text", [

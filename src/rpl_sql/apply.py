@@ -608,6 +608,8 @@ class _Applier:
             from .sparkenv import local_spark
 
             self.spark = local_spark(app_name="rpl_sql-apply", **{"spark.ui.showConsoleProgress": "false"})
+        elif callable(self.spark):  # a factory: start Spark only now that there is work
+            self.spark = self.spark()
         return self.spark
 
     def _functions(self, state: ServerState, channel: str) -> None:
@@ -961,7 +963,8 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
           verify: str = "auto") -> ApplyReport:
     """Run the applier over the events landed so far (the events table as of the start of the run).
 
-    `spark`: a SparkSession, or None to start a local one (only if some channel has events to apply).
+    `spark`: a SparkSession, a function returning one, or None to start a local one (either only if some
+    channel has events to apply).
     `channels`: names to run (each must exist, be configured and have its SQL thread running, else MySQL's
     error); None = every configured channel, skipping those whose SQL thread is stopped.
     `batch_size`: events per batch (extended to the end of the last transaction); None = one batch per channel.
@@ -1012,14 +1015,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE,
                    help=f"events per batch, 0 = one batch per channel (default {CLI_BATCH_SIZE:,})")
     p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
+    p.add_argument("--master", help="Spark master (default local[2])")
+    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show Spark's own log (default: a file in $TMPDIR)")
     args = p.parse_args(argv)
+    if any("=" not in c for c in args.conf):
+        p.error("--conf wants KEY=VALUE")
+    conf = dict(c.split("=", 1) for c in args.conf)
+
+    def start_spark():
+        from .sparkenv import local_spark
+
+        return local_spark(app_name="rpl_sql-apply", master=args.master or "local[2]", verbose=args.verbose,
+                           **{"spark.ui.showConsoleProgress": "false", **conf})
 
     def show(pr: Progress) -> None:
         sys.stderr.write(str(pr) + "\n")
         sys.stderr.flush()
 
     try:
-        report = apply(None, args.warehouse, args.channel, batch_size=args.batch_size or None,
+        report = apply(start_spark, args.warehouse, args.channel, batch_size=args.batch_size or None,
                        progress=None if args.silent else show)
     except MySQLError as e:
         sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")

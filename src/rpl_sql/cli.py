@@ -6,6 +6,7 @@
     rpl-sql ingest [--channel NAME] ...    (binlog sources -> Delta events)
     rpl-sql apply [--channel NAME] ...     (the applier: Delta events -> applied events)
     rpl-sql repair [--dry-run]              (roll damaged tables back to their last good version)
+    rpl-sql upkeep [--keep-days N]          (checkpoints, leftovers of killed processes, retention)
 
 Control-plane statements never start Spark. Errors print `ERROR <code> (<sqlstate>): <message>` on
 stderr and make a non-interactive run exit 1. End a statement with `\\G` for vertical output.
@@ -72,6 +73,14 @@ def format_vertical(columns: Iterable[str], rows: Iterable[tuple]) -> str:
     return "\n".join(out)
 
 
+def error_text(e: MySQLError | SparkSQLError, line: int | None = None) -> str:
+    """How the shell reports an error: mysql's `ERROR code (state) [at line N]: message`, then any hint."""
+    at = f" at line {line}" if line else ""
+    if isinstance(e, MySQLError):
+        return f"ERROR {e.code} ({e.sqlstate}){at}: {e.message}\n" + (f"Hint: {e.hint}\n" if e.hint else "")
+    return f"ERROR (Spark{' ' + e.sqlstate if e.sqlstate else ''}){at}: {e.message}\n"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -136,13 +145,7 @@ class Shell:
             self.err.write(f"{w.level} (Code {w.code}): {w.message}\n")
 
     def error(self, e: MySQLError | SparkSQLError, line: int | None = None) -> None:
-        at = f" at line {line}" if self.script_lines and line else ""
-        if isinstance(e, MySQLError):
-            self.err.write(f"ERROR {e.code} ({e.sqlstate}){at}: {e.message}\n")
-            if e.hint:
-                self.err.write(f"Hint: {e.hint}\n")
-        else:
-            self.err.write(f"ERROR (Spark{' ' + e.sqlstate if e.sqlstate else ''}){at}: {e.message}\n")
+        self.err.write(error_text(e, line if self.script_lines else None))
 
     def command(self, word: str) -> str | None:
         """The shell's own commands, as the mysql client's: 'quit', 'clear' or 'help', or None."""
@@ -294,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         return ingest_main(argv[1:])
     if argv[:1] == ["repair"]:
         return repair_main(argv[1:])
+    if argv[:1] == ["upkeep"]:
+        return upkeep_main(argv[1:])
     if argv[:1] == ["apply"]:
         from .apply import main as apply_main
 
@@ -389,6 +394,39 @@ def repair_main(argv: list[str]) -> int:
               f"{damage.version - 1}, moved {len(moved)} file(s) to {os.path.join(table, deltalog.QUARANTINE)}")
     if not damaged:
         print(f"{warehouse}: every table's log is sound")
+    return 0
+
+
+def upkeep_main(argv: list[str]) -> int:
+    """`rpl-sql upkeep`: checkpoint every table, delete leftovers of killed processes, vacuum with --keep-days."""
+    from .session import resolve_warehouse
+    from .upkeep import GRACE_SECONDS, upkeep
+
+    p = argparse.ArgumentParser(prog="rpl-sql upkeep", description=upkeep_main.__doc__.split(": ", 1)[1])
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--keep-days", type=float, metavar="N",
+                   help="keep time travel for N days and delete older versions' data files (default: keep all); "
+                        "the filter history is kept whole")
+    p.add_argument("--grace", type=float, default=GRACE_SECONDS, metavar="SECONDS",
+                   help=f"leftovers younger than this are kept (a writer may be using them; default {GRACE_SECONDS})")
+    p.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    args = p.parse_args(argv)
+    warehouse = resolve_warehouse(args.warehouse)
+    if not os.path.isdir(warehouse):
+        sys.stderr.write(f"rpl-sql upkeep: {warehouse} is not a directory\n")
+        return 1
+    try:
+        reports, spark_dirs = upkeep(warehouse, args.keep_days, args.dry_run, args.grace)
+    except MySQLError as e:
+        sys.stderr.write(error_text(e))
+        return 1
+    rows = [(os.path.relpath(r.table, warehouse), r.data_files_before, r.data_files_after, r.log_files,
+             len(r.removed), r.vacuumed, r.checkpoint) for r in reports]
+    print(format_table(("table", "data files before", "after", "log files", "leftovers removed", "vacuumed",
+                        "checkpoint"), rows))
+    if spark_dirs:
+        print(f"{'would remove' if args.dry_run else 'removed'} {len(spark_dirs)} Spark leftover(s): "
+              + ", ".join(spark_dirs))
     return 0
 
 

@@ -80,7 +80,7 @@ def find_damage(table: str, newest_only: bool = False) -> Damage | None:
     missing = sorted(set(expected) - set(chain) - ({checkpoint} if checkpoint is not None else set()))
     if missing:
         return Damage(table, missing[0], "missing from the log")
-    for v in ([commits[-1]] if newest_only else [v for v in chain if v > start or checkpoint is None]):
+    for v in ([commits[-1]] if newest_only else chain):
         problem = _commit_problem(os.path.join(log, f"{v:020d}.json"))
         if problem:
             return Damage(table, v, problem)

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -53,7 +54,11 @@ FORMAT_VERSION = "1"
 META_PREFIX = "rpl_sql."  # caller metadata keys are namespaced: delta-rs owns 'operation', 'timestamp', ...
 FORMAT_KEY = META_PREFIX + "version"
 CHANGED_KEY = META_PREFIX + "filters_changed"  # how many filter rules the commit changed: lets audits skip it
-_INTERNAL_KEYS = frozenset({FORMAT_KEY, CHANGED_KEY})
+# the commit's filter changes as JSON rows (scope, filter, rule, previous, configured_by): the history then needs
+# no data file of old versions, so `rpl-sql upkeep --keep-days` can vacuum them
+CHANGES_KEY = META_PREFIX + "filter_changes"
+CHANGES_MAX_BYTES = 1 << 20  # larger change sets are read back from the data files instead
+_INTERNAL_KEYS = frozenset({FORMAT_KEY, CHANGED_KEY, CHANGES_KEY})
 
 SERVER, CHANNEL, GLOBAL_FILTER, CHANNEL_FILTER = "server", "channel", "global_filter", "channel_filter"
 
@@ -105,6 +110,7 @@ class Commit:
     delta_operation: str
     format: str | None = None
     filters_changed: int | None = None  # rules changed (see `filter_changes`); None: not written by rpl_sql
+    changes: tuple | None = None  # the recorded change rows (CHANGES_KEY), None where the commit has none
 
 
 @dataclass(frozen=True)
@@ -317,6 +323,8 @@ _ABSENT = ("[]", "", None, 0)
 
 
 WRITER_LOCK = ".rpl_sql-writer.lock"  # in the warehouse directory: local writers take turns on it
+_LOCKS: dict[str, list] = {}  # lock file -> [thread lock, file descriptor, depth], per process
+_LOCKS_GUARD = threading.Lock()
 
 
 class DeltaStore:
@@ -384,7 +392,11 @@ class DeltaStore:
         data = state_to_table(new_state)
         info = self._commit_info(metadata)
         before = {} if snapshot.version is None else _filter_map(state_to_table(snapshot.state))
-        info[CHANGED_KEY] = str(_count_changes(before, _filter_map(data)))
+        rows = _change_rows(before, _filter_map(data), None)
+        info[CHANGED_KEY] = str(len(rows))
+        recorded = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+        if len(recorded) <= CHANGES_MAX_BYTES:
+            info[CHANGES_KEY] = recorded
         props = CommitProperties(max_commit_retries=0, custom_metadata=info)
         hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
         if snapshot.version is None:
@@ -455,17 +467,29 @@ class DeltaStore:
     @contextlib.contextmanager
     def _writer_lock(self) -> Iterator[None]:
         """Writers on this host queue on a lock file, as MySQL queues statements; writers on other hosts
-        still meet only the optimistic commit. None before the warehouse exists, or where it is read-only."""
-        try:
-            fd = os.open(os.path.join(self.warehouse, WRITER_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
+        still meet only the optimistic commit. Re-entrant within a thread (a step may commit through another
+        store of the same warehouse); none before the warehouse exists, or where it is read-only."""
+        if not os.path.isdir(self.warehouse):
             yield
             return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        path = os.path.realpath(os.path.join(self.warehouse, WRITER_LOCK))
+        with _LOCKS_GUARD:
+            entry = _LOCKS.setdefault(path, [threading.RLock(), None, 0])
+        with entry[0]:
+            if entry[2] == 0:
+                try:
+                    entry[1] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                    fcntl.flock(entry[1], fcntl.LOCK_EX)
+                except OSError:
+                    entry[1] = None
+            entry[2] += 1
+            try:
+                yield
+            finally:
+                entry[2] -= 1
+                if entry[2] == 0 and entry[1] is not None:
+                    os.close(entry[1])
+                    entry[1] = None
 
     def history(self, limit: int | None = None) -> list[Commit]:
         """The commits of the state table, newest first ([] before the first commit).
@@ -482,10 +506,12 @@ class DeltaStore:
                     if k.startswith(META_PREFIX) and k not in _INTERNAL_KEYS}
             delta_op = str(info.get("operation", ""))
             changed = info.get(CHANGED_KEY)
+            recorded = info.get(CHANGES_KEY)
             out.append(Commit(version=info["version"], timestamp=_utc(info["timestamp"]),
                               operation=meta.get("operation") or delta_op, metadata=meta,
                               delta_operation=delta_op, format=info.get(FORMAT_KEY),
-                              filters_changed=int(changed) if changed is not None else None))
+                              filters_changed=int(changed) if changed is not None else None,
+                              changes=tuple(map(tuple, json.loads(recorded))) if recorded else None))
         return out
 
     def _filters_at(self, commit: Commit) -> dict[_FilterKey, _FilterVal]:
@@ -533,19 +559,28 @@ class DeltaStore:
             return []
         per_commit: list[list[FilterChange]] = []
         previous: dict[_FilterKey, _FilterVal] | None = {} if commits[0].version == 0 else None
+        last: Commit | None = None  # the latest commit seen, whose filters `previous` is when known
         for commit in commits:
-            if commit.filters_changed == 0 and previous is not None:
+            if commit.changes is not None and (previous is not None or last is not None):
+                per_commit.append([_change(commit, row) for row in commit.changes
+                                   if channel is None or row[0] == channel])
+                previous, last = None, commit  # read from its data files only if a later commit needs them
+                continue
+            if commit.filters_changed == 0 and (previous is not None or last is not None):
                 continue
             current = self._filters_at(commit)
+            if previous is None and last is not None:
+                previous = self._filters_at(last)
             if previous is not None:
                 per_commit.append(_diff(commit, previous, current, channel))
-            previous = current
+            previous, last = current, commit
         changes = [c for found in reversed(per_commit) for c in found]
         return changes if limit is None else changes[:limit]
 
 
-def _diff(commit: Commit, previous: dict[_FilterKey, _FilterVal], current: dict[_FilterKey, _FilterVal],
-          channel: str | None) -> list[FilterChange]:
+def _change_rows(previous: dict[_FilterKey, _FilterVal], current: dict[_FilterKey, _FilterVal],
+                 channel: str | None) -> list[tuple]:
+    """(scope, filter, rule, previous rule, configured_by) of every rule that changed, in history order."""
     out = []
     for key in sorted(set(previous) | set(current), key=_change_order):
         if channel is not None and key[0] != channel:
@@ -554,14 +589,21 @@ def _diff(commit: Commit, previous: dict[_FilterKey, _FilterVal], current: dict[
         if _compared(old) == _compared(new):
             continue
         removed = _compared(new) == _compared(_ABSENT)
-        out.append(FilterChange(
-            version=commit.version, committed_at=commit.timestamp,
-            statement=commit.metadata.get("statement"), operation=commit.operation,
-            channel_name=key[0], filter_name=key[1],
-            filter_rule="" if removed else new[1] or "",
-            previous_rule=None if _compared(old) == _compared(_ABSENT) else old[1] or "",
-            configured_by=None if removed else new[2]))
+        out.append((key[0], key[1], "" if removed else new[1] or "",
+                    None if _compared(old) == _compared(_ABSENT) else old[1] or "", None if removed else new[2]))
     return out
+
+
+def _change(commit: Commit, row: tuple) -> FilterChange:
+    return FilterChange(version=commit.version, committed_at=commit.timestamp,
+                        statement=commit.metadata.get("statement"), operation=commit.operation,
+                        channel_name=row[0], filter_name=row[1], filter_rule=row[2], previous_rule=row[3],
+                        configured_by=row[4])
+
+
+def _diff(commit: Commit, previous: dict[_FilterKey, _FilterVal], current: dict[_FilterKey, _FilterVal],
+          channel: str | None) -> list[FilterChange]:
+    return [_change(commit, row) for row in _change_rows(previous, current, channel)]
 
 
 def _filter_map(table: pa.Table) -> dict[_FilterKey, _FilterVal]:
@@ -578,10 +620,6 @@ def _filter_map(table: pa.Table) -> dict[_FilterKey, _FilterVal]:
 def _compared(v: _FilterVal) -> tuple:
     """What makes a rule change: values, CONFIGURED_BY, ACTIVE_SINCE (not the rule text, not the counter)."""
     return v[0], v[2], v[3]
-
-
-def _count_changes(old: dict[_FilterKey, _FilterVal], new: dict[_FilterKey, _FilterVal]) -> int:
-    return sum(_compared(old.get(k, _ABSENT)) != _compared(new.get(k, _ABSENT)) for k in set(old) | set(new))
 
 
 def _change_order(key: _FilterKey) -> tuple:

@@ -1,0 +1,167 @@
+"""`rpl-sql upkeep`: keep a warehouse small without losing what rpl_sql promises.
+
+Every statement is one overwrite commit of the state table, so a warehouse grows by a data file and a log
+entry per statement. Upkeep, per Delta table of the warehouse:
+
+* refuses a damaged table (run `rpl-sql repair` first);
+* deletes what killed processes leave: temp files in `_delta_log` and data files no commit references
+  (both only past a grace period, so a writer in flight keeps its files);
+* writes a checkpoint, so a fresh process replays no long log;
+* with `keep_days`, vacuums data files that versions older than that had, ending time travel before it. The
+  filter history stays whole: commits record their filter changes in their metadata, and for commits that
+  do not (written before that), the horizon is moved back so their data files stay.
+
+Leftover Spark temp directories (`spark-*`, `blockmgr-*` in the temp directory, a day old) and quiet-mode
+logs of finished processes go too.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from urllib.parse import unquote
+
+from . import deltalog
+
+GRACE_SECONDS = 3600
+_KEEP_IN_LOG = (".json", ".parquet", "_last_checkpoint", ".crc")
+
+
+@dataclass
+class TableUpkeep:
+    """What upkeep did (or, dry, would do) to one table."""
+
+    table: str
+    data_files_before: int
+    data_files_after: int
+    log_files: int
+    removed: list[str] = field(default_factory=list)  # leftovers: temp log files and orphaned data files
+    vacuumed: int = 0
+    checkpoint: int | None = None
+
+
+def _data_files(table: str) -> list[str]:
+    out = []
+    for root, dirs, files in os.walk(table):
+        dirs[:] = [d for d in dirs if d not in (deltalog.LOG, deltalog.QUARANTINE)]
+        out += [os.path.relpath(os.path.join(root, f), table) for f in files if f.endswith(".parquet")]
+    return out
+
+
+def _referenced(table: str) -> set[str]:
+    """Every data file path an action of the log (JSON commits and checkpoints) names."""
+    log = os.path.join(table, deltalog.LOG)
+    refs: set[str] = set()
+    for name in os.listdir(log):
+        path = os.path.join(log, name)
+        if name.endswith(".json"):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        action = json.loads(line)
+                        for kind in ("add", "remove"):
+                            if kind in action:
+                                refs.add(unquote(action[kind]["path"]))
+        elif ".checkpoint" in name and name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            t = pq.read_table(path, columns=["add", "remove"])
+            for kind in ("add", "remove"):
+                for item in t.column(kind).to_pylist():
+                    if item and item.get("path"):
+                        refs.add(unquote(item["path"]))
+    return refs
+
+
+def _old(path: str, now: float, grace: float) -> bool:
+    try:
+        return now - os.path.getmtime(path) > grace
+    except OSError:
+        return False
+
+
+def _history_horizon_hours(table: str, now: datetime) -> float:
+    """Hours of history whose data files the filter history still needs (0 when every commit records its
+    changes): back to the oldest commit that changed filters without recording them."""
+    from .store import DeltaStore
+
+    store = DeltaStore(os.path.dirname(table))
+    oldest = None
+    for commit in store.history():
+        if commit.changes is None and commit.filters_changed != 0:
+            oldest = commit.timestamp
+    if oldest is None:
+        return 0.0
+    return (now - oldest).total_seconds() / 3600 + 1
+
+
+def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = False,
+                 grace_seconds: float = GRACE_SECONDS) -> TableUpkeep:
+    from deltalake import DeltaTable
+
+    damage = deltalog.find_damage(table)
+    if damage is not None:
+        raise deltalog.damaged(damage)
+    now = time.time()
+    log = os.path.join(table, deltalog.LOG)
+    files = _data_files(table)
+    report = TableUpkeep(table, len(files), len(files), len(os.listdir(log)))
+    leftovers = [os.path.join(log, n) for n in os.listdir(log)
+                 if not n.endswith(_KEEP_IN_LOG) and os.path.isfile(os.path.join(log, n))]
+    refs = _referenced(table)
+    leftovers += [os.path.join(table, f) for f in files if f not in refs]
+    for path in leftovers:
+        if _old(path, now, grace_seconds):
+            report.removed.append(os.path.relpath(path, table))
+            if not dry_run:
+                os.remove(path)
+    if dry_run:
+        return report
+    dt = DeltaTable(table)
+    if keep_days is not None:
+        hours = keep_days * 24
+        if os.path.basename(table) == "rpl_state":
+            hours = max(hours, _history_horizon_hours(table, datetime.now(timezone.utc)))
+        report.vacuumed = len(dt.vacuum(retention_hours=math.ceil(hours), dry_run=False,
+                                         enforce_retention_duration=False))
+        dt = DeltaTable(table)
+    dt.create_checkpoint()
+    report.checkpoint = dt.version()
+    report.data_files_after = len(_data_files(table))
+    report.log_files = len(os.listdir(log))
+    return report
+
+
+def spark_leftovers(older_than_seconds: float = 86400) -> list[str]:
+    """Spark temp directories and rpl_sql quiet-mode logs left by processes that are gone."""
+    tmp, now = tempfile.gettempdir(), time.time()
+    out = [d for pattern in ("spark-*", "blockmgr-*") for d in glob.glob(os.path.join(tmp, pattern))
+           if os.path.isdir(d) and _old(d, now, older_than_seconds)]
+    for path in glob.glob(os.path.join(tmp, "rpl_sql-spark-*.log")):
+        pid = path.rsplit("-", 1)[1].split(".")[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            out.append(path)
+    return sorted(out)
+
+
+def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False,
+           grace_seconds: float = GRACE_SECONDS) -> tuple[list[TableUpkeep], list[str]]:
+    """Upkeep of every Delta table under `warehouse`, then of Spark's leftovers; returns both reports.
+    A damaged table raises MySQLError 1194 before anything is touched."""
+    tables = deltalog.tables(warehouse)
+    for table in tables:
+        damage = deltalog.find_damage(table)
+        if damage is not None:
+            raise deltalog.damaged(damage)
+    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds) for t in tables]
+    leftovers = spark_leftovers()
+    if not dry_run:
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
+    return reports, leftovers
