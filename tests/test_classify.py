@@ -828,3 +828,16 @@ def test_generated_dml_matches_the_oracle_in_both_readers(case):
     sql, command, tables = case
     for info in (sqlglot_first(sql), tokens_only(sql)):
         assert (info.command, info.tables) == (command, tables), (sql, info.method)
+
+
+def test_executable_comments_run_for_the_same_releases_as_in_the_shell():
+    """One emulated release for both readers: a logged statement and a typed one agree on /*!NNNNN */."""
+    from rpl_sql.classify import classify
+    from rpl_sql.parser import MYSQL_VERSION_ID, parse_statement
+    from rpl_sql.statements import OtherSQL
+
+    for version, runs in ((MYSQL_VERSION_ID, True), (MYSQL_VERSION_ID + 10, False)):
+        logged = classify(f"/*!{version} DROP TABLE t1 */").command
+        typed = parse_statement(f"/*!{version} STOP REPLICA */")
+        assert (logged == "DROP_TABLE") is runs, (version, logged)
+        assert (not isinstance(typed, OtherSQL)) is runs, (version, typed)

@@ -13,7 +13,7 @@ by DROP TRIGGER.
 
 How the text is read (no regular expression ever looks at SQL text):
 
-1. MySQL executable comments `/*! ... */` and `/*!NNNNN ... */` (NNNNN <= 80099, i.e. any 8.0 server) are
+1. MySQL executable comments `/*! ... */` and `/*!NNNNN ... */` (NNNNN <= parser.MYSQL_VERSION_ID, 80040: the release emulated) are
    unwrapped by a quote-aware character scanner, as MySQL's lexer does; other comments stay comments.
 2. The text is tokenized with sqlglot's MySQL tokenizer. The leading keywords decide the statement family and
    thus `command` (sqlglot's own statement typing is not trusted for that: it reads `SAVEPOINT s` as an alias
@@ -84,6 +84,7 @@ from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import Token, TokenType
 
 from .evaluate import DROP_TEMPORARY_IF_EXISTS, StatementEvent, TableRef, statement_event
+from .parser import MYSQL_VERSION_ID
 
 __all__ = ["StatementInfo", "classify", "expand_executable_comments", "KINDS"]
 
@@ -101,8 +102,8 @@ _KIND_OF = {
                      "XA_PREPARE", "XA_COMMIT", "XA_ROLLBACK"), TRANSACTION),
 }
 
-#: `/*!NNNNN ... */` runs when NNNNN <= this (any MySQL 8.0.x server), as on a MySQL 8.0 replica.
-SERVER_VERSION_ID = 80099
+#: `/*!NNNNN ... */` runs when NNNNN <= this: the MySQL release rpl_sql emulates, the same in the shell.
+SERVER_VERSION_ID = MYSQL_VERSION_ID
 
 
 @dataclass(frozen=True)

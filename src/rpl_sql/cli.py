@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         return apply_main(argv[1:])
     rest, startup = split_startup_args(argv)
     args = build_parser().parse_args(rest)
+    if not args.verbose:  # a delta-rs panic is reported as one error line, not a Rust backtrace
+        os.environ["RUST_BACKTRACE"] = "0"
     try:
         session = Session(args.warehouse, spark="auto")
     except MySQLError as e:
