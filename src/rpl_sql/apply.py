@@ -1029,19 +1029,29 @@ def main(argv: list[str] | None = None) -> int:
         return local_spark(app_name="rpl_sql-apply", master=args.master or "local[2]", verbose=args.verbose,
                            **{"spark.ui.showConsoleProgress": "false", **conf})
 
+    from .progress import Progress as Display, bar
+
+    display = Display()
+
     def show(pr: Progress) -> None:
-        sys.stderr.write(str(pr) + "\n")
-        sys.stderr.flush()
+        if not display.tty:
+            display.show("", str(pr))
+            return
+        total = pr.events_done + pr.events_pending if pr.events_pending is not None else None
+        display.show(f"[apply {pr.channel!r}] batch {pr.batch}", bar(pr.events_done, total, pr.rate, "events"))
 
     try:
         report = apply(start_spark, args.warehouse, args.channel, batch_size=args.batch_size or None,
                        progress=None if args.silent else show)
     except MySQLError as e:
+        display.close()
         sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
         return 1
     except ApplyError as e:
+        display.close()
         sys.stderr.write(f"ERROR: applier stopped: {e}\n")
         return 1
+    display.close()
     sys.stdout.write(report.table() + "\n")
     return 0
 

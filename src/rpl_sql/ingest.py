@@ -1016,10 +1016,13 @@ def ingest_all(warehouse: str | os.PathLike, **kwargs: Any) -> list[IngestReport
 
 # ============================================================== CLI
 
-def _print_progress(r: IngestReport) -> None:
-    sys.stderr.write(f"[ingest {r.channel!r}] {r.events_read} events read, {r.landed} landed, {r.dropped} dropped, "
-                     f"{r.commits} commits, {r.rate:,.0f} events/s, at {r.end[0] if r.end else '?'}:"
-                     f"{r.end[1] if r.end else '?'}\n")
+def _print_progress(r: IngestReport, display=None) -> None:
+    """A binlog has no known end: on a terminal one redrawn line with counts and rate, else a line each."""
+    from .progress import Progress
+
+    (display or Progress()).show(f"[ingest {r.channel!r}]", f"{r.events_read} events read, {r.landed} landed, "
+                                 f"{r.dropped} dropped, {r.commits} commits, {r.rate:,.0f} events/s, at "
+                                 f"{r.end[0] if r.end else '?'}:{r.end[1] if r.end else '?'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1038,8 +1041,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     args = p.parse_args(argv)
     warehouse = resolve_warehouse(args.warehouse)
+    from .progress import Progress
+
+    display = Progress()
     kw = dict(max_events=args.max_events, filter_at_source=args.filter_at_source, batch_rows=args.batch_rows,
-              progress=None if args.quiet else _print_progress)
+              progress=None if args.quiet else (lambda r: _print_progress(r, display)))
     if args.channel is not None:
         channels = [args.channel]
     else:
@@ -1050,7 +1056,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for name in channels:  # one failing channel does not stop the others
         try:
-            r = ingest_channel(warehouse, name, **kw)
+            try:
+                r = ingest_channel(warehouse, name, **kw)
+            finally:
+                display.close()
         except Exception as e:  # ours, the source's (pymysql), Delta's: reported; committed batches stay
             why = str(e) if isinstance(e, IngestError) else f"{type(e).__name__}: {e}"
             sys.stderr.write(f"rpl-sql ingest: channel {name!r}: {why}\n")
