@@ -99,3 +99,22 @@ def test_bad_paths_and_bytes_are_one_line_errors(tmp_path):
     p = cli("--warehouse", wh, "--start", "--replicate-do-db")
     assert p.returncode == 1 and "option '--replicate-do-db' requires an argument" in p.stderr.decode()
     assert not os.path.exists(wh)
+
+
+def test_a_read_only_warehouse_is_one_error_line(tmp_path):
+    """Writes that fail (here: immutable files, which hold even for root) are 1026, without Rust's panic."""
+    wh = tmp_path / "wh"
+    Session(str(wh)).execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c'")
+    dirs = [str(wh), str(wh / "rpl_state"), str(wh / "rpl_state" / "_delta_log")]
+    if subprocess.run(["chattr", "+i", *dirs], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        for args in (["-e", "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (a) FOR CHANNEL 'c'"],
+                     ["--start", "--replicate-do-db=x"]):
+            p = cli("--warehouse", str(wh), *args)
+            err = p.stderr.decode()
+            assert p.returncode == 1 and len(err.splitlines()) == 1, err
+            assert err.startswith(f"ERROR 1026 (HY000): Error writing file '{wh / 'rpl_state'}' (errno: 1 - ")
+    finally:
+        subprocess.run(["chattr", "-i", *dirs])
+    assert Session(str(wh)).store.version() == 0

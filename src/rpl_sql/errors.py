@@ -18,6 +18,7 @@ def _spec(code: int, sqlstate: str, name: str, template: str) -> ErrorSpec:
 
 CATALOGUE: dict[str, ErrorSpec] = {s.name: s for s in (
     _spec(1018, "HY000", "ER_CANT_READ_DIR", "Can't read dir of '%s' (errno: %d - %s)"),
+    _spec(1026, "HY000", "ER_ERROR_ON_WRITE", "Error writing file '%s' (errno: %d - %s)"),
     _spec(1064, "42000", "ER_PARSE_ERROR",
           "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server "
           "version for the right syntax to use near '%s' at line %d"),

@@ -19,6 +19,9 @@ import json
 import logging
 import os
 import random
+import re
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -322,6 +325,36 @@ _FilterVal = tuple[str, str, str | None, int]  # (filter_values JSON, filter_rul
 _ABSENT = ("[]", "", None, 0)
 
 
+@contextlib.contextmanager
+def _write_errors(path: str) -> Iterator[None]:
+    """A failed write becomes MySQL's 1026 (a read-only or full disk, say), and the Rust panic delta-rs prints
+    on its way out (object_store's 'Already shut down') stays off the terminal: fd 2 is captured during the
+    write and passed on only when it succeeds. A lost race (CommitFailedError) passes through unchanged."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        failed = None
+        try:
+            yield
+        except CommitFailedError:
+            raise
+        except (DeltaError, OSError) as e:
+            failed = e
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if failed is None:
+                captured.seek(0)
+                noise = captured.read()
+                if noise:
+                    os.write(2, noise)
+    if failed is not None:
+        reason = str(failed).strip().splitlines()[-1] if str(failed).strip() else type(failed).__name__
+        code = getattr(failed, "errno", None) or int((re.search(r"os error (\d+)", reason) or [0, 0])[1])
+        raise MySQLError.of("ER_ERROR_ON_WRITE", path, code, reason) from failed
+
+
 WRITER_LOCK = ".rpl_sql-writer.lock"  # in the warehouse directory: local writers take turns on it
 _LOCKS: dict[str, list] = {}  # lock file -> [thread lock, file descriptor, depth], per process
 _LOCKS_GUARD = threading.Lock()
@@ -401,9 +434,10 @@ class DeltaStore:
         hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
         if snapshot.version is None:
             try:
-                write_deltalake(self.state_path, data, mode="error", commit_properties=props,
-                                post_commithook_properties=hooks,
-                                configuration={"delta.enableExpiredLogCleanup": "false"})
+                with _write_errors(self.state_path):
+                    write_deltalake(self.state_path, data, mode="error", commit_properties=props,
+                                    post_commithook_properties=hooks,
+                                    configuration={"delta.enableExpiredLogCleanup": "false"})
             except DeltaError as e:
                 if isinstance(e, CommitFailedError) or DeltaTable.is_deltatable(self.state_path):
                     raise ConcurrentCommit("the state table was created concurrently") from e
@@ -415,7 +449,9 @@ class DeltaStore:
             if dt is None:
                 raise ConcurrentCommit(f"version {snapshot.version} of the state table is gone")
         try:
-            write_deltalake(dt, data, mode="overwrite", commit_properties=props, post_commithook_properties=hooks)
+            with _write_errors(self.state_path):
+                write_deltalake(dt, data, mode="overwrite", commit_properties=props,
+                                post_commithook_properties=hooks)
         except CommitFailedError as e:
             raise ConcurrentCommit(f"the state table moved past version {snapshot.version}") from e
         version = snapshot.version + 1
