@@ -21,7 +21,7 @@ from . import performance_schema as pfs
 from . import server
 from .errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from .evaluate import Decision, Event
-from .parser import parse
+from .parser import check_utf8, parse
 from .startup import StartupOptions, parse_startup, read_option_file
 from .state import ServerState
 from .statements import (OtherSQL, SetDefaultConnection, SetReplicationVariable, ShowReplicationFilterHistory,
@@ -72,6 +72,7 @@ class Session:
     def __init__(self, warehouse: str | os.PathLike | None = None, *, spark: Any = None,
                  clock: Callable[[], int] = now_micros):
         self.warehouse = resolve_warehouse(warehouse)
+        check_utf8(self.warehouse)  # delta-rs takes UTF-8 paths only: 1300, not a UnicodeEncodeError later
         if os.path.exists(self.warehouse) and not os.path.isdir(self.warehouse):
             raise MySQLError.of("ER_CANT_READ_DIR", self.warehouse, 20, "Not a directory")
         self.store = DeltaStore(self.warehouse)
