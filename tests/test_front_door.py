@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from rpl_sql import MySQLError, Session, SparkRequired, SparkSQLError
-from rpl_sql.cli import Shell, display_width, format_table
+from rpl_sql.cli import Shell
+from rpl_sql.render import display_width, format_table
 from rpl_sql.parser import ParseError, parse_statement, route
 from rpl_sql.statements import OtherSQL, ShowWarnings
 

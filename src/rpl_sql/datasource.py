@@ -44,9 +44,7 @@ def table_schema(table: str) -> str:
     if table == "global_filters":
         return pfs.GLOBAL_FILTERS_SCHEMA
     if table == "channels":
-        from .spark import CHANNELS_SCHEMA
-
-        return CHANNELS_SCHEMA
+        return pfs.CHANNELS_SCHEMA
     if table == "state_version":
         return STATE_VERSION_SCHEMA
     return HISTORY_SCHEMA
@@ -70,9 +68,7 @@ def table_rows(warehouse: str, table: str) -> list[tuple]:
         return pfs.applier_filters(state)
     if table == "global_filters":
         return pfs.applier_global_filters(state)
-    from .spark import channel_rows
-
-    return channel_rows(state)
+    return pfs.channel_rows(state)
 
 
 class DefaultSource(DataSource):

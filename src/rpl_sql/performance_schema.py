@@ -122,3 +122,15 @@ def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
     for col, ftype in _FILTER_COLUMNS.items():
         values[col] = format_rule(ftype, ch.filters.values(ftype))
     return tuple(values[c] for c in REPLICA_STATUS_COLUMNS)
+
+
+# rpl_sql's own view: every channel, configured or not (MySQL shows only configured ones)
+CHANNELS_SCHEMA = ("CHANNEL_NAME STRING NOT NULL, CONFIGURED BOOLEAN NOT NULL, SOURCE_HOST STRING, "
+                   "SOURCE_PORT BIGINT, SOURCE_USER STRING, IO_RUNNING BOOLEAN NOT NULL, "
+                   "SQL_RUNNING BOOLEAN NOT NULL, GROUP_REPLICATION BOOLEAN NOT NULL")
+
+
+def channel_rows(state: ServerState) -> list[tuple]:
+    """rpl_sql_channels: every channel, configured or not (MySQL shows only configured ones)."""
+    return [(c.name, c.configured, c.option("SOURCE_HOST"), c.option("SOURCE_PORT"), c.option("SOURCE_USER"),
+             c.io_running, c.sql_running, c.is_gr) for c in state.channels]

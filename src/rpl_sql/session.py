@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from . import performance_schema as pfs
 from . import server
+from .applier_state import applier_status
 from .errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from .evaluate import Decision, Event
 from .parser import check_utf8, parse
@@ -193,8 +194,6 @@ class Session:
 
     def _applier_status(self, state: ServerState) -> dict | None:
         """The applier's positions and executed GTIDs per channel, shown by SHOW REPLICA STATUS."""
-        from .apply import applier_status
-
         return applier_status(state)
 
     def _history(self, stmt: ShowReplicationFilterHistory) -> Result:

@@ -12,22 +12,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import performance_schema as pfs
+from .performance_schema import CHANNELS_SCHEMA, channel_rows  # noqa: F401 (rpl_sql_channels)
 from .state import ServerState
 
 FILTERS_VIEW = "replication_applier_filters"
 GLOBAL_FILTERS_VIEW = "replication_applier_global_filters"
 CHANNELS_VIEW = "rpl_sql_channels"
-CHANNELS_SCHEMA = ("CHANNEL_NAME STRING NOT NULL, CONFIGURED BOOLEAN NOT NULL, SOURCE_HOST STRING, "
-                   "SOURCE_PORT BIGINT, SOURCE_USER STRING, IO_RUNNING BOOLEAN NOT NULL, "
-                   "SQL_RUNNING BOOLEAN NOT NULL, GROUP_REPLICATION BOOLEAN NOT NULL")
-
-
-def channel_rows(state: ServerState) -> list[tuple]:
-    """rpl_sql_channels: every channel, configured or not (MySQL shows only configured ones)."""
-    return [(c.name, c.configured, c.option("SOURCE_HOST"), c.option("SOURCE_PORT"), c.option("SOURCE_USER"),
-             c.io_running, c.sql_running, c.is_gr) for c in state.channels]
-
-
 VIEWS: dict[str, tuple[str, Callable[[ServerState], list[tuple]]]] = {
     FILTERS_VIEW: (pfs.FILTERS_SCHEMA, pfs.applier_filters),
     GLOBAL_FILTERS_VIEW: (pfs.GLOBAL_FILTERS_SCHEMA, pfs.applier_global_filters),
@@ -79,17 +69,23 @@ def _register_history_view(spark: Any, warehouse: str) -> None:
               f"OPTIONS (path {sql_string(os.path.abspath(warehouse))}, table 'filter_history')")
 
 
+def session_factory(warehouse: Any, spark: Any):
+    """A new Session bound to `spark` (imported here, not at the top: the session imports this module's attach)."""
+    from .session import Session
+
+    return Session(warehouse, spark=spark)
+
+
 def register(spark: Any, warehouse: Any = None, session: Any = None):
     """Register views and functions of the warehouse's state in `spark`; return the Session to use.
 
     Raises sparkenv.WorkerPythonError when Spark's Python workers cannot import rpl_sql.
     """
-    from .session import Session
     from .sparkenv import ensure_worker_python
 
     ensure_worker_python(spark)
     if session is None:
-        session = Session(warehouse, spark=spark)
+        session = session_factory(warehouse, spark)
     else:
         session._set_spark(spark)
     _register_history_view(spark, session.warehouse)

@@ -326,7 +326,7 @@ _ABSENT = ("[]", "", None, 0)
 
 
 @contextlib.contextmanager
-def _write_errors(path: str) -> Iterator[None]:
+def _write_errors(path: str, race: Callable[[BaseException], bool] = lambda e: False) -> Iterator[None]:
     """A failed write becomes MySQL's 1026 (a read-only or full disk, say), and the Rust panic delta-rs prints
     on its way out (object_store's 'Already shut down') stays off the terminal: fd 2 is captured during the
     write and passed on only when it succeeds. A lost race (CommitFailedError) passes through unchanged."""
@@ -340,6 +340,8 @@ def _write_errors(path: str) -> Iterator[None]:
         except CommitFailedError:
             raise
         except (DeltaError, OSError) as e:
+            if race(e):  # another writer got there first: the caller's optimistic retry handles it
+                raise
             failed = e
         finally:
             os.dup2(saved, 2)
@@ -434,7 +436,7 @@ class DeltaStore:
         hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
         if snapshot.version is None:
             try:
-                with _write_errors(self.state_path):
+                with _write_errors(self.state_path, race=lambda e: DeltaTable.is_deltatable(self.state_path)):
                     write_deltalake(self.state_path, data, mode="error", commit_properties=props,
                                     post_commithook_properties=hooks,
                                     configuration={"delta.enableExpiredLogCleanup": "false"})
