@@ -327,18 +327,32 @@ def _run(args: argparse.Namespace, session: Session, shell: Shell, startup: list
     return 0
 
 
+def _maintenance_parser(command) -> argparse.ArgumentParser:
+    """The parser of a maintenance command (`rpl-sql repair`, `upkeep`): its docstring, --warehouse, --dry-run."""
+    name = command.__name__.split("_")[0]
+    p = argparse.ArgumentParser(prog=f"rpl-sql {name}", description=command.__doc__.split(": ", 1)[1])
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    return p
+
+
+def _existing_warehouse(args: argparse.Namespace, command: str) -> str | None:
+    from .session import resolve_warehouse
+
+    warehouse = resolve_warehouse(args.warehouse)
+    if not os.path.isdir(warehouse):
+        sys.stderr.write(f"rpl-sql {command}: {warehouse} is not a directory\n")
+        return None
+    return warehouse
+
+
 def repair_main(argv: list[str]) -> int:
     """`rpl-sql repair`: roll every damaged rpl_sql table of a warehouse back to its last good version."""
     from . import deltalog
-    from .session import resolve_warehouse
 
-    p = argparse.ArgumentParser(prog="rpl-sql repair", description=repair_main.__doc__.split(": ", 1)[1])
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
-    p.add_argument("--dry-run", action="store_true", help="report the damage, move nothing")
-    args = p.parse_args(argv)
-    warehouse = resolve_warehouse(args.warehouse)
-    if not os.path.isdir(warehouse):
-        sys.stderr.write(f"rpl-sql repair: {warehouse} is not a directory\n")
+    args = _maintenance_parser(repair_main).parse_args(argv)
+    warehouse = _existing_warehouse(args, "repair")
+    if warehouse is None:
         return 1
     damaged = 0
     for table in deltalog.tables(warehouse):
@@ -359,21 +373,17 @@ def repair_main(argv: list[str]) -> int:
 
 def upkeep_main(argv: list[str]) -> int:
     """`rpl-sql upkeep`: checkpoint every table, delete leftovers of killed processes, vacuum with --keep-days."""
-    from .session import resolve_warehouse
     from .upkeep import GRACE_SECONDS, upkeep
 
-    p = argparse.ArgumentParser(prog="rpl-sql upkeep", description=upkeep_main.__doc__.split(": ", 1)[1])
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p = _maintenance_parser(upkeep_main)
     p.add_argument("--keep-days", type=float, metavar="N",
                    help="keep time travel for N days and delete older versions' data files (default: keep all); "
                         "the filter history is kept whole")
     p.add_argument("--grace", type=float, default=GRACE_SECONDS, metavar="SECONDS",
                    help=f"leftovers younger than this are kept (a writer may be using them; default {GRACE_SECONDS})")
-    p.add_argument("--dry-run", action="store_true", help="report, change nothing")
     args = p.parse_args(argv)
-    warehouse = resolve_warehouse(args.warehouse)
-    if not os.path.isdir(warehouse):
-        sys.stderr.write(f"rpl-sql upkeep: {warehouse} is not a directory\n")
+    warehouse = _existing_warehouse(args, "upkeep")
+    if warehouse is None:
         return 1
     try:
         reports, spark_dirs = upkeep(warehouse, args.keep_days, args.dry_run, args.grace)
