@@ -30,11 +30,19 @@ class Damage:
     reason: str
 
 
+_LISTINGS: dict[str, tuple[int, tuple[list[int], int | None]]] = {}  # log dir -> (mtime, its versions)
+
+
 def _versions(log: str) -> tuple[list[int], int | None]:
-    names = os.listdir(log)
-    commits = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
-    checkpoints = [int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m]
-    return commits, (max(checkpoints) if checkpoints else None)
+    """The commit versions and the newest checkpoint of a log, re-read only when the directory changed."""
+    mtime = os.stat(log).st_mtime_ns
+    cached = _LISTINGS.get(log)
+    if cached is None or cached[0] != mtime:
+        names = os.listdir(log)
+        commits = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
+        checkpoints = [int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m]
+        cached = _LISTINGS[log] = (mtime, (commits, max(checkpoints) if checkpoints else None))
+    return cached[1]
 
 
 def _commit_problem(path: str) -> str | None:
