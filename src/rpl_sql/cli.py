@@ -19,7 +19,7 @@ import sys
 import time
 from typing import TextIO
 
-from .errors import MySQLError, SparkSQLError, StartupError
+from .errors import MySQLError, SparkSQLError, StartupError, error_text
 from .parser import check_utf8, parse_statement, split_statements, strip_vertical
 from .render import format_table, format_vertical
 from .session import Result, Session, _is_spark_error, quiet_spark_errors
@@ -30,14 +30,6 @@ PROMPT, CONTINUATION = "rpl-sql> ", "      -> "
 
 
 # ---------------------------------------------------------------- rendering
-
-def error_text(e: MySQLError | SparkSQLError, line: int | None = None) -> str:
-    """How the shell reports an error: mysql's `ERROR code (state) [at line N]: message`, then any hint."""
-    at = f" at line {line}" if line else ""
-    if isinstance(e, MySQLError):
-        return f"ERROR {e.code} ({e.sqlstate}){at}: {e.message}\n" + (f"Hint: {e.hint}\n" if e.hint else "")
-    return f"ERROR (Spark{' ' + e.sqlstate if e.sqlstate else ''}){at}: {e.message}\n"
-
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
@@ -268,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         session = Session(args.warehouse, spark="auto")
     except MySQLError as e:
-        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        sys.stderr.write(error_text(e))
         return 1
     conf = dict(c.split("=", 1) for c in args.conf if "=" in c)
     bad = [c for c in args.conf if "=" not in c]

@@ -138,6 +138,15 @@ class SparkRequired(SparkSQLError):
     """A statement needs Spark and the session has none; the message says how to get one."""
 
 
+def error_text(e: MySQLError | SparkSQLError, line: int | None = None) -> str:
+    """An error as rpl_sql's clients show it (shell, notebook, maintenance commands): the mysql client's
+    `ERROR code (state) [at line N]: message`, then any hint; Spark's as `ERROR (Spark state): message`."""
+    at = f" at line {line}" if line else ""
+    if isinstance(e, MySQLError):
+        return f"ERROR {e.code} ({e.sqlstate}){at}: {e.message}\n" + (f"Hint: {e.hint}\n" if e.hint else "")
+    return f"ERROR (Spark{' ' + e.sqlstate if e.sqlstate else ''}){at}: {e.message}\n"
+
+
 class StartupError(Exception):
     """Start-up aborted (MySQL logs the message and '[ERROR] Aborting'); nothing was persisted."""
 

@@ -30,7 +30,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from .errors import MySQLError, SparkSQLError
+from .errors import MySQLError, SparkSQLError, error_text
 
 DEFAULT_MAX_ROWS = 1000
 _OPTION = re.compile(r"""\s*--(warehouse|max-rows)(?:\s*=\s*|\s+)("[^"]*"|'[^']*'|\S+)""")
@@ -40,14 +40,14 @@ class StatementError(MySQLError):
     """A MySQL error that stopped a cell; IPython shows just `ERROR code (sqlstate): message`."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"ERROR {self.code} ({self.sqlstate}): {self.message}"] + ([f"Hint: {self.hint}"] if self.hint else [])
+        return error_text(self).splitlines()
 
 
 class SparkStatementError(SparkSQLError):
     """A Spark error that stopped a cell, shown in one line without the JVM stack."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"ERROR (Spark{' ' + self.sqlstate if self.sqlstate else ''}): {self.message}"]
+        return error_text(self).splitlines()
 
 
 def split_options(line: str) -> tuple[dict[str, str], str]:
