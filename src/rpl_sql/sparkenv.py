@@ -8,6 +8,8 @@ import sys
 import tempfile
 from typing import Iterator, Mapping
 
+from .stderr import redirected
+
 
 HUGE_METHODS_FLAG = "-XX:-DontCompileHugeMethods"
 THROUGHPUT_GC_FLAG = "-XX:+UseParallelGC"
@@ -36,16 +38,11 @@ def _stderr_to(path: str | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        os.dup2(fd, 2)
-        yield
+        with redirected(fd):
+            yield
     finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
         os.close(fd)
 
 

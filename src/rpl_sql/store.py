@@ -20,7 +20,6 @@ import logging
 import os
 import random
 import re
-import sys
 import tempfile
 import threading
 import time
@@ -42,6 +41,7 @@ except ImportError:  # pragma: no cover - deltalake depends on arro3-core
 
 from .deltalog import check as check_log
 from .errors import MySQLError
+from .stderr import redirected
 from .rules import TYPES, FilterType, Filters, Slot, format_rule
 from .state import ApplierPosition, Channel, ServerState, initial_state
 
@@ -330,22 +330,19 @@ def _write_errors(path: str, race: Callable[[BaseException], bool] = lambda e: F
     """A failed write becomes MySQL's 1026 (a read-only or full disk, say), and the Rust panic delta-rs prints
     on its way out (object_store's 'Already shut down') stays off the terminal: fd 2 is captured during the
     write and passed on only when it succeeds. A lost race (CommitFailedError) passes through unchanged."""
-    sys.stderr.flush()
-    saved = os.dup(2)
+    failed = None
     with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        failed = None
         try:
-            yield
-        except CommitFailedError:
-            raise
-        except (DeltaError, OSError) as e:
-            if race(e):  # another writer got there first: the caller's optimistic retry handles it
-                raise
-            failed = e
+            with redirected(captured.fileno()):
+                try:
+                    yield
+                except CommitFailedError:
+                    raise
+                except (DeltaError, OSError) as e:
+                    if race(e):  # another writer got there first: the caller's optimistic retry handles it
+                        raise
+                    failed = e
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
             if failed is None:
                 captured.seek(0)
                 noise = captured.read()
