@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import performance_schema as pfs
-from .performance_schema import CHANNELS_SCHEMA, channel_rows  # noqa: F401 (rpl_sql_channels)
+from .performance_schema import CHANNELS_SCHEMA, channel_rows
 from .state import ServerState
 
 FILTERS_VIEW = "replication_applier_filters"
