@@ -1,4 +1,4 @@
-"""Benchmark of the applier (rpl_sql.apply) and of read_delta, figures printed side by side (no asserts).
+"""Benchmark of the applier (rpl_sql.pipeline.applier) and of read_delta, figures printed side by side (no asserts).
 
     .venv/bin/python bench/bench_apply.py --quick          # 1M events, 1/100/1,000 rules per channel
     .venv/bin/python bench/bench_apply.py                  # 10M events, 1/100/1,000/10,000 rules per channel
@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE_ROOT = sys.argv[sys.argv.index("--ab-child") + 1] if "--ab-child" in sys.argv else ROOT
 sys.path.insert(0, os.path.join(CODE_ROOT, "src") if os.path.isdir(os.path.join(CODE_ROOT, "src")) else CODE_ROOT)
 
-from rpl_sql.events import EVENTS_SCHEMA, PARTITION_BY, applied_path, events_path  # noqa: E402
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, applied_path, events_path  # noqa: E402
 
 CHANNELS = ("ch1", "ch2", "ch3")
 N_DB, N_TABLE = 50, 40
@@ -198,7 +198,7 @@ def configure(warehouse: str, r: int) -> float:
 # ---------------------------------------------------------------- timing
 
 class Phases(logging.Handler):
-    """Collects rpl_sql.apply's debug timings ("channel 'x': <phase> 1.23s")."""
+    """Collects rpl_sql.pipeline.applier's debug timings ("channel 'x': <phase> 1.23s")."""
 
     def __init__(self):
         super().__init__(logging.DEBUG)
@@ -244,10 +244,11 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     and a label per shape, as the applier did before) and with the applier's decision codes, interleaved."""
     from pyspark.sql import functions as F
 
-    from rpl_sql.apply import ROW_EVENT_TYPES, decision_columns, shape_frame, with_shape_key
+    from rpl_sql.pipeline.events import ROW_EVENT_TYPES
+    from rpl_sql.pipeline.applier.shapes import decision_columns, shape_frame, with_shape_key
     from rpl_sql.compile import compile_functions, sql_str
-    from rpl_sql.deltaread import read_snapshot, snapshot
-    from rpl_sql.sparkenv import jit_huge_methods, map_lookup_hash_min
+    from rpl_sql.spark.deltaread import read_snapshot, snapshot
+    from rpl_sql.spark.env import jit_huge_methods, map_lookup_hash_min
     from rpl_sql.store import DeltaStore
 
     state = DeltaStore(warehouse).load().state
@@ -281,22 +282,22 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
 
 
 def measured_session(app_name: str):
-    """A local SparkSession whose JVM cpu_seconds() reads, and the Phases collecting rpl_sql.apply's timings."""
-    from rpl_sql.sparkenv import local_spark
+    """A local SparkSession whose JVM cpu_seconds() reads, and the Phases collecting rpl_sql.pipeline.applier's timings."""
+    from rpl_sql.spark.env import local_spark
 
     global _JVM_PID
     spark = local_spark(app_name=app_name, **{"spark.ui.showConsoleProgress": "false"})
     _JVM_PID = spark._jvm.java.lang.ProcessHandle.current().pid()
     phases = Phases()
-    logging.getLogger("rpl_sql.apply").addHandler(phases)
-    logging.getLogger("rpl_sql.apply").setLevel(logging.DEBUG)
+    logging.getLogger("rpl_sql.pipeline.applier").addHandler(phases)
+    logging.getLogger("rpl_sql.pipeline.applier").setLevel(logging.DEBUG)
     return spark, phases
 
 
 def ab_child(wh: str, r: int) -> None:
     """One side of --ab: configure, warm up, time one apply; the result as a JSON line."""
     import rpl_sql
-    from rpl_sql.apply import apply
+    from rpl_sql.pipeline.applier.job import apply
 
     assert os.path.abspath(rpl_sql.__file__).startswith(os.path.abspath(CODE_ROOT)), rpl_sql.__file__
     spark, phases = measured_session("bench_apply_ab")
@@ -361,8 +362,8 @@ def main(argv=None) -> int:
     rule_sets = [int(x) for x in (args.rules or ("1,100,1000" if args.quick else "1,100,1000,10000")).split(",")]
 
     from rpl_sql import Session
-    from rpl_sql.apply import apply
-    from rpl_sql.deltaread import read_delta, snapshot
+    from rpl_sql.pipeline.applier.job import apply
+    from rpl_sql.spark.deltaread import read_delta, snapshot
 
     wh = os.path.join(args.data, f"apply_wh_{n}")
     fresh = not os.path.exists(events_path(wh))

@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from mariadb import MariaDBServer, binaries  # noqa: E402
 
 import rpl_sql  # noqa: E402
-from rpl_sql.events import events_path  # noqa: E402
-from rpl_sql.ingest import ingest_channel  # noqa: E402
+from rpl_sql.pipeline.events import events_path  # noqa: E402
+from rpl_sql.pipeline.binlog import ingest_channel  # noqa: E402
 
 GEN = """
 CREATE PROCEDURE bench.gen(IN n INT, IN per_txn INT, IN noise_pct INT)

@@ -9,7 +9,7 @@
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
 shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well). The JVM
-is started by rpl_sql.sparkenv.local_spark, with the parallel collector unless --java-opts names another;
+is started by rpl_sql.spark.env.local_spark, with the parallel collector unless --java-opts names another;
 the bytes each query allocates are printed too, since allocation is what the collector changes.
 
 Data (generated once, cached under bench/data/, git-ignored): Parquet with columns channel, db_name,
@@ -282,7 +282,7 @@ def map_kw(mod, spark) -> dict:
     """compile_functions' map_hash_min as rpl_sql.register passes it, for compilers that take it."""
     import inspect
 
-    from rpl_sql.sparkenv import map_lookup_hash_min
+    from rpl_sql.spark.env import map_lookup_hash_min
 
     if "map_hash_min" not in inspect.signature(mod.compile_functions).parameters:
         return {}
@@ -353,7 +353,7 @@ def cold_ab(ref: str, sizes: list[int], rounds: int, rows: int) -> None:
 def cold_child(ref: str, size: int, rows: int) -> None:
     import json
 
-    from rpl_sql.sparkenv import jit_huge_methods, local_spark
+    from rpl_sql.spark.env import jit_huge_methods, local_spark
 
     spark = local_spark(app_name="bench_cold", **{"spark.ui.showConsoleProgress": "false",
                                                   "spark.sql.shuffle.partitions": "2"})
@@ -454,7 +454,7 @@ def main(argv=None) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
 
     os.environ.setdefault("RPL_SQL_DRIVER_MEMORY", "8g")
-    from rpl_sql.sparkenv import local_spark
+    from rpl_sql.spark.env import local_spark
 
     spark = local_spark(app_name="bench_should_apply", **{"spark.ui.showConsoleProgress": "false",
                                                           "spark.sql.shuffle.partitions": "2",
@@ -462,7 +462,7 @@ def main(argv=None) -> None:
     from pyspark.sql.functions import col, udf
     from pyspark.sql.types import BooleanType
 
-    from rpl_sql.sparkenv import jit_huge_methods
+    from rpl_sql.spark.env import jit_huge_methods
 
     jit = jit_huge_methods(spark)  # as rpl_sql.register decides: local_spark's JVM JIT-compiles huge methods
     path = ensure_data(spark, args.rows)

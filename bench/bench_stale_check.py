@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_should_apply import ensure_data, make_rules  # noqa: E402
 
 from rpl_sql.compile import compile_functions  # noqa: E402
-from rpl_sql.export import STATE_VIEW, stale_guard  # noqa: E402
+from rpl_sql.spark.export import STATE_VIEW, stale_guard  # noqa: E402
 from rpl_sql.session import Session  # noqa: E402
-from rpl_sql.sparkenv import local_spark, map_lookup_hash_min  # noqa: E402
+from rpl_sql.spark.env import local_spark, map_lookup_hash_min  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -45,7 +45,7 @@ def main(argv=None) -> None:
         store = Session(wh).store
         store.commit(store.load(), state, {"operation": "bench"})
         snapshot = store.load()
-        from rpl_sql.datasource import DefaultSource
+        from rpl_sql.spark.datasource import DefaultSource
 
         spark.dataSource.register(DefaultSource)
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {STATE_VIEW} USING rpl_sql "

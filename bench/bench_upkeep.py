@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from rpl_sql import Session  # noqa: E402
-from rpl_sql.upkeep import upkeep  # noqa: E402
+from rpl_sql.delta.upkeep import upkeep  # noqa: E402
 
 
 def measure(wh: Path) -> dict[str, float]:

@@ -1,2 +1,2 @@
 """Spark auto-registers `pyspark_<name>` modules' DefaultSource: `USING rpl_sql` works even in spark-sql."""
-from rpl_sql.datasource import DefaultSource  # noqa: F401
+from rpl_sql.spark.datasource import DefaultSource  # noqa: F401

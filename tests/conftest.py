@@ -11,7 +11,7 @@ import pytest
 def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from rpl_sql.sparkenv import local_spark
+    from rpl_sql.spark.env import local_spark
 
     session = local_spark(app_name="rpl_sql-tests")
     yield session

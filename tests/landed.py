@@ -4,7 +4,7 @@ from __future__ import annotations
 from deltalake import DeltaTable
 
 from rpl_sql.evaluate import RowEvent, TableRef, statement_event
-from rpl_sql.events import ROW_EVENT_TYPES, events_path
+from rpl_sql.pipeline.events import ROW_EVENT_TYPES, events_path
 
 
 def landed(warehouse, channel=None) -> list[dict]:

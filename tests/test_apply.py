@@ -1,4 +1,4 @@
-"""The applier job (rpl_sql.apply) and the Delta reader it uses (rpl_sql.deltaread).
+"""The applier job (rpl_sql.pipeline.applier) and the Delta reader it uses (rpl_sql.spark.deltaread).
 
 Events tables are built directly with delta-rs in the canonical schema; every applier result is compared
 with the reference evaluator run over the same events (`server.apply_events`): which events are applied,
@@ -22,13 +22,15 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from rpl_sql import MySQLError, Session
-from rpl_sql import apply as A, server
-from rpl_sql.apply import (APPLIED_SCHEMA, ApplyError, BatchRecord, GtidSet, app_id, applier_status, apply,
-                           derive_hits, record_batch, slot_signature, _rewrite_index)
-from rpl_sql.deltaread import UnsupportedDeltaTable, read_delta, snapshot
+from rpl_sql.pipeline.applier import job as A
+from rpl_sql import server
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, app_id, derive_hits, _rewrite_index
+from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, applier_status, record_batch, slot_signature
+from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.spark.deltaread import UnsupportedDeltaTable, read_delta, snapshot
 from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, rewrite_db,
                               statement_event)
-from rpl_sql.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.rules import TYPES, Filters, FilterType as T
 from rpl_sql.state import ApplierPosition, Channel, ServerState
 from rpl_sql.statements import ShowReplicaStatus
@@ -297,7 +299,7 @@ def test_applier_position_round_trips_through_the_store(warehouse):
 def test_read_delta_partition_values_and_paths(spark, tmp_path):
     """'' and NULL partitions (both NULL, per the Delta protocol), hive-unsafe and non-ASCII values: the fast
     hive path, literal groups and the file-name join all give the log's values."""
-    from rpl_sql import deltaread
+    from rpl_sql.spark import deltaread
 
     path = str(tmp_path / "t")
     chans = ["", None, "a", "a", "b", "é", "x/y", "p%q", "='#"]
@@ -366,7 +368,7 @@ class _FakeTable:
 
 
 def test_read_delta_refuses_what_parquet_alone_cannot_read():
-    from rpl_sql.deltaread import _check_readable
+    from rpl_sql.spark.deltaread import _check_readable
 
     _check_readable(_FakeTable(("timestampNtz", "deletionVectors")))  # feature on, none in use: fine
     with pytest.raises(UnsupportedDeltaTable, match="deletion vectors are in use"):
@@ -487,7 +489,7 @@ def test_refuses_a_channel_whose_sql_thread_is_stopped(spark, warehouse):
 
 
 def test_crash_between_the_two_commits_is_completed_from_the_metadata(spark, warehouse, monkeypatch):
-    from rpl_sql import apply as apply_mod
+    from rpl_sql.pipeline.applier import job as apply_mod
 
     setup_server(warehouse)
     log = mixed_log(seed=5)
@@ -593,7 +595,7 @@ def test_effective_database_mode_uses_the_reference_semantics(spark, warehouse):
 CHILD = textwrap.dedent("""
     import os, random, sys, time
     sys.path.insert(0, {root!r})
-    from rpl_sql import apply as A
+    from rpl_sql.pipeline.applier import job as A
     real_state, real_applied = A._Applier._commit_state, A._Applier._commit_applied
 
     def slow_applied(self, rec, actions):
@@ -655,7 +657,7 @@ def test_sigkill_at_random_points_loses_nothing_and_counts_once(spark, warehouse
 
 
 def test_cli_apply(spark, warehouse, capsys):
-    from rpl_sql.apply import main
+    from rpl_sql.cli.commands import apply_main as main
 
     s = setup_server(warehouse, start=False)
     s.execute("START REPLICA FOR CHANNEL 'ch1'")

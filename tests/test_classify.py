@@ -1,4 +1,4 @@
-"""Tests for rpl_sql.classify: statement text -> (command, kind, global table list) for the §5 decision procedure.
+"""Tests for rpl_sql.pipeline.classify: statement text -> (command, kind, global table list) for the §5 decision procedure.
 
 Layout:
   1. spec §10 worked examples: classify(text) -> evaluate event equals the table's event, same verdict
@@ -21,8 +21,9 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rpl_sql import classify as classify_module
-from rpl_sql.classify import KINDS, StatementInfo, classify, expand_executable_comments
+from rpl_sql.pipeline.classify import dispatch as classify_module
+from rpl_sql.lexer import expand_executable_comments
+from rpl_sql.pipeline.classify import KINDS, StatementInfo, classify
 from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, TRANSACTION_CONTROL, RowEvent, StatementEvent,
                               TableRef, decide)
 from rpl_sql.rules import Filters
@@ -544,14 +545,15 @@ def test_comments_case_and_executable_comments(sql, command, tables):
 
 
 def test_expand_executable_comments():
-    assert expand_executable_comments("/*!40101 SET NAMES utf8 */") == "  SET NAMES utf8  "
-    assert expand_executable_comments("a /*! b */ c") == "a   b   c"
-    assert expand_executable_comments("a /*!90000 b */ c") == "a   c"
-    assert expand_executable_comments("a /*!80013 b */", version_id=80012) == "a  "
+    # markers blanked in place (offsets kept), comments for a newer server blanked whole
+    assert expand_executable_comments("/*!40101 SET NAMES utf8 */") == " " * 8 + " SET NAMES utf8 " + "  "
+    assert expand_executable_comments("a /*! b */ c") == "a " + "   " + " b " + "  " + " c"
+    assert expand_executable_comments("a /*!90000 b */ c") == "a " + " " * 13 + " c"
+    assert expand_executable_comments("a /*!80013 b */", version_id=80012) == "a " + " " * 13
     assert expand_executable_comments("'/*!1 x */' /* /*!2 */") == "'/*!1 x */' /* /*!2 */"
     assert expand_executable_comments("`/*!` -- /*!1\n#/*!1\nx") == "`/*!` -- /*!1\n#/*!1\nx"
-    assert expand_executable_comments("/*!40101 'a*/b' */ c") == "  'a*/b'   c"
-    assert expand_executable_comments("/*!40101 unterminated") == "  unterminated "
+    assert expand_executable_comments("/*!40101 'a*/b' */ c") == " " * 8 + " 'a*/b' " + "  " + " c"
+    assert expand_executable_comments("/*!40101 unterminated") == " " * 8 + " unterminated"
     assert expand_executable_comments("plain") == "plain"
 
 
@@ -832,8 +834,9 @@ def test_generated_dml_matches_the_oracle_in_both_readers(case):
 
 def test_executable_comments_run_for_the_same_releases_as_in_the_shell():
     """One emulated release for both readers: a logged statement and a typed one agree on /*!NNNNN */."""
-    from rpl_sql.classify import classify
-    from rpl_sql.parser import MYSQL_VERSION_ID, parse_statement
+    from rpl_sql.pipeline.classify import classify
+    from rpl_sql.lexer import MYSQL_VERSION_ID
+    from rpl_sql.parser import parse_statement
     from rpl_sql.statements import OtherSQL
 
     for version, runs in ((MYSQL_VERSION_ID, True), (MYSQL_VERSION_ID + 10, False)):

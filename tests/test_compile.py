@@ -78,7 +78,7 @@ def describe(state: ServerState) -> str:
 
 def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False, applier: bool = False):
     """The public functions and, with `applier`, beside them the applier's set (its own helpers)."""
-    from rpl_sql.sparkenv import map_lookup_hash_min
+    from rpl_sql.spark.env import map_lookup_hash_min
 
     kw = dict(encoding=encoding, jit_huge_methods=jit, map_hash_min=map_lookup_hash_min(spark))
     compiled = compile_functions(state, **kw)
@@ -280,7 +280,7 @@ def test_differential_against_reference(spark, data, lctn, seed, encoding, set_m
     for i, (prefix, chans) in enumerate(zip(PREFIXES, parts)):
         for ch, *rest in make_events(states(lctn, chans), seed + i, EVENTS_PER_STATE):
             events.append((None if ch is None else prefix + ch, *rest))
-    with mock.patch("rpl_sql.compile.SET_MAP_MIN", set_map_min):
+    with mock.patch("rpl_sql.compile.codes.SET_MAP_MIN", set_map_min):
         bad = run_events(spark, merged, events, encoding)
     assert not bad, (f"{len(bad)} mismatches ({encoding}, SET_MAP_MIN={set_map_min}), first: {bad[:3]}\n"
                      f"state: {describe(merged)}")
@@ -425,7 +425,7 @@ def test_long_exact_lists_are_membership_maps_and_exact(spark, lctn, encoding):
         chans[f"i{i}"] = F(ignore_table=tables)
     chans["nul"] = F(do_db=names(SET_MAP_MIN + 5, "z") + ["a\x00b"])
     state = state_of(lctn, **chans)
-    from rpl_sql.sparkenv import map_lookup_hash_min
+    from rpl_sql.spark.env import map_lookup_hash_min
 
     assert map_lookup_hash_min(spark) == MAP_HASH_MIN  # pyspark 4.2's default: the sessions below use maps
     assert "map_from_arrays" not in " ".join(compile_functions(state, encoding=encoding).statements)
@@ -651,7 +651,7 @@ def test_large_configurations_are_exact_interpreted_and_compiled(spark, lctn, re
     """Past COMPILE_MAX_CHARS the row table code runs in Spark's expression interpreter, below it as
     generated code; in both, every guarded form (length groups, masked `_` shapes, whole-key prefixes,
     the dotted names' path) must agree with the reference."""
-    monkeypatch.setattr("rpl_sql.compile.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 100_000)
+    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 100_000)
     state = _large_state(lctn, seed=lctn)
     assert regime in compile_functions(state).encoding
     rnd = random.Random(lctn)
@@ -684,7 +684,7 @@ def test_guarded_forms_exactly(spark, lctn, monkeypatch):
     exact = ["db.t.x", "d.z.y", "dz.y"]
     state = state_of(lctn, default=F(wild_do=wild, do_table=exact), ch1=F(wild_ignore=wild, ignore_db=["zz"],
                                                                           ignore_table=exact))
-    monkeypatch.setattr("rpl_sql.compile.COMPILE_MAX_CHARS", 1000)  # first through the interpreted form
+    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 1000)  # first through the interpreted form
     assert "interpreted" in compile_functions(state).encoding
     rows = [("db.t", "x"), ("db", "t.x"), ("db.t", "y"), ("d.z", "y"), ("d", "z.y"), ("dz", "y"), ("d.z", "x"),
             ("abc", "x"), ("aXc", "x"), ("abX", "x"), ("Xbc", "x"), ("abd", "x"), ("aXd", "x"), ("abc", "y"),
@@ -715,14 +715,14 @@ def test_fixed_length_patterns_of_few_shapes(spark, lctn, regime, monkeypatch):
             ("é", "yz"), ("aé", "x1"), ("aéc", "x1"), ("éc", "x"), ("a中", "x"), ("ab", "中"), ("Ab", "éé"),
             ("ABC", "X1"), ("QZ", "RZS"), ("aXbXc", "t"), ("aXbYc", "t"), ("aXbXd", "t"), ("aébXc", "t")]
     events = [(ch, d, t, None, None, None) for ch in ("", "ch1") for d, t in rows]
-    monkeypatch.setattr("rpl_sql.compile.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 6000)
+    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 6000)
     assert regime in compile_functions(state).encoding
     bad = run_events(spark, state, events)
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
 def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):
-    from rpl_sql.sparkenv import jit_huge_methods
+    from rpl_sql.spark.env import jit_huge_methods
     from rpl_sql.spark import SparkSurface
 
     assert jit_huge_methods(spark)
@@ -731,7 +731,7 @@ def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):
 
 def test_sessions_started_by_rpl_sql_use_the_parallel_collector_unless_told_otherwise(spark):
     """The tests' session (local_spark) runs the parallel collector; an explicit choice is kept."""
-    from rpl_sql.sparkenv import HUGE_METHODS_FLAG, THROUGHPUT_GC_FLAG, java_options
+    from rpl_sql.spark.env import HUGE_METHODS_FLAG, THROUGHPUT_GC_FLAG, java_options
 
     mx = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     assert THROUGHPUT_GC_FLAG in [str(a) for a in mx.getRuntimeMXBean().getInputArguments()]
@@ -746,7 +746,7 @@ def test_sessions_started_by_rpl_sql_use_the_parallel_collector_unless_told_othe
 def test_channels_dispatched_by_index_or_by_name(spark, monkeypatch, index_max):
     """With few channels (case encoding) the helpers take the channel's INT index, otherwise its name. Both
     find a channel however the event spells it, and a channel that does not exist has no applier."""
-    monkeypatch.setattr("rpl_sql.compile.CHANNEL_INDEX_MAX", index_max)
+    monkeypatch.setattr("rpl_sql.compile.codes.CHANNEL_INDEX_MAX", index_max)
     state = state_of(default=F(do_db=["a"]), ch1=F(ignore_db=["b"], rewrite=[("b", "a")]),
                      ch2=F(wild_do=["a.t%"]), ch3=F(wild_do=["a.t%"]))
     stmts = "\n".join(compile_functions(state).statements)

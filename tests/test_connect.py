@@ -92,7 +92,7 @@ CLIENT = r'''
 import json, sys
 from pyspark.sql import SparkSession
 import rpl_sql
-from rpl_sql.export import sql_string
+from rpl_sql.spark.export import sql_string
 
 url, wh = sys.argv[1:3]
 spark = SparkSession.builder.remote(url).getOrCreate()
@@ -129,7 +129,7 @@ out["python_filters"] = [list(r[:3]) for r in session.filters()]
 # the notebook magic finds the active remote session and registers there
 from IPython.core.interactiveshell import InteractiveShell
 ip = InteractiveShell.instance()
-ip.run_line_magic("load_ext", "rpl_sql.magic")
+ip.run_line_magic("load_ext", "rpl_sql")
 frame = ip.run_line_magic("rpl_sql", f"--warehouse '{wh}' CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db3) "
                          "FOR CHANNEL 'ch1'; SELECT FILTER_RULE, should_apply('ch1', 'db3', 't') AS a "
                          "FROM replication_applier_filters "

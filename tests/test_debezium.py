@@ -11,9 +11,9 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from rpl_sql.debezium import DebeziumRecordError, ingest_debezium, ingest_debezium_file
-from rpl_sql.events import EVENTS_SCHEMA, events_path
-from rpl_sql.ingest import ConcurrentIngest, EventsWriter, IngestError, committed_position
+from rpl_sql.pipeline.debezium import DebeziumRecordError, ingest_debezium, ingest_debezium_file
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
+from rpl_sql.pipeline.writer import ConcurrentIngest, EventsWriter, IngestError, committed_position
 
 from landed import landed
 
@@ -235,7 +235,7 @@ def test_schema_is_canonical(warehouse):
 
 
 def test_binlog_fed_channel_refuses_debezium(warehouse):
-    from rpl_sql.ingest import Batch
+    from rpl_sql.pipeline.writer import Batch
 
     with EventsWriter(warehouse, "x") as w:
         b = Batch("x", "binlog")

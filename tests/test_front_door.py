@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from rpl_sql import MySQLError, Session, SparkRequired, SparkSQLError
-from rpl_sql.cli import Shell
+from rpl_sql.cli.shell import Shell
 from rpl_sql.render import display_width, format_table
 from rpl_sql.parser import ParseError, parse_statement, route
 from rpl_sql.statements import OtherSQL, ShowWarnings
@@ -145,10 +145,11 @@ def test_fuzzed_statements_are_mysql_errors_or_need_spark_and_change_nothing(tmp
             outcomes["mysql"] += 1
         except SparkRequired:
             outcomes["spark"] += 1
-            from rpl_sql.parser import _expand_versioned_comments, split_statements, strip_vertical
+            from rpl_sql.lexer import expand_executable_comments, split_statements
+            from rpl_sql.parser import strip_vertical
 
             # the statement that needed Spark is one the grammar does not own
-            owners = [route(_expand_versioned_comments(strip_vertical(s))).owner for s, _ in split_statements(text)]
+            owners = [route(expand_executable_comments(strip_vertical(s))).owner for s, _ in split_statements(text)]
             assert "spark" in owners, text
         # one commit per statement that changed the state, none for the one that failed
         committed = [r.version for r in done if r.version is not None]
@@ -244,7 +245,7 @@ class NoSpark:  # the core install: pyspark and delta-spark absent
         if name.split(".")[0] in ("pyspark", "py4j", "delta", "pyspark_rpl_sql"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, NoSpark())
-from rpl_sql.cli import main
+from rpl_sql.cli.shell import main
 sys.exit(main(sys.argv[1:]))
 """
 

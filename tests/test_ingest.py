@@ -23,9 +23,11 @@ from deltalake import DeltaTable
 
 import rpl_sql
 from rpl_sql import server
-from rpl_sql.events import EVENTS_SCHEMA, events_path
-from rpl_sql.ingest import (ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict, committed_position,
-                            ingest_all, ingest_channel, main, settle_source_filtering, source_filtered)
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
+from rpl_sql.pipeline.writer import ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict, committed_position
+from rpl_sql.pipeline.binlog import ingest_all, ingest_channel
+from rpl_sql.cli.commands import ingest_main as main
+from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.rules import FilterType
 
 from landed import evaluator_event, landed
@@ -226,7 +228,7 @@ def test_one_writer_per_channel(sources, warehouse):
 
 def test_optimistic_check_without_the_lock(warehouse):
     """Two writers that both read seq 0 (no lock, e.g. on an object store): the second commit fails cleanly."""
-    from rpl_sql.ingest import Batch
+    from rpl_sql.pipeline.writer import Batch
 
     def batch():
         b = Batch("a", "binlog")
@@ -295,7 +297,7 @@ def test_sigkill_at_random_points_neither_loses_nor_duplicates(sources, warehous
     m1, _, _ = sources
     _big_workload(m1, 1000)
     env = dict(os.environ)
-    cmd = [sys.executable, "-m", "rpl_sql.ingest", "--channel", "a", "--warehouse", warehouse,
+    cmd = [sys.executable, "-m", "rpl_sql.cli", "ingest", "--channel", "a", "--warehouse", warehouse,
            "--batch-rows", "60", "-q"]
     rng = random.Random(20240601)
     log_dir = Path(events_path(warehouse)) / "_delta_log"

@@ -1,7 +1,7 @@
 """The `%rpl_sql` magic: in-process without Spark (control-plane statements only), and
 tests/notebooks/demo.ipynb executed by a real Jupyter kernel (this interpreter) with nbclient.
 
-The kernel builds a plain `SparkSession.builder.getOrCreate()` session (no PYSPARK_PYTHON, no PYTHONPATH), loads `%load_ext rpl_sql.magic` and runs `%%rpl_sql`
+The kernel builds a plain `SparkSession.builder.getOrCreate()` session (no PYSPARK_PYTHON, no PYTHONPATH), loads `%load_ext rpl_sql` and runs `%%rpl_sql`
 cells; the test checks the outputs against the Python API and the reference evaluator.
 """
 from __future__ import annotations
@@ -145,22 +145,22 @@ def ipython(monkeypatch):
     """A plain IPython shell with the extension loaded; Spark is kept out (no active session is looked up)."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    import rpl_sql.magic
-    import rpl_sql.sparkenv
+    import rpl_sql.cli.magic
+    import rpl_sql.spark.env
 
     def no_spark(*args, **kwargs):
         raise AssertionError("a control-plane cell must not start Spark")
 
-    monkeypatch.setattr(rpl_sql.magic, "_active_spark", lambda: None)
-    monkeypatch.setattr(rpl_sql.sparkenv, "local_spark", no_spark)
+    monkeypatch.setattr(rpl_sql.cli.magic, "_active_spark", lambda: None)
+    monkeypatch.setattr(rpl_sql.spark.env, "local_spark", no_spark)
     ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "rpl_sql.magic")
+    ip.run_line_magic("load_ext", "rpl_sql")
     yield ip
     InteractiveShell.clear_instance()
 
 
 def test_split_options():
-    from rpl_sql.magic import split_options
+    from rpl_sql.cli.magic import split_options
 
     assert split_options("--warehouse '/a b' --max-rows=5 SHOW REPLICA STATUS") == (
         {"warehouse": "/a b", "max-rows": "5"}, " SHOW REPLICA STATUS")
@@ -169,7 +169,7 @@ def test_split_options():
 
 def test_magic_control_plane(ipython, tmp_path, capsys):
     from rpl_sql import MySQLError, Session
-    from rpl_sql.magic import StatementError
+    from rpl_sql.cli.magic import StatementError
     from rpl_sql.session import HISTORY_COLUMNS
 
     wh = tmp_path / "wh"

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.parser import RESERVED_WORDS, ParseError, parse, parse_statement, split_statements
+from rpl_sql.lexer import split_statements
+from rpl_sql.parser import RESERVED_WORDS, ParseError, parse, parse_statement
 from rpl_sql.rules import FilterType as F
 from rpl_sql.statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
                                 ShowReplicaStatus, ShowReplicationFilterHistory, StartReplica, StopReplica)

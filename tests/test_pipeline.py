@@ -20,11 +20,12 @@ from deltalake import DeltaTable
 
 import rpl_sql
 from rpl_sql import server
-from rpl_sql.apply import ApplyError, apply
-from rpl_sql.deltaread import read_delta
+from rpl_sql.applier_state import ApplyError
+from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.spark.deltaread import read_delta
 from rpl_sql.evaluate import rewrite_db
-from rpl_sql.events import ROW_EVENT_TYPES, applied_path, events_path
-from rpl_sql.ingest import ingest_channel
+from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path, events_path
+from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.rules import TYPES
 
 from landed import evaluator_event, landed

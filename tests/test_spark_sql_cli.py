@@ -23,7 +23,7 @@ from sparkjvm import spark_jvm_env
 
 from rpl_sql import Session
 from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef, decide, rewrite_db
-from rpl_sql.export import harden, sql_string
+from rpl_sql.spark.export import harden, sql_string
 
 # Hostile names: quote, `;`, backslash, unicode (BMP and not), `$`, and `${...}` (CLI variable syntax).
 SETUP = r"""
@@ -185,7 +185,7 @@ def test_exported_script_in_spark_sql(tmp_path):
 
     assert first["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert first["global"] == [[cell(v) for v in r[:3]] for r in session.global_filters()]
-    from rpl_sql.spark import channel_rows
+    from rpl_sql.performance_schema import channel_rows
     assert first["channels"] == byte_order([[cell(v) for v in r] for r in channel_rows(before)])
     changes = session.store.filter_changes()
     assert first["history"] == [[str(len(changes)), str(len({c.version for c in changes}))]]
@@ -255,7 +255,7 @@ def test_export_header_and_stale_check(tmp_path):
     """The header's first lines say what the shell needs; the functions carry the fingerprint check."""
     session = Session(str(tmp_path / "wh"))
     session.execute(SETUP)
-    from rpl_sql.export import STATE_VIEW, export_sql
+    from rpl_sql.spark.export import STATE_VIEW, export_sql
 
     text = export_sql(session)
     head = text.splitlines()[:5]
@@ -292,7 +292,7 @@ def test_filters_fingerprint_follows_only_what_decisions_depend_on(tmp_path):
 @pytest.mark.spark
 def test_data_source_reads_live_state(spark, warehouse):
     from rpl_sql import performance_schema as pfs
-    from rpl_sql.datasource import HISTORY_SCHEMA, DefaultSource
+    from rpl_sql.spark.datasource import HISTORY_SCHEMA, DefaultSource
     from rpl_sql.session import HISTORY_COLUMNS
     from rpl_sql.spark import CHANNELS_SCHEMA, channel_rows
     from pyspark.sql.types import StructType

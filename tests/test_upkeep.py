@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rpl_sql import MySQLError, Session
-from rpl_sql.upkeep import upkeep
+from rpl_sql.delta.upkeep import upkeep
 
 
 def _many(wh: Path, n: int) -> Session:

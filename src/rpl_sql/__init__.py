@@ -6,18 +6,24 @@
 """
 from __future__ import annotations
 
-from .errors import MySQLError, SparkRequired, SparkSQLError, StartupError, Warning
-from .evaluate import Decision, RowEvent, StatementEvent, TableRef, decide
-from .session import Result, Session, connect
+from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, StartupError, Warning
+from rpl_sql.evaluate import Decision, RowEvent, StatementEvent, TableRef, decide
+from rpl_sql.session import Result, Session, connect
+from rpl_sql.spark.surface import register as _register
 
 __version__ = "0.1.0"
 
 
 def register(spark, warehouse=None, **kwargs):
     """Register the views and SQL functions in `spark`; returns the Session that keeps them current."""
-    from .spark import register as _register
-
     return _register(spark, warehouse, **kwargs)
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext rpl_sql`: the %%rpl_sql cell magic (IPython is imported only here)."""
+    from rpl_sql.cli.magic import load_ipython_extension as _load
+
+    _load(ipython)
 
 
 __all__ = ["connect", "register", "Session", "Result", "MySQLError", "SparkSQLError", "SparkRequired", "StartupError", "Warning", "decide",

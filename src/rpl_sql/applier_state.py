@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
-from .rules import FilterType, Filters
-from .state import ApplierPosition, ServerState
+from rpl_sql.rules import Filters, FilterType
+from rpl_sql.state import ApplierPosition, ServerState
 
 __all__ = ["ApplyError", "GtidSet", "BatchRecord", "slot_signature", "record_batch", "applier_status"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from .errors import MySQLError
-from .rules import FilterType, Filters, fold, like
+from rpl_sql.errors import MySQLError
+from rpl_sql.rules import Filters, FilterType, fold, like
 
 T = FilterType
 

@@ -29,14 +29,24 @@ from typing import NamedTuple
 
 from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
 
-from .errors import CATALOGUE, MySQLError
-from .rules import FilterType
-from .statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
-                         ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings, StartReplica, Statement,
-                         SetDefaultConnection, SetReplicationVariable, ShowVariables,
-                         StopReplica)
-
-MYSQL_VERSION_ID = 80040
+from rpl_sql.errors import CATALOGUE, MySQLError
+from rpl_sql.lexer import expand_executable_comments, pieces, split_statements
+from rpl_sql.rules import FilterType
+from rpl_sql.statements import (
+    ChangeReplicationFilter,
+    ChangeReplicationSource,
+    OtherSQL,
+    ResetReplica,
+    SetDefaultConnection,
+    SetReplicationVariable,
+    ShowReplicaStatus,
+    ShowReplicationFilterHistory,
+    ShowVariables,
+    ShowWarnings,
+    StartReplica,
+    Statement,
+    StopReplica,
+)
 
 # MySQL 8.0's reserved words (manual: "Keywords and Reserved Words in MySQL 8.0", the (R) entries,
 # up to 8.0.31's INTERSECT). Unquoted, they cannot be names.
@@ -93,98 +103,13 @@ class ParseError(MySQLError):
         return self.statement_line + self.line - 1
 
 
-# ---------------------------------------------------------------- splitting and classifying
-
-_SCAN = re.compile(r"""
-    (?P<quoted> '(?:[^'\\]|\\.|'')*'? | "(?:[^"\\]|\\.|"")*"? | `(?:[^`]|``)*`? )
-  | (?P<comment> \#[^\n]* | --(?=[\x00-\x20]|\Z)[^\n]* | /\*(?!!)(?:.*?\*/|.*) )
-  | (?P<versioned> /\*!(?P<version>[0-9]{5})? )
-  | (?P<close> \*/ )
-  | (?P<semi> ; )
-  | (?P<vertical> \\G )
-  | (?P<word> [^\x00-#%-/:-@\[-\^`{-\x7f]+ )     # as the grammar's names
-  | (?P<space> [\ \t\n\r\f\v]+ )
-  | (?P<other> . )
-""", re.VERBOSE | re.DOTALL)
-
-
-def _pieces(text: str):
-    """Yield (kind, start, end) over `text`; unterminated quotes and comments run to the end.
-
-    An executed ``/*!`` comment yields its opener and its ``*/`` as kind 'marker' and its
-    content as code; a comment for a newer server is a 'comment'.
-    """
-    pos, n, in_versioned = 0, len(text), False
-    while pos < n:
-        m = _SCAN.match(text, pos)
-        kind, end = m.lastgroup, m.end()
-        if kind == "versioned":
-            version = m.group("version")
-            if version and int(version) > MYSQL_VERSION_ID:
-                close = text.find("*/", end)
-                kind, end = "comment", (n if close < 0 else close + 2)
-            else:
-                kind, in_versioned = "marker", True
-        elif kind == "close":
-            kind = "marker" if in_versioned else "other"
-            in_versioned = False
-        yield kind, pos, end
-        pos = end
-
-
-def split_statements(text: str) -> list[tuple[str, int]]:
-    """Split a script on ';' (or the mysql client's ``\\G``, kept on the text) outside quotes and comments.
-
-    Returns (statement text, 1-based script line where it starts). Leading comments and
-    surrounding whitespace are not part of a statement, so its line is that of its first
-    keyword; statements with nothing else are dropped. As in the mysql client, ';' inside an
-    executed ``/*! ... */`` comment does end a statement.
-    """
-    out: list[tuple[str, int]] = []
-    line, counted = 1, 0
-    start = end = None
-
-    def flush():
-        nonlocal line, counted
-        if start is not None:
-            line += text.count("\n", counted, start)
-            counted = start
-            out.append((text[start:end], line))
-
-    for kind, s, e in _pieces(text):
-        if kind == "semi":
-            flush()
-            start = None
-        elif kind == "vertical":
-            if start is not None:
-                end = e
-            flush()
-            start = None
-        elif kind == "space" or (kind == "comment" and start is None):
-            continue
-        else:
-            start = s if start is None else start
-            end = e
-    flush()
-    return out
-
-
-def _expand_versioned_comments(text: str) -> str:
-    """Blank the markers of executed ``/*!NNNNN ... */`` comments, keeping every offset."""
-    if "/*!" not in text:
-        return text
-    chars = list(text)
-    for kind, s, e in _pieces(text):
-        if kind == "marker":
-            chars[s:e] = " " * (e - s)
-    return "".join(chars)
-
+# ---------------------------------------------------------------- classifying
 
 def _leading_words(code: str, count: int) -> list[tuple[str, int, int, str]]:
     """The first `count` words (upper-cased if ASCII) with their offsets and what follows each: 'other'
     when punctuation such as '.' touches it, else ''; stops at the first piece that is not a word."""
     words: list[tuple[str, int, int, str]] = []
-    for kind, s, e in _pieces(code):
+    for kind, s, e in pieces(code):
         if words and s == words[-1][2] and kind == "other":
             words[-1] = (*words[-1][:3], "other")
         if kind in ("space", "comment", "marker"):
@@ -577,7 +502,7 @@ def parse_statement(text: str, line: int = 1) -> Statement:
     Raises ParseError (1064), or MySQLError 3067 / 1525 for a bad wild pattern or a line
     feed in a pattern, channel name or option string; either carries `statement_line`.
     """
-    code = _expand_versioned_comments(text)
+    code = expand_executable_comments(text)
     where = route(code)
     if where.owner == "spark":
         return OtherSQL(text=text, line=line)

@@ -8,16 +8,33 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from . import performance_schema as pfs
-from .errors import MySQLError, Warning
-from .evaluate import Decision, Event, decide
-from .rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION_FILTER_FOR_CHANNEL, STARTUP_OPTIONS,
-                    STARTUP_OPTIONS_FOR_CHANNEL, TYPES, Filters, FilterType, Slot, normalize_values)
-from .startup import StartupOptions
-from .state import (DEFAULT_CHANNEL, MAX_CHANNEL_NAME, MAX_CHANNELS, Channel, ServerState, is_gr_channel)
-from .statements import (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, SetReplicationVariable,
-                         ShowReplicaStatus,
-                         StartReplica, Statement, StopReplica)
+from rpl_sql import performance_schema as pfs
+from rpl_sql.errors import MySQLError, Warning
+from rpl_sql.evaluate import Decision, Event, decide
+from rpl_sql.rules import (
+    CHANGE_REPLICATION_FILTER,
+    CHANGE_REPLICATION_FILTER_FOR_CHANNEL,
+    STARTUP_OPTIONS,
+    STARTUP_OPTIONS_FOR_CHANNEL,
+    TYPES,
+    Filters,
+    FilterType,
+    Slot,
+    normalize_values,
+)
+from rpl_sql.rules import like as like_match
+from rpl_sql.startup import StartupOptions
+from rpl_sql.state import DEFAULT_CHANNEL, MAX_CHANNEL_NAME, MAX_CHANNELS, Channel, ServerState, is_gr_channel
+from rpl_sql.statements import (
+    ChangeReplicationFilter,
+    ChangeReplicationSource,
+    ResetReplica,
+    SetReplicationVariable,
+    ShowReplicaStatus,
+    StartReplica,
+    Statement,
+    StopReplica,
+)
 
 
 @dataclass(frozen=True)
@@ -245,8 +262,6 @@ def variable_rows(state: ServerState, connection: str, like: str | None) -> list
         rows.append((name, text))
     rows.sort()
     if like is not None:
-        from .rules import like as like_match
-
         rows = [r for r in rows if like_match(like.lower(), r[0])]
     return rows
 

@@ -17,29 +17,28 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from . import performance_schema as pfs
-from . import server
-from .applier_state import applier_status
-from .errors import MySQLError, SparkRequired, SparkSQLError, Warning
-from .evaluate import Decision, Event
-from .parser import check_utf8, parse
-from .startup import StartupOptions, parse_startup, read_option_file
-from .state import ServerState
-from .statements import (OtherSQL, SetDefaultConnection, SetReplicationVariable, ShowReplicationFilterHistory,
-                         ShowVariables, ShowWarnings, Statement)
-from .store import DeltaStore
-
-DEFAULT_WAREHOUSE = "rpl_warehouse"
-WAREHOUSE_ENV = "RPL_SQL_WAREHOUSE"
+from rpl_sql import performance_schema as pfs
+from rpl_sql import server
+from rpl_sql.applier_state import applier_status
+from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, Warning
+from rpl_sql.evaluate import Decision, Event
+from rpl_sql.parser import check_utf8, parse
+from rpl_sql.startup import StartupOptions, parse_startup, read_option_file
+from rpl_sql.state import ServerState
+from rpl_sql.statements import (
+    OtherSQL,
+    SetDefaultConnection,
+    SetReplicationVariable,
+    ShowReplicationFilterHistory,
+    ShowVariables,
+    ShowWarnings,
+    Statement,
+)
+from rpl_sql.store import DeltaStore, resolve_warehouse
 
 WARNING_COLUMNS = ("Level", "Code", "Message")
 HISTORY_COLUMNS = ("VERSION", "COMMITTED_AT", "CHANNEL_NAME", "FILTER_NAME", "FILTER_RULE", "PREVIOUS_RULE",
                    "CONFIGURED_BY", "OPERATION", "STATEMENT")
-
-
-def resolve_warehouse(warehouse: str | os.PathLike | None) -> str:
-    """The explicit path, else $RPL_SQL_WAREHOUSE, else ./rpl_warehouse."""
-    return os.fspath(warehouse or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE)
 
 
 def now_micros() -> int:
@@ -188,7 +187,7 @@ class Session:
             return None
         if last.dataframe is not None:
             return last.dataframe
-        from .sparkframes import result_frame
+        from rpl_sql.spark.surface import result_frame
 
         return result_frame(spark, last)
 
@@ -240,7 +239,7 @@ class Session:
                 "or use rpl_sql.register(spark, warehouse)", "RPL_SQL_NO_SPARK")
         if self._spark == "auto":
             try:
-                from .spark import attach
+                from rpl_sql.spark.surface import attach
                 attach(self)
             except ImportError as e:
                 if not (e.name or "").startswith(("pyspark", "py4j")):

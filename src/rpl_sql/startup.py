@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import StartupError
-from .rules import FilterType, Value
+from rpl_sql.errors import StartupError
+from rpl_sql.rules import FilterType, Value
 
 T = FilterType
 

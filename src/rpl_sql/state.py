@@ -8,7 +8,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
-from .rules import Filters
+from rpl_sql.rules import Filters
 
 DEFAULT_CHANNEL = ""
 GR_CHANNELS = ("group_replication_applier", "group_replication_recovery")

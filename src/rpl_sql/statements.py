@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rules import FilterType
+from rpl_sql.rules import FilterType
 
 
 @dataclass(frozen=True)

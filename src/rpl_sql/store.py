@@ -34,16 +34,17 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, wr
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 try:
-    from arro3.core import Array as _A3Array, DataType as _A3Type
+    from arro3.core import Array as _A3Array
+    from arro3.core import DataType as _A3Type
     _A3_TYPES = {pa.int32(): _A3Type.int32(), pa.int64(): _A3Type.int64(), pa.string(): _A3Type.string()}
 except ImportError:  # pragma: no cover - deltalake depends on arro3-core
     _A3Array = None
 
-from .deltalog import check as check_log
-from .errors import MySQLError
-from .stderr import redirected
-from .rules import TYPES, FilterType, Filters, Slot, format_rule
-from .state import ApplierPosition, Channel, ServerState, initial_state
+from rpl_sql.delta.log import check as check_log
+from rpl_sql.errors import MySQLError
+from rpl_sql.rules import TYPES, Filters, FilterType, Slot, format_rule
+from rpl_sql.state import ApplierPosition, Channel, ServerState, initial_state
+from rpl_sql.stderr import redirected
 
 __all__ = ["STATE_TABLE", "SCHEMA", "FORMAT_VERSION", "Snapshot", "Commit", "FilterChange", "ConcurrentCommit",
            "DeltaStore", "state_to_table", "state_from_table"]
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STATE_TABLE = "rpl_state"
+DEFAULT_WAREHOUSE = "rpl_warehouse"
+WAREHOUSE_ENV = "RPL_SQL_WAREHOUSE"
 FORMAT_VERSION = "1"
 META_PREFIX = "rpl_sql."  # caller metadata keys are namespaced: delta-rs owns 'operation', 'timestamp', ...
 FORMAT_KEY = META_PREFIX + "version"
@@ -133,6 +136,11 @@ class FilterChange:
     filter_rule: str
     previous_rule: str | None
     configured_by: str | None
+
+
+def resolve_warehouse(warehouse: str | os.PathLike | None) -> str:
+    """The explicit path, else $RPL_SQL_WAREHOUSE, else ./rpl_warehouse."""
+    return os.fspath(warehouse or os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE)
 
 
 # ---------------------------------------------------------------- (de)serialization

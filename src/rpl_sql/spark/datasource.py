@@ -14,6 +14,8 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from rpl_sql import performance_schema as pfs
+
 __all__ = ["DefaultSource", "TABLES", "HISTORY_SCHEMA", "table_schema", "table_rows"]
 
 # Types of SHOW REPLICATION FILTER HISTORY's columns (session.HISTORY_COLUMNS, same order).
@@ -36,8 +38,6 @@ def _check_table(table: str) -> str:
 
 def table_schema(table: str) -> str:
     """Spark DDL of one table: exactly the columns and types of the matching view."""
-    from . import performance_schema as pfs
-
     table = _check_table(table)
     if table == "filters":
         return pfs.FILTERS_SCHEMA
@@ -52,8 +52,7 @@ def table_schema(table: str) -> str:
 
 def table_rows(warehouse: str, table: str) -> list[tuple]:
     """The rows of `table` in the warehouse's latest committed state (datetimes for TIMESTAMP columns)."""
-    from . import performance_schema as pfs
-    from .store import DeltaStore
+    from rpl_sql.store import DeltaStore
 
     table = _check_table(table)
     store = DeltaStore(warehouse)

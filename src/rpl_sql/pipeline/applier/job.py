@@ -1,301 +1,59 @@
 """The applier job: what a MySQL replica's SQL thread does, done in Spark over the Delta events table.
 
-    rpl-sql apply [--channel CH]... [--warehouse DIR] [--batch-size N] [-S]
-
-For each configured channel whose SQL thread runs (START REPLICA [SQL_THREAD]), batch after batch of the
-events after the channel's applier position (`events.seq`):
-
-1. **Decide once per distinct shape.** One narrow aggregation finds the distinct shapes -- (db_name,
-   table_name) of row events, (command, default_db, tables) of statements -- with their counts; the compiled
-   SQL functions (`should_apply*`, `filter_decided_by*`, `rewrite_db`) decide those few rows; the verdicts are
-   broadcast-joined back. The cost per event is one hash probe whatever the number of rules.
-2. **COUNTER hits per shape**, derived from (verdict, deciding rule, rewrite) and multiplied by the shape's
-   count; checked against the reference evaluator (`evaluate.decide`) shape by shape (all shapes while
-   cheap, else the most frequent ones), so a compiler bug stops the applier instead of writing wrong rows.
-3. **Applied events** (events schema + `applied_db` + `decided_by`) are written by Spark as Parquet into the
-   applied table's directory and committed to that Delta table by delta-rs in one commit that carries an app
-   transaction (`rpl_sql.apply/<channel>`, version = the batch's last seq) and the batch's bookkeeping
-   (counts per filter, GTIDs, positions) in its commit metadata.
-4. **Control plane**: one `DeltaStore` commit adds the COUNTERs, moves the applier position and merges the
-   GTIDs of every processed transaction, applied or ignored, into the channel's executed GTID set (MySQL
-   commits filtered transactions as empty ones; `gtid` marker rows -- transactions ingest dropped at the
-   source -- are recorded the same way and never applied).
-
-Crash safety: the two commits are ordered and each is atomic. A run first compares the applied table's app
-transaction version for the channel with the state's position: equal means clean; ahead means the last batch
-reached the applied table but not the state, so the batch is completed from the metadata of its commit
-(counts included, never recomputed); a crash before the data commit leaves only unreferenced files. Counts of
-a recovered batch go only to filters not reconfigured since it was decided (a reconfiguration resets
-COUNTER, as it would have after the batch in MySQL).
+Per channel and batch: decide each distinct shape once with the compiled SQL, check the hits against the
+reference evaluator, write the applied events in one Delta commit (app transaction `rpl_sql.apply/<channel>`
+= the batch's last seq, its bookkeeping in the commit metadata), then one state commit with COUNTER, the
+applier position and the executed GTIDs. A crash between the two commits is completed from the metadata on
+the next run. Design: docs/design/README.md#rpl_sqlpipelineapply.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
 import logging
 import os
-import sys
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
-from .compile import APPLIER_PREFIX, LABELS, TRUE_CODES, sql_str
-from .errors import MySQLError
-from .evaluate import (REWRITE_UNCOUNTED, TRANSACTION_CONTROL, XA_UNCOUNTED, RowEvent, TableRef, decide,
-                       rewrite_db, statement_event)
-from .events import EVENTS_SCHEMA, ROW_EVENT_TYPES, applied_path, events_path
-from .rules import TYPES, FilterType, Filters, fold
-from .state import Channel, ServerState, is_gr_channel
-from .sparkenv import session_conf
-from .applier_state import (ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch,  # noqa: F401
-                            slot_signature)
-
-__all__ = ["apply", "main", "ApplyReport", "ChannelReport", "Progress", "ApplyError", "BatchRecord", "GtidSet",
-           "record_batch", "applier_status", "derive_hits", "APPLIED_SCHEMA", "app_id", "not_running"]
+from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
+from rpl_sql.compile import LABELS, TRUE_CODES, compile_functions
+from rpl_sql.delta.log import check
+from rpl_sql.errors import MySQLError
+from rpl_sql.evaluate import (
+    decide,
+    rewrite_db,
+)
+from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, Progress
+from rpl_sql.pipeline.applier.shapes import (
+    APPLIED_SCHEMA,
+    DATA_DIR,
+    META_KEY,
+    SHAPE_KEYS,
+    VERIFY_BUDGET,
+    VERIFY_MAX_SHAPES,
+    Shape,
+    _rewrite_index,
+    app_id,
+    decision_columns,
+    derive_hits,
+    not_running,
+    shape_frame,
+    with_shape_key,
+)
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
+from rpl_sql.rules import TYPES, FilterType
+from rpl_sql.spark import deltaread
+from rpl_sql.spark.env import jit_huge_methods, local_spark, map_lookup_hash_min, session_conf
+from rpl_sql.state import Channel, ServerState, is_gr_channel
 
 log = logging.getLogger(__name__)
-T = FilterType
-APP_PREFIX = "rpl_sql.apply/"
-META_KEY = "rpl_sql.apply"
-DATA_DIR = "data"  # applied files live under <applied table>/data/<channel hash>/<end seq>-<uuid>/
-TABLES_DDL = "array<struct<db:string,name:string,updating:boolean>>"
-APPLIED_SCHEMA = pa.schema(list(EVENTS_SCHEMA) + [("applied_db", pa.string()), ("decided_by", pa.string())])
-_TABLE_LABELS = frozenset({T.DO_TABLE.value, T.IGNORE_TABLE.value, T.WILD_DO_TABLE.value, T.WILD_IGNORE_TABLE.value})
-VERIFY_BUDGET = 1_000_000  # evaluator rule checks spent verifying shapes per batch (verify='auto')
-VERIFY_MAX_SHAPES = 4096
-CLI_BATCH_SIZE = 1_000_000
 
-
-def not_running(channel: str) -> MySQLError:
-    """MySQL's ER_REPLICA_NOT_RUNNING (1199), naming the channel to start."""
-    return MySQLError(1199, "HY000", "ER_REPLICA_NOT_RUNNING",
-                      f"This operation requires a running replica; configure replica and do START REPLICA "
-                      f"FOR CHANNEL '{channel}'")
-
-
-def app_id(channel: str) -> str:
-    """The Delta app transaction id of a channel's applier in the applied table."""
-    return APP_PREFIX + channel
-
-
-
-# GtidSet, BatchRecord, record_batch, applier_status: pure, in applier_state (the session reads them too)
-
-
-# ---------------------------------------------------------------- hits of one decided shape
-
-def _rewrite_index(filters: Filters, lctn: int) -> dict[str, str]:
-    """folded `from` -> `to` of the first pair per source: evaluate.rewrite as a dict (O(1) per shape)."""
-    idx: dict[str, str] = {}
-    for src, dst in filters.values(T.REWRITE_DB):
-        idx.setdefault(fold(src, lctn), dst)
-    return idx
-
-
-def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None, apply: bool, decided_by: str,
-                rewrite_idx: dict[str, str], lctn: int) -> tuple[FilterType, ...]:
-    """COUNTER hits of one decision from its verdict and deciding rule (spec §4, §7), without re-deciding.
-
-    `db` is the row's table database, or the statement's default database. Equal to `evaluate.decide(...).hits`
-    (as a multiset); tests/test_apply.py checks it and so does the applier while it runs.
-    """
-    count_db = count_rw = True
-    if kind == "query":
-        cmd = statement_event(command, None).command
-        if cmd in TRANSACTION_CONTROL:
-            return ()
-        count_db, count_rw = cmd not in XA_UNCOUNTED, cmd not in REWRITE_UNCOUNTED
-    hits = []
-    d = fold(db or "", lctn)
-    if count_rw and d in rewrite_idx and rewrite_idx[d] != d:
-        hits.append(T.REWRITE_DB)
-    if filters.values(T.DO_DB) and count_db and not (decided_by == T.DO_DB.value and not apply):
-        hits.append(T.DO_DB)
-    if decided_by == T.IGNORE_DB.value and count_db:
-        hits.append(T.IGNORE_DB)
-    if decided_by in _TABLE_LABELS:
-        hits.append(T(decided_by))
-    return tuple(hits)
-
-
-SHAPE_KEYS = ("event_type", "db_name", "table_name", "command", "default_db", "_tables")
-
-
-def with_shape_key(ev):
-    """`ev` plus `_tables`, the last shape key: a statement's tables as JSON (row events: NULL; to_json on
-    every row event would double the shape pass)."""
-    from pyspark.sql import functions as F
-
-    return ev.withColumn("_tables", F.when(F.col("event_type") == "query", F.to_json("tables")))
-
-
-def shape_frame(ev):
-    """The distinct shapes of `ev` (with_shape_key applied): count, first and last seq, the key hash `h`
-    that _write joins on, and the tables parsed back (`t`).
-
-    Only fixed-width aggregation buffers (counts, min/max of a long): Spark keeps hash aggregates; a string,
-    struct or binary buffer would make it sort every row.
-    """
-    from pyspark.sql import functions as F
-
-    return (ev.groupBy(*SHAPE_KEYS)
-            .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"),
-                 F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
-            .withColumn("t", F.from_json("_tables", TABLES_DDL)))
-
-
-def decision_columns(channel: str) -> list:
-    """`code` (verdict and label in one, compile.LABELS / TRUE_CODES) and `adb` (the database after
-    rewrite) of shape_frame rows, from the applier's function set (compile_functions(applier=True))."""
-    from pyspark.sql import functions as F
-
-    et, c, P = F.col("event_type"), sql_str(channel), APPLIER_PREFIX
-    row, query = et.isin(*ROW_EVENT_TYPES), et == "query"
-    return [F.when(row, F.expr(f"{P}row_code({c}, db_name, table_name)"))
-            .when(query, F.expr(f"{P}statement_code({c}, command, default_db, t)")).alias("code"),
-            F.when(row, F.expr(f"{P}rewrite_db({c}, db_name)"))
-            .when(query, F.expr(f"{P}rewrite_db({c}, default_db)")).alias("adb")]
-
-
-@dataclass
-class Shape:
-    """One distinct decision input of a batch (the raw key columns, `_tables` = to_json(tables)), its count and
-    verdict."""
-
-    key: tuple
-    tables: list | None
-    count: int
-    min_seq: int
-    max_seq: int
-    apply: bool | None = None
-    decided_by: str | None = None
-    applied_db: str | None = None
-    hits: tuple[FilterType, ...] = ()
-    hash: int | None = None  # xxhash64 of the key columns, as Spark computes it per event in _write
-
-    @property
-    def kind(self) -> str:
-        et = self.key[0]
-        return "row" if et in ROW_EVENT_TYPES else et if et in ("query", "gtid") else f"unknown:{et}"
-
-    @property
-    def db(self) -> str | None:
-        """What the database rules judge: the table's database (rows) or the default database (statements)."""
-        return self.key[1] if self.kind == "row" else self.key[4]
-
-    def event(self):
-        if self.kind == "row":
-            return RowEvent(self.key[1], self.key[2])
-        refs = [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (self.tables or ())]
-        return statement_event(self.key[3], self.key[4], refs)
-
-    def describe(self) -> str:
-        et, db, table, cmd, ddb, tj = self.key
-        if self.kind == "row":
-            return f"{et} event on {db!r}.{table!r}"
-        if self.kind == "query":
-            return f"{cmd or 'OTHER'} statement (default db {ddb!r}, tables {tj})"
-        return f"event_type {et!r}"
-
-
-# ---------------------------------------------------------------- reports
-
-@dataclass
-class Progress:
-    """Reported after every batch (and once per channel at the start)."""
-
-    channel: str
-    batch: int
-    position: int  # applier position (seq) after the batch
-    events_done: int  # events processed for this channel in this run
-    events_pending: int | None  # estimate of what is left (from the events table's file stats)
-    seconds: float  # since the channel started in this run
-
-    @property
-    def rate(self) -> float:
-        return self.events_done / self.seconds if self.seconds > 0 else 0.0
-
-    def __str__(self) -> str:
-        left = f", ~{self.events_pending:,} left" if self.events_pending is not None else ""
-        return (f"[apply] channel '{self.channel}': batch {self.batch}, position {self.position:,}, "
-                f"{self.events_done:,} events in {self.seconds:.1f}s ({self.rate:,.0f} events/s){left}")
-
-
-@dataclass
-class ChannelReport:
-    """One channel's run: what was read, applied, ignored, and by which rule."""
-
-    channel: str
-    status: str = "up to date"  # 'applied' | 'up to date' | 'not running' | 'stopped' | 'no events'
-    start_seq: int = 0
-    end_seq: int = 0
-    events: int = 0
-    applied: int = 0
-    ignored: int = 0
-    gtid_only: int = 0
-    source_dropped: int = 0  # ignored at the source by the ingest (not in the events table)
-    batches: int = 0
-    recovered: int = 0  # half-done batches completed from the applied table's metadata
-    by_rule: dict[str, list[int]] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
-    note: str = ""
-
-    def add(self, rec: BatchRecord) -> None:
-        self.events += rec.events
-        self.applied += rec.applied
-        self.ignored += rec.ignored
-        self.gtid_only += rec.gtid_only
-        self.source_dropped += rec.source_dropped
-        self.end_seq = rec.end
-        for k, (a, i) in rec.by_rule.items():
-            cur = self.by_rule.setdefault(k, [0, 0])
-            cur[0] += a
-            cur[1] += i
-        for k, n in rec.counts.items():
-            if n:
-                self.counters[k] = self.counters.get(k, 0) + n
-
-
-@dataclass
-class ApplyReport:
-    """The summary of one `apply` run."""
-
-    channels: list[ChannelReport]
-    seconds: float = 0.0
-
-    @property
-    def events(self) -> int:
-        return sum(c.events for c in self.channels)
-
-    def channel(self, name: str) -> ChannelReport:
-        return next(c for c in self.channels if c.channel == name)
-
-    def table(self) -> str:
-        """Per channel: events read, applied, ignored; then per channel and deciding rule."""
-        from .render import format_table
-
-        head = ("Channel", "Status", "Seqs", "Events", "Applied", "Ignored", "GTID only", "Dropped at source",
-                "Batches", "Seconds", "Events/s")
-        rows = [(c.channel, c.status + (f" ({c.note})" if c.note else ""),
-                 f"{c.start_seq + 1}..{c.end_seq}" if c.end_seq > c.start_seq else "-", c.events, c.applied,
-                 c.ignored, c.gtid_only, c.source_dropped, c.batches, f"{c.seconds:.1f}",
-                 f"{c.events / c.seconds:,.0f}" if c.seconds > 0 and c.events else "-") for c in self.channels]
-        out = format_table(head, rows)
-        rule_rows = [(c.channel, rule, a, i, c.counters.get(rule, "")) for c in self.channels
-                     for rule, (a, i) in sorted(c.by_rule.items())]
-        if rule_rows:
-            out += "\n" + format_table(("Channel", "Decided by", "Applied", "Ignored", "COUNTER +"), rule_rows)
-        extra = [(c.channel, k, n) for c in self.channels for k, n in sorted(c.counters.items()) if k not in c.by_rule]
-        if extra:
-            out += "\n" + format_table(("Channel", "Filter", "COUNTER +"), extra)
-        return out
-
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------- the job
 
@@ -317,7 +75,7 @@ def _fs(path: str):
 class _Applier:
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[Progress], None] | None,
                  verify: str):
-        from .store import DeltaStore
+        from rpl_sql.store import DeltaStore
 
         if batch_size is not None and batch_size <= 0:
             raise ValueError("batch_size must be positive")
@@ -358,8 +116,6 @@ class _Applier:
     def _applied_table(self, create: bool):
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
-
-        from .deltalog import check
 
         check(self.applied)
         try:
@@ -448,8 +204,6 @@ class _Applier:
 
     def _ensure_spark(self):
         if self.spark is None:
-            from .sparkenv import local_spark
-
             self.spark = local_spark(app_name="rpl_sql-apply", **{"spark.ui.showConsoleProgress": "false"})
         elif callable(self.spark):  # a factory: start Spark only now that there is work
             self.spark = self.spark()
@@ -463,9 +217,6 @@ class _Applier:
         these channels: every query that calls a SQL function analyses and optimises its whole body (at 10,000
         rules a shape query's planning took 1.40 s with 3 channels' code, 0.50 s with one channel's).
         """
-        from .compile import compile_functions
-        from .sparkenv import jit_huge_methods, map_lookup_hash_min
-
         def rules(c: Channel) -> tuple:
             return tuple(s.values for s in c.filters.slots)
 
@@ -480,8 +231,6 @@ class _Applier:
             self._config_key = key
 
     def run_channel(self, channel: str, report: ChannelReport, version: int) -> None:
-        from . import deltaread
-
         snap = deltaread.snapshot(self.events, version, {"channel": [channel]})
         stats_max = [f.max_values.get("seq") for f in snap.files]
         known_max = max(stats_max) if snap.files and all(m is not None for m in stats_max) else None
@@ -598,7 +347,8 @@ class _Applier:
         Returns (events dropped, their COUNTER hits), which go into this batch's record: counted once, with the
         batch. Raises ApplyError, before any commit, when the current filters would apply a dropped event.
         """
-        from .ingest import SourceFilterConflict, settle_source_filtering, source_filtered
+        from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
+        from rpl_sql.pipeline.writer import SourceFilterConflict
 
         batches = source_filtered(self.warehouse, ch.name, after_seq=lo, through_seq=hi)
         if not batches:
@@ -771,8 +521,8 @@ def _word_intervals(words: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
     """AddActions (with numRecords and seq/channel stats from the footers) for the Parquet files Spark wrote."""
     import pyarrow.parquet as pq
-    from pyarrow import fs as pafs
     from deltalake.transaction import AddAction
+    from pyarrow import fs as pafs
 
     fs, base = _fs(target)
     infos = [i for i in fs.get_file_info(pafs.FileSelector(base, recursive=False))
@@ -817,7 +567,7 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from .session import resolve_warehouse
+    from rpl_sql.store import resolve_warehouse
 
     t0 = time.perf_counter()
     job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify)
@@ -849,55 +599,3 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     return ApplyReport(list(reports.values()), time.perf_counter() - t0)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`rpl-sql apply`: run the applier, print progress on stderr and the summary on stdout."""
-    p = argparse.ArgumentParser(prog="rpl-sql apply",
-                                description="Apply landed change events as each channel's replica SQL thread would.")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
-    p.add_argument("--channel", action="append", help="channel to apply (repeatable; default: all configured)")
-    p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE,
-                   help=f"events per batch, 0 = one batch per channel (default {CLI_BATCH_SIZE:,})")
-    p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
-    p.add_argument("--master", help="Spark master (default local[2])")
-    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
-    p.add_argument("-v", "--verbose", action="store_true", help="show Spark's own log (default: a file in $TMPDIR)")
-    args = p.parse_args(argv)
-    if any("=" not in c for c in args.conf):
-        p.error("--conf wants KEY=VALUE")
-    conf = dict(c.split("=", 1) for c in args.conf)
-
-    def start_spark():
-        from .sparkenv import local_spark
-
-        return local_spark(app_name="rpl_sql-apply", master=args.master or "local[2]", verbose=args.verbose,
-                           **{"spark.ui.showConsoleProgress": "false", **conf})
-
-    from .progress import Progress as Display, bar
-
-    display = Display()
-
-    def show(pr: Progress) -> None:
-        if not display.tty:
-            display.show("", str(pr))
-            return
-        total = pr.events_done + pr.events_pending if pr.events_pending is not None else None
-        display.show(f"[apply {pr.channel!r}] batch {pr.batch}", bar(pr.events_done, total, pr.rate, "events"))
-
-    try:
-        report = apply(start_spark, args.warehouse, args.channel, batch_size=args.batch_size or None,
-                       progress=None if args.silent else show)
-    except MySQLError as e:
-        display.close()
-        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
-        return 1
-    except ApplyError as e:
-        display.close()
-        sys.stderr.write(f"ERROR: applier stopped: {e}\n")
-        return 1
-    display.close()
-    sys.stdout.write(report.table() + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """IPython/Jupyter magic: replication statements and Spark SQL in one cell.
 
-    %load_ext rpl_sql.magic
+    %load_ext rpl_sql
     %%rpl_sql [--warehouse DIR] [--max-rows N]
     CHANGE REPLICATION FILTER REPLICATE_DO_DB = (sales) FOR CHANNEL 'ch1';
     SELECT * FROM replication_applier_filters;
@@ -30,7 +30,9 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from .errors import MySQLError, SparkSQLError, error_text
+from rpl_sql.errors import MySQLError, SparkSQLError, error_text
+from rpl_sql.spark.env import WorkerPythonError
+from rpl_sql.spark.surface import register
 
 DEFAULT_MAX_ROWS = 1000
 _OPTION = re.compile(r"""\s*--(warehouse|max-rows)(?:\s*=\s*|\s+)("[^"]*"|'[^']*'|\S+)""")
@@ -108,8 +110,6 @@ class RplSqlMagics(Magics):
             raise UsageError(f"%rpl_sql: --max-rows wants a number, got {opts['max-rows']!r}") from None
         if not text.strip():
             return None
-        from .sparkenv import WorkerPythonError
-
         try:
             session = self.session(opts.get("warehouse"))
         except WorkerPythonError as e:
@@ -123,9 +123,8 @@ class RplSqlMagics(Magics):
 
     def session(self, warehouse: str | None = None):
         """The Session of `warehouse` (resolved like the CLI), registered in the active SparkSession."""
-        from .session import Session, resolve_warehouse
-        from .spark import register
-
+        from rpl_sql.session import Session
+        from rpl_sql.store import resolve_warehouse
         key = os.path.abspath(resolve_warehouse(warehouse))
         spark = _active_spark()
         session = self._sessions.get(key)
@@ -184,7 +183,7 @@ def _frame(result: Any, max_rows: int) -> tuple[Any, bool]:
         df = result.dataframe
         if not df.columns:
             return None, False
-        from .session import quiet_spark_errors
+        from rpl_sql.session import quiet_spark_errors
 
         with quiet_spark_errors():
             frame = df.limit(max_rows + 1).toPandas()
@@ -221,5 +220,5 @@ def _show(display: Any, result: Any, frame: Any, truncated: bool, max_rows: int)
 
 
 def load_ipython_extension(ip: Any) -> None:
-    """`%load_ext rpl_sql.magic`."""
+    """`%load_ext rpl_sql`."""
     ip.register_magics(RplSqlMagics)

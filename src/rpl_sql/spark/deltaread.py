@@ -28,7 +28,8 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
-from .sparkenv import session_conf
+from rpl_sql.delta.log import check
+from rpl_sql.spark.env import session_conf
 
 __all__ = ["read_delta", "DeltaFile", "DeltaSnapshot", "snapshot", "UnsupportedDeltaTable", "spark_has_delta",
            "spark_schema"]
@@ -122,8 +123,6 @@ def snapshot(path: str, version: int | None = None,
     Raises UnsupportedDeltaTable for tables the Parquet files alone do not describe.
     """
     from deltalake import DeltaTable
-
-    from .deltalog import check
 
     check(path)
     dt = DeltaTable(path, version=version)

@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from .classify import classify
-from .ingest import Batch, EventsWriter, IngestError, IngestReport, tables_value
+from rpl_sql.pipeline.classify import classify
+from rpl_sql.pipeline.writer import Batch, EventsWriter, IngestError, IngestReport, tables_value
 
 __all__ = ["ingest_debezium", "ingest_debezium_file", "DebeziumRecordError"]
 

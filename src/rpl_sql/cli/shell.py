@@ -19,12 +19,19 @@ import sys
 import time
 from typing import TextIO
 
-from .errors import MySQLError, SparkSQLError, StartupError, error_text
-from .parser import check_utf8, parse_statement, split_statements, strip_vertical
-from .render import format_table, format_vertical
-from .session import Result, Session, _is_spark_error, quiet_spark_errors
-from .statements import OtherSQL
-from .startup import is_startup_option
+from rpl_sql.cli.commands import apply_main, ingest_main
+from rpl_sql.delta import log as deltalog
+from rpl_sql.delta.upkeep import GRACE_SECONDS, upkeep
+from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
+from rpl_sql.lexer import split_statements
+from rpl_sql.parser import check_utf8, parse_statement, strip_vertical
+from rpl_sql.render import format_table, format_vertical
+from rpl_sql.session import Result, Session, _is_spark_error, quiet_spark_errors
+from rpl_sql.spark.env import local_spark
+from rpl_sql.spark.export import export_sql
+from rpl_sql.startup import is_startup_option
+from rpl_sql.statements import OtherSQL
+from rpl_sql.store import resolve_warehouse
 
 PROMPT, CONTINUATION = "rpl-sql> ", "      -> "
 
@@ -242,16 +249,12 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["ingest"]:
-        from .ingest import main as ingest_main
-
         return ingest_main(argv[1:])
     if argv[:1] == ["repair"]:
         return repair_main(argv[1:])
     if argv[:1] == ["upkeep"]:
         return upkeep_main(argv[1:])
     if argv[:1] == ["apply"]:
-        from .apply import main as apply_main
-
         return apply_main(argv[1:])
     rest, startup = split_startup_args(argv)
     args = build_parser().parse_args(rest)
@@ -269,8 +272,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def start_spark():
-        from .sparkenv import local_spark
-
         return local_spark(master=args.master or "local[2]", verbose=args.verbose, **conf)
 
     session.spark_factory = start_spark
@@ -288,7 +289,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, session: Session, shell: Shell, startup: list[str]) -> int:
     if args.export_sql:
-        from .export import export_sql
         sys.stdout.write(export_sql(session, stale_check=not args.no_stale_check))
         return 0
     if args.start:
@@ -329,8 +329,6 @@ def _maintenance_parser(command) -> argparse.ArgumentParser:
 
 
 def _existing_warehouse(args: argparse.Namespace, command: str) -> str | None:
-    from .session import resolve_warehouse
-
     warehouse = resolve_warehouse(args.warehouse)
     if not os.path.isdir(warehouse):
         sys.stderr.write(f"rpl-sql {command}: {warehouse} is not a directory\n")
@@ -340,8 +338,6 @@ def _existing_warehouse(args: argparse.Namespace, command: str) -> str | None:
 
 def repair_main(argv: list[str]) -> int:
     """`rpl-sql repair`: roll every damaged rpl_sql table of a warehouse back to its last good version."""
-    from . import deltalog
-
     args = _maintenance_parser(repair_main).parse_args(argv)
     warehouse = _existing_warehouse(args, "repair")
     if warehouse is None:
@@ -365,8 +361,6 @@ def repair_main(argv: list[str]) -> int:
 
 def upkeep_main(argv: list[str]) -> int:
     """`rpl-sql upkeep`: checkpoint every table, delete leftovers of killed processes, vacuum with --keep-days."""
-    from .upkeep import GRACE_SECONDS, upkeep
-
     p = _maintenance_parser(upkeep_main)
     p.add_argument("--keep-days", type=float, metavar="N",
                    help="keep time travel for N days and delete older versions' data files (default: keep all); "

@@ -8,8 +8,8 @@ import sys
 import tempfile
 from typing import Iterator, Mapping
 
-from .stderr import redirected
-
+from rpl_sql.compile import MAP_HASH_MIN
+from rpl_sql.stderr import redirected
 
 HUGE_METHODS_FLAG = "-XX:-DontCompileHugeMethods"
 THROUGHPUT_GC_FLAG = "-XX:+UseParallelGC"
@@ -114,8 +114,6 @@ def map_lookup_hash_min(spark) -> int | None:
 def installed_map_lookup_hash_min() -> int | None:
     """map_lookup_hash_min for a session of the installed pyspark with default settings (no session at
     hand: `rpl-sql --export-sql` writes for the spark-sql shipped with it)."""
-    from .compile import MAP_HASH_MIN
-
     try:
         from importlib.metadata import version
 

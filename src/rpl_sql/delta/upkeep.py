@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
-from . import deltalog
+from rpl_sql.delta import log as deltalog
 
 GRACE_SECONDS = 3600
 _KEEP_IN_LOG = (".json", ".parquet", "_last_checkpoint", ".crc")
@@ -89,7 +89,7 @@ def _old(path: str, now: float, grace: float) -> bool:
 def _history_horizon_hours(table: str, now: datetime) -> float:
     """Hours of history whose data files the filter history still needs (0 when every commit records its
     changes): back to the oldest commit that changed filters without recording them."""
-    from .store import DeltaStore
+    from rpl_sql.store import DeltaStore
 
     store = DeltaStore(os.path.dirname(table))
     oldest = None

@@ -9,11 +9,15 @@ After every statement the session commits, the views and functions are rebuilt f
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Callable
 
-from . import performance_schema as pfs
-from .performance_schema import CHANNELS_SCHEMA, channel_rows
-from .state import ServerState
+from rpl_sql import performance_schema as pfs
+from rpl_sql.compile import compile_functions
+from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
+from rpl_sql.spark.env import ensure_worker_python, jit_huge_methods, local_spark, map_lookup_hash_min
+from rpl_sql.spark.export import sql_string
+from rpl_sql.state import ServerState
 
 FILTERS_VIEW = "replication_applier_filters"
 GLOBAL_FILTERS_VIEW = "replication_applier_global_filters"
@@ -29,8 +33,6 @@ class SparkSurface:
     """Keeps one SparkSession's views and functions equal to a state; re-creates functions only on change."""
 
     def __init__(self, spark: Any):
-        from .sparkenv import jit_huge_methods, map_lookup_hash_min
-
         self.spark = spark
         self._functions: tuple[str, ...] = ()
         self.encoding = ""
@@ -40,8 +42,6 @@ class SparkSurface:
     def refresh(self, state: ServerState) -> None:
         for name, (schema, rows) in VIEWS.items():
             self.spark.createDataFrame(rows(state), schema).createOrReplaceTempView(name)
-        from .compile import compile_functions
-
         compiled = compile_functions(state, jit_huge_methods=self.jit_huge_methods, map_hash_min=self.map_hash_min)
         if compiled.statements != self._functions:
             for text in compiled.statements:
@@ -61,9 +61,7 @@ def _register_history_view(spark: Any, warehouse: str) -> None:
     """
     import os
 
-    from .datasource import DefaultSource
-    from .export import sql_string
-
+    from rpl_sql.spark.datasource import DefaultSource
     spark.dataSource.register(DefaultSource)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {HISTORY_VIEW} USING rpl_sql "
               f"OPTIONS (path {sql_string(os.path.abspath(warehouse))}, table 'filter_history')")
@@ -71,7 +69,7 @@ def _register_history_view(spark: Any, warehouse: str) -> None:
 
 def session_factory(warehouse: Any, spark: Any):
     """A new Session bound to `spark` (imported here, not at the top: the session imports this module's attach)."""
-    from .session import Session
+    from rpl_sql.session import Session
 
     return Session(warehouse, spark=spark)
 
@@ -81,8 +79,6 @@ def register(spark: Any, warehouse: Any = None, session: Any = None):
 
     Raises sparkenv.WorkerPythonError when Spark's Python workers cannot import rpl_sql.
     """
-    from .sparkenv import ensure_worker_python
-
     ensure_worker_python(spark)
     if session is None:
         session = session_factory(warehouse, spark)
@@ -106,7 +102,26 @@ def attach(session) -> None:
     if spark is None and session.spark_factory is not None:
         spark = session.spark_factory()
     if spark is None:
-        from .sparkenv import local_spark
-
         spark = local_spark()
     register(spark, session=session)
+
+
+def result_frame(spark: Any, result) -> Any:
+    """A DataFrame of a replication statement's rows; every column a STRING except integers and times."""
+    from pyspark.sql.types import StructType
+
+    if not result.columns:
+        return spark.createDataFrame([], StructType([]))
+    schema = ", ".join(f"`{c}` {_type(result.rows, i)}" for i, c in enumerate(result.columns))
+    return spark.createDataFrame([tuple(r) for r in result.rows], schema)
+
+
+def _type(rows: list[tuple], i: int) -> str:
+    values = [r[i] for r in rows if r[i] is not None]
+    if values and all(isinstance(v, bool) for v in values):
+        return "BOOLEAN"
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "BIGINT"
+    if values and all(isinstance(v, datetime) for v in values):
+        return "TIMESTAMP"
+    return "STRING"

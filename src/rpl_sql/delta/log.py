@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .errors import MySQLError
+from rpl_sql.errors import MySQLError
 
 LOG = "_delta_log"
 QUARANTINE = "_rpl_sql_quarantine"

@@ -24,6 +24,9 @@ import sys
 import textwrap
 from datetime import datetime, timezone
 
+from rpl_sql.compile import SET_MAP_MIN, Guard, compile_functions
+from rpl_sql.spark.env import installed_map_lookup_hash_min
+
 __all__ = ["export_sql", "sql_string", "harden", "VIEW_TABLES"]
 
 # view name -> the data source's `table` option
@@ -169,8 +172,6 @@ STATE_VIEW = "rpl_sql_state_version"
 def stale_guard(warehouse: str, version: int | None, fingerprint: str):
     """The check the exported functions make per query: the warehouse's filters are still the ones they were
     compiled from, else an error naming both versions and the refresh."""
-    from .compile import Guard
-
     current = f"(SELECT FILTERS_FINGERPRINT FROM {STATE_VIEW})"
     now = f"coalesce(CAST((SELECT VERSION FROM {STATE_VIEW}) AS STRING), 'none')"
     refresh = f"rpl-sql --warehouse {shlex.quote(warehouse)} --export-sql > rpl_init.sql"
@@ -187,9 +188,6 @@ def export_sql(session, stale_check: bool = True) -> str:
     stale_check: the functions raise an error once the warehouse's filters differ from the ones they were
     compiled from (a subquery per query reads the live state version; measured in the README).
     """
-    from .compile import SET_MAP_MIN, compile_functions
-    from .sparkenv import installed_map_lookup_hash_min
-
     warehouse = os.path.abspath(session.warehouse)
     snapshot = session.store.load()
     guard = stale_guard(warehouse, snapshot.version, snapshot.state.filters_fingerprint()) if stale_check else None

@@ -1,0 +1,121 @@
+"""The `rpl-sql` subcommands that run the pipeline: ingest, apply, debezium."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rpl_sql.applier_state import ApplyError
+from rpl_sql.errors import MySQLError
+from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.pipeline.applier.report import Progress
+from rpl_sql.pipeline.binlog import ingest_channel
+from rpl_sql.pipeline.writer import IngestError, IngestReport
+from rpl_sql.progress import Progress as Display
+from rpl_sql.progress import bar
+from rpl_sql.spark.env import local_spark
+from rpl_sql.store import DeltaStore, resolve_warehouse
+
+log = logging.getLogger(__name__)
+
+
+CLI_BATCH_SIZE = 1_000_000
+
+
+def _print_progress(r: IngestReport, display=None) -> None:
+    """A binlog has no known end: on a terminal one redrawn line with counts and rate, else a line each."""
+    (display or Display()).show(f"[ingest {r.channel!r}]", f"{r.events_read} events read, {r.landed} landed, "
+                                 f"{r.dropped} dropped, {r.commits} commits, {r.rate:,.0f} events/s, at "
+                                 f"{r.end[0] if r.end else '?'}:{r.end[1] if r.end else '?'}")
+
+
+def ingest_main(argv: list[str] | None = None) -> int:
+    """`rpl-sql ingest [--channel NAME] [--warehouse DIR] [--max-events N] [--filter-at-source] [-q]`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["ingest"]:
+        argv = argv[1:]
+    p = argparse.ArgumentParser(prog="rpl-sql ingest", description="Land channel binlogs in the events table.")
+    p.add_argument("--channel", help="one channel (default: every configured channel)")
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--max-events", type=int, help="stop at the first transaction boundary after N events")
+    p.add_argument("--filter-at-source", action="store_true", help="drop events the channel's filters ignore")
+    p.add_argument("--batch-rows", type=int, default=20_000, help="rows per Delta commit")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    args = p.parse_args(argv)
+    warehouse = resolve_warehouse(args.warehouse)
+    display = Display()
+    kw = dict(max_events=args.max_events, filter_at_source=args.filter_at_source, batch_rows=args.batch_rows,
+              progress=None if args.quiet else (lambda r: _print_progress(r, display)))
+    if args.channel is not None:
+        channels = [args.channel]
+    else:
+        channels = [ch.name for ch in DeltaStore(warehouse).load().state.configured_channels()]
+        if not channels:
+            sys.stderr.write("rpl-sql ingest: no configured channel (CHANGE REPLICATION SOURCE TO ...)\n")
+            return 1
+    failed = False
+    for name in channels:  # one failing channel does not stop the others
+        try:
+            try:
+                r = ingest_channel(warehouse, name, **kw)
+            finally:
+                display.close()
+        except Exception as e:  # ours, the source's (pymysql), Delta's: reported; committed batches stay
+            why = str(e) if isinstance(e, IngestError) else f"{type(e).__name__}: {e}"
+            sys.stderr.write(f"rpl-sql ingest: channel {name!r}: {why}\n")
+            failed = True
+            continue
+        at = f"position {r.end[0]}:{r.end[1]}"
+        if r.landed:
+            sys.stdout.write(f"channel {r.channel!r}: {r.landed} events landed (seq {r.first_seq}..{r.last_seq}), "
+                             f"{r.dropped} dropped at source, {r.events_read} read in {r.seconds:.1f}s "
+                             f"({r.rate:,.0f} events/s), {at}\n")
+        else:
+            sys.stdout.write(f"channel {r.channel!r}: up to date, {at}\n")
+    return 1 if failed else 0
+
+
+def apply_main(argv: list[str] | None = None) -> int:
+    """`rpl-sql apply`: run the applier, print progress on stderr and the summary on stdout."""
+    p = argparse.ArgumentParser(prog="rpl-sql apply",
+                                description="Apply landed change events as each channel's replica SQL thread would.")
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--channel", action="append", help="channel to apply (repeatable; default: all configured)")
+    p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE,
+                   help=f"events per batch, 0 = one batch per channel (default {CLI_BATCH_SIZE:,})")
+    p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
+    p.add_argument("--master", help="Spark master (default local[2])")
+    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show Spark's own log (default: a file in $TMPDIR)")
+    args = p.parse_args(argv)
+    if any("=" not in c for c in args.conf):
+        p.error("--conf wants KEY=VALUE")
+    conf = dict(c.split("=", 1) for c in args.conf)
+
+    def start_spark():
+        return local_spark(app_name="rpl_sql-apply", master=args.master or "local[2]", verbose=args.verbose,
+                           **{"spark.ui.showConsoleProgress": "false", **conf})
+
+    display = Display()
+
+    def show(pr: Progress) -> None:
+        if not display.tty:
+            display.show("", str(pr))
+            return
+        total = pr.events_done + pr.events_pending if pr.events_pending is not None else None
+        display.show(f"[apply {pr.channel!r}] batch {pr.batch}", bar(pr.events_done, total, pr.rate, "events"))
+
+    try:
+        report = apply(start_spark, args.warehouse, args.channel, batch_size=args.batch_size or None,
+                       progress=None if args.silent else show)
+    except MySQLError as e:
+        display.close()
+        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        return 1
+    except ApplyError as e:
+        display.close()
+        sys.stderr.write(f"ERROR: applier stopped: {e}\n")
+        return 1
+    display.close()
+    sys.stdout.write(report.table() + "\n")
+    return 0

@@ -1,0 +1,60 @@
+"""Decision codes shared by every compiled function, the compiler's size limits, and its result types."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rpl_sql.evaluate import (
+    DEFAULT,
+    EXEMPT,
+    NO_UPDATED_TABLE,
+    NONE,
+    TRANSACTION,
+    TRIGGER_NOT_FOUND,
+)
+from rpl_sql.rules import FilterType as T
+
+# decision codes shared by all functions: code -> decided_by label; TRUE_CODES are the applied ones
+LABELS = {
+    1: TRANSACTION, 2: T.DO_DB.value, 3: T.IGNORE_DB.value, 4: T.WILD_DO_TABLE.value,
+    5: T.WILD_IGNORE_TABLE.value, 6: DEFAULT, 7: TRIGGER_NOT_FOUND, 8: EXEMPT, 9: NO_UPDATED_TABLE,
+    10: T.DO_TABLE.value, 11: T.IGNORE_TABLE.value, 12: T.WILD_DO_TABLE.value, 13: T.WILD_IGNORE_TABLE.value,
+    14: DEFAULT, 15: DEFAULT, 16: T.DO_DB.value, 17: NONE, 18: NONE, 19: DEFAULT,
+}
+TRUE_CODES = (1, 4, 8, 10, 12, 14, 16, 17, 18, 19)
+ROW_TABLE_TRUE = (0, 10, 12, 14)  # table code 0: the channel has no table rules
+
+CASE_MAX_GROUPS = 4  # more distinct non-trivial filter configurations than this -> flat encoding
+CHANNEL_INDEX_MAX = 8  # case encoding with up to this many channels: dispatch on an INT index (channel_index)
+REGEX_CHUNK = 12000  # max regex source chars per RLIKE (Spark embeds it in generated Java as a constant)
+COMPILE_MAX_CHARS = 6000  # a larger row table code is interpreted, not compiled (see functions())
+# ... unless the JVMs JIT-compile huge methods (-XX:-DontCompileHugeMethods): then up to this size, which keeps
+# whole-stage codegen's method under Janino's 64 KB limit (27,000 characters made a 49 KB method)
+COMPILE_MAX_CHARS_JIT = 30000
+MAP_CHUNK = 64  # max entries of one literal map (element_at scans maps linearly)
+SET_MAP_MIN = 64  # an exact list this long is one map literal, not an IN list (see in_list)
+MAP_HASH_MIN = 1000  # Spark 4.2's default spark.sql.optimizer.mapLookupHashThreshold
+MAP_PAD_MAX = 10000  # a session whose threshold is higher keeps IN lists (padding would cost more than it saves)
+MAX_LENGTH_GROUPS = 4  # more distinct prefix/suffix lengths than this: a guard lookup first (fix_test)
+FIX_CHAIN_MAX = 4  # up to this many prefixes of one length: startswith() each (no copy), else left() IN (...)
+STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
+HELPER_PREFIX = "rpl_sql__"  # prefix of the helper functions
+APPLIER_PREFIX = "rpl_sql_apply__"  # prefix of the applier's set: its own helpers, never the session's
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A check every public function makes before deciding: `condition` (SQL, true to go on), else
+    raise_error(`message`, a SQL string expression). An uncorrelated subquery in it runs once per query."""
+
+    condition: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CompiledFunctions:
+    """CREATE FUNCTION texts in dependency order, and which encoding was chosen and why."""
+
+    statements: tuple[str, ...]
+    encoding: str
+
+

@@ -1,0 +1,146 @@
+"""SQL text: string literals (the only place text is escaped), IN lists and maps, folding, AND/OR/CASE."""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from rpl_sql.compile import codes
+from rpl_sql.compile.codes import MAP_PAD_MAX
+from rpl_sql.rules import fold_translation
+
+# ---------------------------------------------------------------- quoting: the only place text is escaped
+
+LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'")  # a string literal as sql_str writes it
+_PLAIN = re.compile(r"[A-Za-z0-9 _.%,:;=<>!?@#&|^~*+/()\[\]{}\"`-]*")  # printable, none of \\ ' $
+
+
+def sql_str(s: str) -> str:
+    """A Spark SQL string literal for `s` (default parser: backslash escapes). Used for every literal.
+
+    Quote and backslash are escaped, `$` (Spark's ${var} substitution runs on the raw text) and non-printable
+    characters become \\uXXXX (surrogate pairs above the BMP): nothing in a name can end the literal, start
+    a comment, or be substituted.
+    """
+    if _PLAIN.fullmatch(s):  # the common case, and at 10,000 rules 120,000 calls
+        return "'" + s + "'"
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "$":  # Spark substitutes ${var} in the SQL text before parsing
+            out.append("\\u0024")
+        elif ch.isprintable() and ch != "\u00a0":
+            out.append(ch)
+        else:
+            o = ord(ch)
+            if o > 0xFFFF:
+                o -= 0x10000
+                out.append("\\u%04x\\u%04x" % (0xD800 + (o >> 10), 0xDC00 + (o & 0x3FF)))
+            else:
+                out.append("\\u%04x" % o)
+    return "'" + "".join(out) + "'"
+
+
+def regex_char(ch: str) -> str:
+    """One literal character in a java.util.regex pattern: ASCII letters/digits as is, others \\x{h}."""
+    if ch.isascii() and (ch.isalnum() or ch == "_"):
+        return ch
+    return "\\x{%x}" % ord(ch)
+
+
+def sql_list(values: Iterable[str]) -> str:
+    return ", ".join(sql_str(v) for v in sorted(set(values)))
+
+
+def in_list(expr: str, values: Iterable[str], hash_min: int | None) -> str:
+    """`expr` is one of `values` (a hash lookup either way): an IN list, or from SET_MAP_MIN values a
+    membership map built from one string literal.
+
+    Spark parses and analyses every element of an IN list as a node, again in every function and query
+    that inlines it: at 10,000 rules per channel that was most of CREATE FUNCTION's time. One literal split
+    on NUL (which MySQL names cannot hold) is a single node. Spark (4.2+) folds the map once and looks up a
+    foldable map through a prebuilt hash from `hash_min` entries on (its mapLookupHashThreshold; None: no
+    such lookup, IN lists only), so smaller maps are padded with `false` entries whose keys are not values.
+    Same result as IN for a non-NULL `expr` (NULL gives false, not NULL: the compiler never negates these
+    tests, so no condition can tell).
+    """
+    vals = sorted(set(values))
+    if (hash_min is None or hash_min > MAP_PAD_MAX or len(vals) < codes.SET_MAP_MIN
+            or any("\x00" in v for v in vals)):
+        return f"{expr} IN ({sql_list(vals)})"
+    keys = "'" + "\\u0000".join(sql_str(v)[1:-1] for v in vals) + "'"
+    split = f"split({keys}, '\\u0000', -1)"
+    pad = hash_min - len(vals)
+    if pad <= 0:
+        m = f"map_from_arrays({split}, array_repeat(true, {len(vals)}))"
+    else:
+        taken, a = set(vals), 1
+        while any(str(i) in taken for i in range(a, a + pad)):
+            a += pad
+        m = (f"map_from_arrays(concat({split}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
+             f"concat(array_repeat(true, {len(vals)}), array_repeat(false, {pad})))")
+    return f"coalesce({m}[{expr}], false)"
+
+
+def fold_sql(expr: str, lctn: int) -> str:
+    """SQL for rules.fold(expr, lctn): per-character simple lowercase, exactly as Python computes it."""
+    if not lctn:
+        return expr
+    src, dst = fold_translation()
+    return sql_case([(f"octet_length({expr}) = char_length({expr})", f"lower({expr})")],
+                 f"translate({expr}, {sql_str(src)}, {sql_str(dst)})")
+
+
+def masked_runs(s: str, ones: tuple, n: int) -> list[str]:
+    """substring()s of `s` (length n) that skip the positions `ones`."""
+    runs, start = [], 0
+    for i in ones + (n,):
+        if i > start:
+            runs.append(f"substring({s}, {start + 1}, {i - start})")
+        start = i + 1
+    return runs
+
+
+def latin1(expr: str) -> str:
+    """The UTF-8 bytes of a string as ISO-8859-1 characters: regex `.` then matches one byte."""
+    return f"decode(encode({expr}, 'UTF-8'), 'ISO-8859-1')"
+
+
+def sql_junction(parts: Iterable[str], op: str, unit: str, zero: str) -> str:
+    """`parts` joined by AND/OR in `coalesce(...)`, not parentheses (module docstring), with the constants
+    folded: `unit` drops out, `zero` decides."""
+    parts = [p for p in parts if p != unit]
+    if zero in parts:
+        return zero
+    if not parts:
+        return unit
+    return parts[0] if len(parts) == 1 else "coalesce(" + f" {op} ".join(parts) + ")"
+
+
+def sql_or(parts: Iterable[str]) -> str:
+    return sql_junction(parts, "OR", "false", "true")
+
+
+def sql_and(parts: Iterable[str]) -> str:
+    return sql_junction(parts, "AND", "true", "false")
+
+
+def sql_case(branches: Iterable[tuple[str, str]], default: str | None = None) -> str:
+    """CASE true WHEN ... (see the module docstring) with constant conditions folded away; default None = no
+    ELSE (NULL)."""
+    whens = []
+    for cond, val in branches:
+        if cond == "false":
+            continue
+        if cond == "true":
+            default = val
+            break
+        whens.append((cond, val))
+    if not whens:
+        return default if default is not None else "NULL"
+    body = " ".join(f"WHEN {c} THEN {v}" for c, v in whens)
+    return f"CASE true {body}" + (f" ELSE {default}" if default is not None else "") + " END"
+
+

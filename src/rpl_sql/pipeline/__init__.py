@@ -1,0 +1,1 @@
+"""Source binlog -> events -> decisions -> applied output: ingest, classify, source filtering, the applier."""

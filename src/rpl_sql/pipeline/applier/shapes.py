@@ -1,0 +1,169 @@
+"""Shapes: the distinct (db, table) or (command, default db, tables) of events, decided once each.
+
+The COUNTER hits of one decided shape follow from its verdict, deciding rule and rewrite (`derive_hits`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
+from rpl_sql.compile import APPLIER_PREFIX, sql_str
+from rpl_sql.errors import MySQLError
+from rpl_sql.evaluate import (
+    REWRITE_UNCOUNTED,
+    TRANSACTION_CONTROL,
+    XA_UNCOUNTED,
+    RowEvent,
+    TableRef,
+    statement_event,
+)
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES
+from rpl_sql.rules import Filters, FilterType, fold
+
+log = logging.getLogger(__name__)
+
+log = logging.getLogger(__name__)
+
+T = FilterType
+APP_PREFIX = "rpl_sql.apply/"
+META_KEY = "rpl_sql.apply"
+DATA_DIR = "data"  # applied files live under <applied table>/data/<channel hash>/<end seq>-<uuid>/
+TABLES_DDL = "array<struct<db:string,name:string,updating:boolean>>"
+APPLIED_SCHEMA = pa.schema(list(EVENTS_SCHEMA) + [("applied_db", pa.string()), ("decided_by", pa.string())])
+_TABLE_LABELS = frozenset({T.DO_TABLE.value, T.IGNORE_TABLE.value, T.WILD_DO_TABLE.value, T.WILD_IGNORE_TABLE.value})
+VERIFY_BUDGET = 1_000_000  # evaluator rule checks spent verifying shapes per batch (verify='auto')
+VERIFY_MAX_SHAPES = 4096
+
+
+def not_running(channel: str) -> MySQLError:
+    """MySQL's ER_REPLICA_NOT_RUNNING (1199), naming the channel to start."""
+    return MySQLError(1199, "HY000", "ER_REPLICA_NOT_RUNNING",
+                      f"This operation requires a running replica; configure replica and do START REPLICA "
+                      f"FOR CHANNEL '{channel}'")
+
+
+def app_id(channel: str) -> str:
+    """The Delta app transaction id of a channel's applier in the applied table."""
+    return APP_PREFIX + channel
+
+
+
+# ---------------------------------------------------------------- hits of one decided shape
+
+def _rewrite_index(filters: Filters, lctn: int) -> dict[str, str]:
+    """folded `from` -> `to` of the first pair per source: evaluate.rewrite as a dict (O(1) per shape)."""
+    idx: dict[str, str] = {}
+    for src, dst in filters.values(T.REWRITE_DB):
+        idx.setdefault(fold(src, lctn), dst)
+    return idx
+
+
+def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None, apply: bool, decided_by: str,
+                rewrite_idx: dict[str, str], lctn: int) -> tuple[FilterType, ...]:
+    """COUNTER hits of one decision from its verdict and deciding rule (spec §4, §7), without re-deciding.
+
+    `db` is the row's table database, or the statement's default database. Equal to `evaluate.decide(...).hits`
+    (as a multiset); tests/test_apply.py checks it and so does the applier while it runs.
+    """
+    count_db = count_rw = True
+    if kind == "query":
+        cmd = statement_event(command, None).command
+        if cmd in TRANSACTION_CONTROL:
+            return ()
+        count_db, count_rw = cmd not in XA_UNCOUNTED, cmd not in REWRITE_UNCOUNTED
+    hits = []
+    d = fold(db or "", lctn)
+    if count_rw and d in rewrite_idx and rewrite_idx[d] != d:
+        hits.append(T.REWRITE_DB)
+    if filters.values(T.DO_DB) and count_db and not (decided_by == T.DO_DB.value and not apply):
+        hits.append(T.DO_DB)
+    if decided_by == T.IGNORE_DB.value and count_db:
+        hits.append(T.IGNORE_DB)
+    if decided_by in _TABLE_LABELS:
+        hits.append(T(decided_by))
+    return tuple(hits)
+
+
+SHAPE_KEYS = ("event_type", "db_name", "table_name", "command", "default_db", "_tables")
+
+
+def with_shape_key(ev):
+    """`ev` plus `_tables`, the last shape key: a statement's tables as JSON (row events: NULL; to_json on
+    every row event would double the shape pass)."""
+    from pyspark.sql import functions as F
+
+    return ev.withColumn("_tables", F.when(F.col("event_type") == "query", F.to_json("tables")))
+
+
+def shape_frame(ev):
+    """The distinct shapes of `ev` (with_shape_key applied): count, first and last seq, the key hash `h`
+    that _write joins on, and the tables parsed back (`t`).
+
+    Only fixed-width aggregation buffers (counts, min/max of a long): Spark keeps hash aggregates; a string,
+    struct or binary buffer would make it sort every row.
+    """
+    from pyspark.sql import functions as F
+
+    return (ev.groupBy(*SHAPE_KEYS)
+            .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"),
+                 F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
+            .withColumn("t", F.from_json("_tables", TABLES_DDL)))
+
+
+def decision_columns(channel: str) -> list:
+    """`code` (verdict and label in one, compile.LABELS / TRUE_CODES) and `adb` (the database after
+    rewrite) of shape_frame rows, from the applier's function set (compile_functions(applier=True))."""
+    from pyspark.sql import functions as F
+
+    et, c, P = F.col("event_type"), sql_str(channel), APPLIER_PREFIX
+    row, query = et.isin(*ROW_EVENT_TYPES), et == "query"
+    return [F.when(row, F.expr(f"{P}row_code({c}, db_name, table_name)"))
+            .when(query, F.expr(f"{P}statement_code({c}, command, default_db, t)")).alias("code"),
+            F.when(row, F.expr(f"{P}rewrite_db({c}, db_name)"))
+            .when(query, F.expr(f"{P}rewrite_db({c}, default_db)")).alias("adb")]
+
+
+@dataclass
+class Shape:
+    """One distinct decision input of a batch (the raw key columns, `_tables` = to_json(tables)), its count and
+    verdict."""
+
+    key: tuple
+    tables: list | None
+    count: int
+    min_seq: int
+    max_seq: int
+    apply: bool | None = None
+    decided_by: str | None = None
+    applied_db: str | None = None
+    hits: tuple[FilterType, ...] = ()
+    hash: int | None = None  # xxhash64 of the key columns, as Spark computes it per event in _write
+
+    @property
+    def kind(self) -> str:
+        et = self.key[0]
+        return "row" if et in ROW_EVENT_TYPES else et if et in ("query", "gtid") else f"unknown:{et}"
+
+    @property
+    def db(self) -> str | None:
+        """What the database rules judge: the table's database (rows) or the default database (statements)."""
+        return self.key[1] if self.kind == "row" else self.key[4]
+
+    def event(self):
+        if self.kind == "row":
+            return RowEvent(self.key[1], self.key[2])
+        refs = [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (self.tables or ())]
+        return statement_event(self.key[3], self.key[4], refs)
+
+    def describe(self) -> str:
+        et, db, table, cmd, ddb, tj = self.key
+        if self.kind == "row":
+            return f"{et} event on {db!r}.{table!r}"
+        if self.kind == "query":
+            return f"{cmd or 'OTHER'} statement (default db {ddb!r}, tables {tj})"
+        return f"event_type {et!r}"
+
+
