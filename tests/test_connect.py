@@ -92,7 +92,7 @@ CLIENT = r'''
 import json, sys
 from pyspark.sql import SparkSession
 import rpl_sql
-from rpl_sql.spark.export import sql_string
+from rpl_sql.compile.literals import sql_str
 
 url, wh = sys.argv[1:3]
 spark = SparkSession.builder.remote(url).getOrCreate()
@@ -123,7 +123,7 @@ out["status"] = rows(session.sql("SHOW REPLICA STATUS FOR CHANNEL 'ch2'")
                      .select("Channel_Name", "Source_Host", "Replicate_Rewrite_DB"))
 # the Python data source runs on the server: live view of the Delta state
 spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW live_filters USING rpl_sql "
-          f"OPTIONS (path {sql_string(wh)}, table 'filters')")
+          f"OPTIONS (path {sql_str(wh, script_safe=True)}, table 'filters')")
 out["live"] = rows(spark.sql("SELECT CHANNEL_NAME, FILTER_NAME, FILTER_RULE FROM live_filters"))
 out["python_filters"] = [list(r[:3]) for r in session.filters()]
 # the notebook magic finds the active remote session and registers there

@@ -23,7 +23,8 @@ from sparkjvm import spark_jvm_env
 
 from rpl_sql import Session
 from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef, decide, rewrite_db
-from rpl_sql.spark.export import harden, sql_string
+from rpl_sql.compile.literals import sql_str
+from rpl_sql.spark.export import harden
 
 # Hostile names: quote, `;`, backslash, unicode (BMP and not), `$`, and `${...}` (CLI variable syntax).
 SETUP = r"""
@@ -49,6 +50,10 @@ STATEMENT_EVENTS = [  # (channel, command, default_db, tables)
     ("c;h'2", "INSERT", "s;rc", (TableRef(None, "t'1"),)),
     ("c;h'2", "CREATE_DB", "mysql", ()),
 ]
+
+
+def script_literal(value: str) -> str:
+    return sql_str(value, script_safe=True)
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,8 +126,8 @@ def byte_order(rows):
 
 
 def tables_sql(tables) -> str:
-    items = [f"named_struct('db', {'CAST(NULL AS STRING)' if t.db is None else sql_string(t.db)}, "
-             f"'name', {sql_string(t.name)}, 'updating', {str(t.updating).lower()})" for t in tables]
+    items = [f"named_struct('db', {'CAST(NULL AS STRING)' if t.db is None else script_literal(t.db)}, "
+             f"'name', {script_literal(t.name)}, 'updating', {str(t.updating).lower()})" for t in tables]
     return f"array({', '.join(items)})" if items else \
         "CAST(array() AS ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>)"
 
@@ -133,10 +138,10 @@ FILTER_QUERY = ("SELECT CHANNEL_NAME, FILTER_NAME, FILTER_RULE, CONFIGURED_BY, "
 
 
 def function_sections() -> list[tuple[str, str]]:
-    rows = ", ".join(f"({i}, {sql_string(c)}, {sql_string(d)}, {sql_string(t)})"
+    rows = ", ".join(f"({i}, {script_literal(c)}, {script_literal(d)}, {script_literal(t)})"
                      for i, (c, d, t) in enumerate(ROW_EVENTS))
     stmts = " UNION ALL ".join(
-        f"SELECT {i} AS i, should_apply_statement({sql_string(c)}, {sql_string(cmd)}, {sql_string(ddb)}, "
+        f"SELECT {i} AS i, should_apply_statement({script_literal(c)}, {script_literal(cmd)}, {script_literal(ddb)}, "
         f"{tables_sql(tables)}) AS a" for i, (c, cmd, ddb, tables) in enumerate(STATEMENT_EVENTS))
     return [
         ("rows", f"SELECT i, should_apply(c, d, t), rewrite_db(c, d) FROM VALUES {rows} AS e(i, c, d, t) ORDER BY i"),
@@ -168,7 +173,7 @@ def test_exported_script_in_spark_sql(tmp_path):
 
     # the CLI entry point writes the script (no Spark involved)
     init, text = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path)
-    assert "USING rpl_sql OPTIONS (path " + sql_string(str(wh.resolve())) in text
+    assert "USING rpl_sql OPTIONS (path " + script_literal(str(wh.resolve())) in text
     assert "CREATE OR REPLACE TEMPORARY FUNCTION should_apply" in text
     assert text.splitlines()[3] == f"--   PYSPARK_PYTHON={sys.executable} spark-sql -i rpl_init.sql"
     code = [ln for ln in text.splitlines() if not ln.startswith("--")]
@@ -266,7 +271,7 @@ def test_export_header_and_stale_check(tmp_path):
               and not ln.startswith("CREATE OR REPLACE TEMPORARY FUNCTION rpl_sql__")]
     assert len(public) == 5
     assert all(f"(SELECT FILTERS_FINGERPRINT FROM {STATE_VIEW}) <=> '{fingerprint}'" in ln for ln in public)
-    assert f"USING rpl_sql OPTIONS (path {sql_string(str((tmp_path / 'wh').resolve()))}, table 'state_version')" \
+    assert f"USING rpl_sql OPTIONS (path {script_literal(str((tmp_path / 'wh').resolve()))}, table 'state_version')" \
         in text
     assert "raise_error" not in export_sql(session, stale_check=False)
 
@@ -322,7 +327,7 @@ def test_data_source_reads_live_state(spark, warehouse):
     assert history.count() == len(session.store.filter_changes())
 
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW ds_filters USING rpl_sql "
-              f"OPTIONS (path {sql_string(os.path.abspath(warehouse))}, table 'filters')")
+              f"OPTIONS (path {script_literal(os.path.abspath(warehouse))}, table 'filters')")
     session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db9) FOR CHANNEL 'ch1'")
     assert spark.sql("SELECT FILTER_RULE FROM ds_filters WHERE CHANNEL_NAME = 'ch1' "
                      "AND FILTER_NAME = 'REPLICATE_DO_DB'").collect()[0][0] == "db9"
@@ -343,13 +348,13 @@ def naive_literal(value: str) -> str:
 
 def test_sql_string_is_cli_safe():
     for value in HOSTILE:
-        lit = sql_string(value)
+        lit = script_literal(value)
         assert lit.isascii() and "$" not in lit and ";" not in lit and "\n" not in lit, lit
 
 
 def test_harden_rewrites_literals_only():
     stmt = "SELECT 'a;b$c\n-- x' AS `col;1`, \"ü\" -- keep ${x}; note\n/* multi\n -- line ${y} */ FROM t"
-    assert harden(stmt) == ("SELECT 'a\\u003bb\\u0024c\\n-- x' AS `col;1`, \"\\u00fc\" -- keep $ {x}; note\n"
+    assert harden(stmt) == ("SELECT 'a\\u003bb\\u0024c\\u000a-- x' AS `col;1`, \"\\u00fc\" -- keep $ {x}; note\n"
                             "/* multi\n- -- line $ {y} */ FROM t")
     assert harden("SELECT '\\$', '\\;', 'it\\'s', r'a\\b$'") == \
         "SELECT '\\u0024', '\\u003b', 'it\\'s', 'a\\\\b\\u0024'"
@@ -369,7 +374,7 @@ def test_hardened_literals_mean_the_same_to_spark(spark):
         raw = spark.sql("SELECT r'a\\b$;'").collect()[0][0]
         spark.conf.set(key, "true")
         hardened = [spark.sql(harden(f"SELECT {naive_literal(v)}")).collect()[0][0] for v in HOSTILE]
-        direct = [spark.sql(f"SELECT {sql_string(v)}").collect()[0][0] for v in HOSTILE]
+        direct = [spark.sql(f"SELECT {script_literal(v)}").collect()[0][0] for v in HOSTILE]
         raw_hardened = spark.sql(harden("SELECT r'a\\b$;'")).collect()[0][0]
         substituted = spark.sql(f"SELECT {naive_literal('${system:java.version}')}").collect()[0][0]
     finally:

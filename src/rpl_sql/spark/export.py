@@ -25,9 +25,10 @@ import textwrap
 from datetime import datetime, timezone
 
 from rpl_sql.compile import SET_MAP_MIN, Guard, compile_functions
+from rpl_sql.compile.literals import escape_char, sql_str
 from rpl_sql.spark.env import installed_map_lookup_hash_min
 
-__all__ = ["export_sql", "sql_string", "harden", "VIEW_TABLES"]
+__all__ = ["export_sql", "harden", "VIEW_TABLES"]
 
 # view name -> the data source's `table` option
 VIEW_TABLES = (
@@ -36,26 +37,6 @@ VIEW_TABLES = (
     ("rpl_sql_channels", "channels"),
     ("rpl_sql_filter_history", "filter_history"),
 )
-
-_SIMPLE_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'", "\"": "\\\""}
-
-
-def _escape_char(c: str) -> str:
-    """One character as it may appear inside a Spark SQL string literal of a CLI script."""
-    if c in _SIMPLE_ESCAPES:
-        return _SIMPLE_ESCAPES[c]
-    if c == "$" or c == ";" or ord(c) < 0x20 or ord(c) == 0x7F:
-        return "\\u%04x" % ord(c)
-    if ord(c) > 0x7F:  # UTF-16 code units: Spark's unescape appends them as Java chars
-        data = c.encode("utf-16-be")
-        return "".join("\\u%02x%02x" % (data[i], data[i + 1]) for i in range(0, len(data), 2))
-    return c
-
-
-def sql_string(value: str) -> str:
-    """A single-quoted Spark SQL literal of `value`, safe in spark-sql scripts (ASCII, no raw `$`, `;`, EOL)."""
-    return "'" + "".join(_escape_char(c) for c in value) + "'"
-
 
 def _needs_escape(c: str) -> bool:
     return c in "\n\r$;" or ord(c) < 0x20 or ord(c) >= 0x7F
@@ -84,15 +65,15 @@ def harden(statement: str) -> str:
                 if ch == "\\" and not raw and j + 1 < n:
                     nxt = statement[j + 1]
                     if _needs_escape(nxt):  # Spark reads backslash + such a character as the character
-                        body.append(_escape_char(nxt))
+                        body.append(escape_char(nxt, script_safe=True))
                     else:
                         body.append(ch + nxt)
                     j += 2
                     continue
                 if raw:
-                    body.append(_escape_char(ch))
+                    body.append(escape_char(ch, script_safe=True))
                 else:
-                    body.append(_escape_char(ch) if _needs_escape(ch) else ch)
+                    body.append(escape_char(ch, script_safe=True) if _needs_escape(ch) else ch)
                 j += 1
             if j >= n:
                 raise ValueError(f"unterminated string literal in: {statement[:80]!r}")
@@ -178,8 +159,8 @@ def stale_guard(warehouse: str, version: int | None, fingerprint: str):
     before = (f"rpl_sql: these functions were compiled from version {version} of warehouse {warehouse}, "
               "whose filters have changed since (now version ")
     after = f"). Refresh them: {refresh}, then in this session: source rpl_init.sql;"
-    message = f"concat({sql_string(before)}, {now}, {sql_string(after)})"
-    return Guard(f"{current} <=> {sql_string(fingerprint)}", message)
+    message = f"concat({sql_str(before, script_safe=True)}, {now}, {sql_str(after, script_safe=True)})"
+    return Guard(f"{current} <=> {sql_str(fingerprint, script_safe=True)}", message)
 
 
 def export_sql(session, stale_check: bool = True) -> str:
@@ -232,7 +213,7 @@ def export_sql(session, stale_check: bool = True) -> str:
     body = []
     for view, table in VIEW_TABLES + ((STATE_VIEW, "state_version"),):
         body.append(f"CREATE OR REPLACE TEMPORARY VIEW {view}\n"
-                    f"  USING rpl_sql OPTIONS (path {sql_string(warehouse)}, table '{table}');")
+                    f"  USING rpl_sql OPTIONS (path {sql_str(warehouse, script_safe=True)}, table '{table}');")
     body.append("")
     body.append(f"-- Functions compiled from {source}.")
     for text in compiled.statements:

@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 from rpl_sql import performance_schema as pfs
 from rpl_sql.compile import compile_functions
+from rpl_sql.compile.literals import sql_str
 from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
 from rpl_sql.spark.env import ensure_worker_python, jit_huge_methods, local_spark, map_lookup_hash_min
-from rpl_sql.spark.export import sql_string
 from rpl_sql.state import ServerState
 
 FILTERS_VIEW = "replication_applier_filters"
@@ -64,7 +64,7 @@ def _register_history_view(spark: Any, warehouse: str) -> None:
     from rpl_sql.spark.datasource import DefaultSource
     spark.dataSource.register(DefaultSource)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {HISTORY_VIEW} USING rpl_sql "
-              f"OPTIONS (path {sql_string(os.path.abspath(warehouse))}, table 'filter_history')")
+              f"OPTIONS (path {sql_str(os.path.abspath(warehouse), script_safe=True)}, table 'filter_history')")
 
 
 def session_factory(warehouse: Any, spark: Any):
