@@ -30,8 +30,11 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, write_deltalake
+from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from rpl_sql.delta import commit as delta_commit
+from rpl_sql.delta.commit import META_PREFIX
 
 try:
     from arro3.core import Array as _A3Array
@@ -57,7 +60,7 @@ STATE_TABLE = "rpl_state"
 DEFAULT_WAREHOUSE = "rpl_warehouse"
 WAREHOUSE_ENV = "RPL_SQL_WAREHOUSE"
 FORMAT_VERSION = "1"
-META_PREFIX = "rpl_sql."  # caller metadata keys are namespaced: delta-rs owns 'operation', 'timestamp', ...
+
 FORMAT_KEY = META_PREFIX + "version"
 CHANGED_KEY = META_PREFIX + "filters_changed"  # how many filter rules the commit changed: lets audits skip it
 # the commit's filter changes as JSON rows (scope, filter, rule, previous, configured_by): the history then needs
@@ -437,14 +440,10 @@ class DeltaStore:
         recorded = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
         if len(recorded) <= CHANGES_MAX_BYTES:
             info[CHANGES_KEY] = recorded
-        props = CommitProperties(max_commit_retries=0, custom_metadata=info)
-        hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
         if snapshot.version is None:
             try:
                 with _write_errors(self.state_path, race=lambda e: DeltaTable.is_deltatable(self.state_path)):
-                    write_deltalake(self.state_path, data, mode="error", commit_properties=props,
-                                    post_commithook_properties=hooks,
-                                    configuration={"delta.enableExpiredLogCleanup": "false"})
+                    delta_commit.write(self.state_path, data, mode="error", metadata=info, retries=0, create=True)
             except DeltaError as e:
                 if isinstance(e, CommitFailedError) or DeltaTable.is_deltatable(self.state_path):
                     raise ConcurrentCommit("the state table was created concurrently") from e
@@ -457,8 +456,7 @@ class DeltaStore:
                 raise ConcurrentCommit(f"version {snapshot.version} of the state table is gone")
         try:
             with _write_errors(self.state_path):
-                write_deltalake(dt, data, mode="overwrite", commit_properties=props,
-                                post_commithook_properties=hooks)
+                delta_commit.write(dt, data, mode="overwrite", metadata=info, retries=0)
         except CommitFailedError as e:
             raise ConcurrentCommit(f"the state table moved past version {snapshot.version}") from e
         version = snapshot.version + 1

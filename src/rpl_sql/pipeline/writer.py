@@ -18,21 +18,18 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.evaluate import TableRef
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
+from rpl_sql.state import channel_key
 
 log = logging.getLogger(__name__)
 
-
-log = logging.getLogger(__name__)
-
-APP_PREFIX = "rpl_sql.ingest."          # app transaction id: APP_PREFIX + channel, version = last seq
 META = "rpl_sql.ingest."                # commit metadata key prefix
-TABLE_CONFIG = {"delta.enableExpiredLogCleanup": "false"}  # keep every commitInfo: positions live there
 MAX_DROPPED_KEYS = 2000                 # distinct dropped decision keys per commit (bounds commitInfo size)
 MAX_MERGED_IMAGES = 50_000              # row images merged into one landed row at most
 
@@ -50,7 +47,8 @@ class SourceFilterConflict(IngestError):
 
 
 def app_id(channel: str) -> str:
-    return APP_PREFIX + channel
+    """The channel's app transaction in the events table: its version is the last landed seq."""
+    return delta_commit.app_id("ingest", channel)
 
 
 # ============================================================== positions in the events table
@@ -163,7 +161,7 @@ class EventsWriter:
 
     def __init__(self, warehouse: str, channel: str, lock: bool = True):
         self.warehouse = os.fspath(warehouse)
-        self.channel = channel
+        self.channel = channel_key(channel)
         self.path = events_path(self.warehouse)
         self._lock = _ChannelLock(self.warehouse, channel) if lock else None
         self.dt: DeltaTable | None = None
@@ -200,7 +198,7 @@ class EventsWriter:
             return dt
         try:
             return DeltaTable.create(self.path, EVENTS_SCHEMA, partition_by=PARTITION_BY, mode="ignore",
-                                     name="events", configuration=TABLE_CONFIG)
+                                     name="events", configuration=delta_commit.KEEP_LOG)
         except DeltaError:  # created concurrently by another channel's ingest
             dt = open_table(self.path)
             if dt is None:
@@ -217,11 +215,9 @@ class EventsWriter:
         meta = {META + k: v for k, v in metadata.items()}
         meta.update({META + "channel": self.channel, META + "first_seq": str(first), META + "last_seq": str(last),
                      META + "rows": str(n)})
-        props = CommitProperties(custom_metadata=meta, app_transactions=[Transaction(app_id(self.channel), last)])
-        hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
         try:
-            write_deltalake(self.dt, table, mode="append", partition_by=PARTITION_BY, commit_properties=props,
-                            post_commithook_properties=hooks)
+            delta_commit.write(self.dt, table, mode="append", partition_by=PARTITION_BY, metadata=meta,
+                               app=(app_id(self.channel), last), checkpoint=True)
         except CommitFailedError as e:
             self._check_owner(e)
             raise

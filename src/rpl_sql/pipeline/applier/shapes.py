@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
 from rpl_sql.compile import APPLIER_PREFIX, sql_str
+from rpl_sql.delta import commit as delta_commit
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import (
     REWRITE_UNCOUNTED,
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 log = logging.getLogger(__name__)
 
 T = FilterType
-APP_PREFIX = "rpl_sql.apply/"
 META_KEY = "rpl_sql.apply"
 DATA_DIR = "data"  # applied files live under <applied table>/data/<channel hash>/<end seq>-<uuid>/
 TABLES_DDL = "array<struct<db:string,name:string,updating:boolean>>"
@@ -47,7 +47,7 @@ def not_running(channel: str) -> MySQLError:
 
 def app_id(channel: str) -> str:
     """The Delta app transaction id of a channel's applier in the applied table."""
-    return APP_PREFIX + channel
+    return delta_commit.app_id("apply", channel)
 
 
 

@@ -1,0 +1,53 @@
+"""The one way rpl_sql commits to a Delta table (delta-rs): namespaced metadata, app transactions, no cleanup.
+
+Every rpl_sql table keeps its whole log (the history and the positions are read from it), so no commit runs
+delta-rs' expired-log cleanup; each caller says whether its commits checkpoint and how often they retry.
+An app transaction (`app_id(role, channel)`, version = the writer's last sequence number) makes a writer's
+progress part of the same atomic commit as its data.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+
+META_PREFIX = "rpl_sql."  # every key rpl_sql puts in commitInfo; delta-rs owns 'operation', 'timestamp', ...
+KEEP_LOG = {"delta.enableExpiredLogCleanup": "false"}  # table configuration: commitInfo is never cleaned up
+# as written by earlier releases, so existing tables keep resuming where they were
+_APP_PREFIXES = {"ingest": "rpl_sql.ingest.", "apply": "rpl_sql.apply/"}
+
+
+def app_id(role: str, channel: str) -> str:
+    """The app transaction id of `channel`'s writer in `role` ('ingest': the events table, 'apply': the applied)."""
+    return _APP_PREFIXES[role] + channel
+
+
+def _properties(metadata: dict[str, str], app: tuple[str, int] | None, retries: int | None,
+                checkpoint: bool) -> dict[str, Any]:
+    bad = [k for k in metadata if not k.startswith(META_PREFIX)]
+    if bad:
+        raise ValueError(f"commit metadata keys must start with {META_PREFIX!r}: {bad}")
+    kw: dict[str, Any] = {"custom_metadata": metadata}
+    if app is not None:
+        kw["app_transactions"] = [Transaction(*app)]
+    if retries is not None:
+        kw["max_commit_retries"] = retries
+    return {"commit_properties": CommitProperties(**kw),
+            "post_commithook_properties": PostCommitHookProperties(create_checkpoint=checkpoint,
+                                                                   cleanup_expired_logs=False)}
+
+
+def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str, str],
+          app: tuple[str, int] | None = None, retries: int | None = None, checkpoint: bool = False,
+          partition_by: list[str] | None = None, create: bool = False) -> None:
+    """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log."""
+    write_deltalake(target, data, mode=mode, partition_by=partition_by,
+                    configuration=KEEP_LOG if create else None,
+                    **_properties(metadata, app, retries, checkpoint))
+
+
+def add_files(dt: DeltaTable, actions: list, *, schema: Any, metadata: dict[str, str],
+              app: tuple[str, int] | None = None, retries: int | None = None, checkpoint: bool = False) -> None:
+    """Commit data files written by someone else (Spark) to `dt` in one append, with rpl_sql's properties."""
+    dt.create_write_transaction(actions, mode="append", schema=schema,
+                                **_properties(metadata, app, retries, checkpoint))
