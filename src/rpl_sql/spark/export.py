@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 
 from rpl_sql.compile import SET_MAP_MIN, Guard, compile_functions
 from rpl_sql.compile.literals import escape_char, sql_str
-from rpl_sql.spark.env import installed_map_lookup_hash_min
+from rpl_sql.spark.functions import compile_flags
 
 __all__ = ["export_sql", "harden", "VIEW_TABLES"]
 
@@ -172,7 +172,7 @@ def export_sql(session, stale_check: bool = True) -> str:
     warehouse = os.path.abspath(session.warehouse)
     snapshot = session.store.load()
     guard = stale_guard(warehouse, snapshot.version, snapshot.state.filters_fingerprint()) if stale_check else None
-    compiled = compile_functions(snapshot.state, map_hash_min=installed_map_lookup_hash_min(), guard=guard)
+    compiled = compile_functions(snapshot.state, guard=guard, **compile_flags())
     now = datetime.now(timezone.utc)
     if snapshot.version is None:
         source = "an empty warehouse (no Delta commit yet)"

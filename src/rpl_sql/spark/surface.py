@@ -13,10 +13,10 @@ from datetime import datetime
 from typing import Any, Callable
 
 from rpl_sql import performance_schema as pfs
-from rpl_sql.compile import compile_functions
 from rpl_sql.compile.literals import sql_str
 from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
-from rpl_sql.spark.env import ensure_worker_python, jit_huge_methods, local_spark, map_lookup_hash_min
+from rpl_sql.spark.env import ensure_worker_python, local_spark
+from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.state import ServerState
 
 FILTERS_VIEW = "replication_applier_filters"
@@ -34,20 +34,17 @@ class SparkSurface:
 
     def __init__(self, spark: Any):
         self.spark = spark
-        self._functions: tuple[str, ...] = ()
-        self.encoding = ""
-        self.jit_huge_methods = jit_huge_methods(spark)
-        self.map_hash_min = map_lookup_hash_min(spark)
+        self.functions = FunctionInstaller(spark)
+        self.jit_huge_methods = self.functions.flags["jit_huge_methods"]
 
     def refresh(self, state: ServerState) -> None:
         for name, (schema, rows) in VIEWS.items():
             self.spark.createDataFrame(rows(state), schema).createOrReplaceTempView(name)
-        compiled = compile_functions(state, jit_huge_methods=self.jit_huge_methods, map_hash_min=self.map_hash_min)
-        if compiled.statements != self._functions:
-            for text in compiled.statements:
-                self.spark.sql(text)
-            self._functions = compiled.statements
-            self.encoding = compiled.encoding
+        self.functions.install(state)
+
+    @property
+    def encoding(self) -> str:
+        return self.functions.encoding
 
 
 HISTORY_VIEW = "rpl_sql_filter_history"
