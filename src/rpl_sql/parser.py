@@ -32,6 +32,7 @@ from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
 from rpl_sql.errors import CATALOGUE, MySQLError
 from rpl_sql.lexer import expand_executable_comments, pieces, split_statements
 from rpl_sql.rules import FilterType
+from rpl_sql.state import channel_key
 from rpl_sql.statements import (
     ChangeReplicationFilter,
     ChangeReplicationSource,
@@ -320,7 +321,7 @@ class _Build(Transformer):
         return tok[1:-1].replace("``", "`") if tok.type == "QUOTED_IDENT" else str(tok)
 
     def channel(self, c):
-        return _no_newline(_string(c[0])).lower()
+        return channel_key(_no_newline(_string(c[0])))
 
     # -- CHANGE REPLICATION SOURCE / CHANGE MASTER
 
@@ -467,11 +468,11 @@ def _variable_statement(code: str, text: str, line: int) -> Statement:
     conn = m.group("conn")
     if conn is not None:
         conn = conn[1:-1].replace("``", "`") if conn.startswith("`") else conn
-        conn = conn.lower()
+        conn = channel_key(conn)
     if var == "default_master_connection":
         if scope in ("GLOBAL", "PERSIST", "PERSIST_ONLY"):
             raise _at_line(MySQLError.of("ER_LOCAL_VARIABLE", var), line)
-        return SetDefaultConnection(text=text, line=line, connection=(value or "").lower())
+        return SetDefaultConnection(text=text, line=line, connection=channel_key(value or ""))
     if scope not in ("GLOBAL", "PERSIST", "PERSIST_ONLY"):
         raise _at_line(MySQLError.of("ER_GLOBAL_VARIABLE", var), line)
     return SetReplicationVariable(text=text, line=line, variable=var, connection=conn, value=value)

@@ -261,10 +261,7 @@ class Session:
         (nothing persisted) on a malformed option. Returns MySQL's start-up warnings.
         """
         file_options = read_option_file(defaults_file) if defaults_file else []
-        opts = list(options)
-        if lower_case_table_names is not None:
-            opts.append(f"--lower-case-table-names={lower_case_table_names}")
-        parsed: StartupOptions = parse_startup(opts, file_options)
+        parsed: StartupOptions = parse_startup(list(options), file_options, lower_case_table_names)
         now = self._clock()
 
         def step(state: ServerState):

@@ -83,9 +83,10 @@ def _split_option(text: str) -> tuple[str, str | None]:
     return name.strip(), (value if sep else None)
 
 
-def parse_startup(options: list[str] | tuple[str, ...], file_options: list[tuple[str, str | None]] = ()
-                  ) -> StartupOptions:
-    """Parse option-file pairs first, then `--name=value` strings, in order (mysqld's order)."""
+def parse_startup(options: list[str] | tuple[str, ...], file_options: list[tuple[str, str | None]] = (),
+                  lower_case_table_names: int | None = None) -> StartupOptions:
+    """Parse option-file pairs first, then `--name=value` strings, in order (mysqld's order); a
+    `lower_case_table_names` value given here comes last and is recorded like the option."""
     pairs = list(file_options) + [_split_option(o) for o in options]
     rules: list[StartupRule] = []
     lctn: int | None = None
@@ -107,6 +108,12 @@ def parse_startup(options: list[str] | tuple[str, ...], file_options: list[tuple
         else:
             raise StartupError("ER_UNKNOWN_OPTION", f"unknown variable '{name}={value}'")
     raw = tuple(f"--{n.lstrip('-')}" + (f"={v}" if v is not None else "") for n, v in pairs)
+    if lower_case_table_names is not None:
+        if lower_case_table_names not in (0, 1, 2) or isinstance(lower_case_table_names, bool):
+            raise StartupError("ER_WRONG_VALUE", f"Incorrect value '{lower_case_table_names}' for "
+                               "lower_case_table_names")
+        lctn = int(lower_case_table_names)
+        raw += (f"--{LCTN_OPTION}={lctn}",)
     return StartupOptions(tuple(rules), lctn, mode, raw)
 
 

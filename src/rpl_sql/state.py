@@ -65,6 +65,14 @@ class Channel:
         return replace(self, options=tuple(opts.items()))
 
 
+def channel_key(name: str) -> str:
+    """A channel name as stored and looked up: MySQL compares channel names case-insensitively, so every
+    entry point (FOR CHANNEL, connection names, --channel options, the Python API) keeps them lower-cased.
+    The start-up options' `CH:` prefix is deliberately not folded (spec), and the compiled SQL folds with
+    Spark's lower(), which agrees on every code point Python and the JVM both know."""
+    return name.lower()
+
+
 @dataclass(frozen=True)
 class ServerState:
     """Everything a replica server knows about replication filters and channels.

@@ -29,7 +29,7 @@ from rpl_sql.pipeline.writer import (
     rows_json,
     tables_value,
 )
-from rpl_sql.state import ServerState
+from rpl_sql.state import ServerState, channel_key
 from rpl_sql.store import DeltaStore
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class BinlogIngest:
                  filter_at_source: bool = False, batch_rows: int = 20_000, batch_seconds: float = 30.0,
                  progress: Callable[[IngestReport], None] | None = None, progress_every: float = 5.0,
                  server_id: int | None = None):
-        self.warehouse, self.channel = os.fspath(warehouse), channel
+        self.warehouse, self.channel = os.fspath(warehouse), channel_key(channel)
         self.max_events, self.filter_at_source = max_events, filter_at_source
         self.batch_rows, self.batch_seconds = batch_rows, batch_seconds
         self.progress, self.progress_every = progress, progress_every

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
-from rpl_sql.compile import LABELS, TRUE_CODES, compile_functions
+from rpl_sql.compile import LABELS, TRUE_CODES
+from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import (
@@ -48,8 +49,9 @@ from rpl_sql.pipeline.applier.shapes import (
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.rules import TYPES, FilterType
 from rpl_sql.spark import deltaread
-from rpl_sql.spark.env import jit_huge_methods, local_spark, map_lookup_hash_min, session_conf
-from rpl_sql.state import Channel, ServerState, is_gr_channel
+from rpl_sql.spark.env import local_spark, session_conf
+from rpl_sql.spark.functions import FunctionInstaller
+from rpl_sql.state import Channel, ServerState, channel_key, is_gr_channel
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,7 @@ class _Applier:
         self.events = events_path(warehouse)
         self.applied = applied_path(warehouse)
         self._config_key = None
+        self._installer: FunctionInstaller | None = None
 
     # ------------------------------------------------------------ channels
 
@@ -99,7 +102,7 @@ class _Applier:
             return [c.name for c in state.configured_channels()], False
         names = []
         for raw in channels:
-            name = raw.lower()
+            name = channel_key(raw)
             if is_gr_channel(name):
                 raise MySQLError.of("ER_REPLICA_CHANNEL_OPERATION_NOT_ALLOWED", "rpl-sql apply", name)
             ch = state.channel(name)
@@ -175,9 +178,7 @@ class _Applier:
 
     def _commit_applied(self, rec: BatchRecord, actions: list) -> bool:
         """Commit the batch's files with its app transaction; False if this batch was already committed."""
-        from deltalake import CommitProperties, PostCommitHookProperties
         from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import Transaction
 
         for attempt in range(50):
             dt = self._applied_table(create=True)
@@ -188,13 +189,9 @@ class _Applier:
                 raise ApplyError(f"another applier moved the channel to seq {done} while this one applied "
                                  f"{rec.start + 1}..{rec.end}", rec.channel)
             try:
-                dt.create_write_transaction(
-                    actions, mode="append", schema=APPLIED_SCHEMA,
-                    commit_properties=CommitProperties(
-                        custom_metadata={META_KEY: rec.to_meta(), "rpl_sql.operation": "APPLY"},
-                        max_commit_retries=0, app_transactions=[Transaction(app_id(rec.channel), rec.end)]),
-                    post_commithook_properties=PostCommitHookProperties(create_checkpoint=True,
-                                                                        cleanup_expired_logs=False))
+                delta_commit.add_files(dt, actions, schema=APPLIED_SCHEMA,
+                                       metadata={META_KEY: rec.to_meta(), "rpl_sql.operation": "APPLY"},
+                                       app=(app_id(rec.channel), rec.end), retries=0, checkpoint=True)
                 return True
             except CommitFailedError:
                 time.sleep(min(0.5, 0.01 * 2 ** attempt))
@@ -224,10 +221,10 @@ class _Applier:
         same = tuple(c for c in state.channels if rules(c) == mine)
         key = (state.lower_case_table_names, state.filter_mode, mine, tuple(c.name for c in same))
         if key != self._config_key:
+            if self._installer is None or self._installer.spark is not self.spark:
+                self._installer = FunctionInstaller(self.spark, applier=True)
             with _timed("compile + register functions", "*"):
-                for text in compile_functions(replace(state, channels=same), jit_huge_methods=jit_huge_methods(
-                        self.spark), applier=True, map_hash_min=map_lookup_hash_min(self.spark)).statements:
-                    self.spark.sql(text)
+                self._installer.install(replace(state, channels=same))
             self._config_key = key
 
     def run_channel(self, channel: str, report: ChannelReport, version: int) -> None:

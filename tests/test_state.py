@@ -1,0 +1,40 @@
+"""rpl_sql.state: channel names have one key everywhere, and lower_case_table_names arrives as a value."""
+from __future__ import annotations
+
+import pytest
+
+from rpl_sql import StartupError
+from rpl_sql.parser import parse_statement
+from rpl_sql.pipeline.binlog import BinlogIngest
+from rpl_sql.pipeline.writer import app_id
+from rpl_sql.startup import parse_startup
+from rpl_sql.state import channel_key
+
+
+@pytest.mark.parametrize("name", ["CH1", "Ch1", "ch1"])
+def test_every_entry_point_uses_the_same_channel_key(name):
+    assert parse_statement(f"START REPLICA FOR CHANNEL '{name}'").channel == "ch1"
+    assert parse_statement(f"SET @@default_master_connection = '{name}'").connection == "ch1"
+    assert BinlogIngest("/nonexistent", name).channel == "ch1"  # rpl-sql ingest --channel
+    assert app_id(channel_key(name)) == app_id("ch1")
+
+
+def test_channel_key_keeps_what_is_not_case():
+    assert channel_key("Ünïcode-ß_%'`") == "ünïcode-ß_%'`"
+
+
+def test_startup_prefix_is_not_folded():
+    parsed = parse_startup(["--replicate-do-db=CH1:db"])
+    assert [r.channel for r in parsed.rules] == ["CH1"]
+
+
+@pytest.mark.parametrize("value", [0, 1, 2])
+def test_lower_case_table_names_as_a_value_is_recorded_like_the_option(value):
+    parsed = parse_startup(["--replicate-do-db=db"], lower_case_table_names=value)
+    assert parsed.lower_case_table_names == value and parsed.raw[-1] == f"--lower-case-table-names={value}"
+
+
+@pytest.mark.parametrize("value", [3, -1, True])
+def test_a_bad_lower_case_table_names_value_is_refused(value):
+    with pytest.raises(StartupError):
+        parse_startup([], lower_case_table_names=value)
