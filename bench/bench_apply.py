@@ -16,7 +16,8 @@ and a copy (read_delta -> Parquet files), which is the floor of any applier that
 
 --ab REF: whole `apply` runs of git revision REF (extracted with `git archive` into a temporary directory)
 and of this checkout, alternating in fresh processes (each: configure, one untimed warm-up apply, one timed
-apply; which side goes first swaps every round), printed side by side per round. Fresh processes, because two versions of the package cannot share
+apply; which side goes first swaps every round), printed side by side per round. Fresh processes, because two
+versions of the package cannot share
 one interpreter; alternating, because the shared machine's speed drifts.
 """
 from __future__ import annotations
@@ -266,7 +267,8 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     def public():  # as the applier decided before it had its own set: a verdict and a label per shape
         return shapes().select("*", *(F.when(row, F.expr(r)).when(query, F.expr(q)) for r, q in (
             (f"should_apply({c}, db_name, table_name)", f"should_apply_statement({c}, command, default_db, t)"),
-            (f"filter_decided_by({c}, db_name, table_name)", f"filter_decided_by_statement({c}, command, default_db, t)"),
+            (f"filter_decided_by({c}, db_name, table_name)",
+             f"filter_decided_by_statement({c}, command, default_db, t)"),
             (f"rewrite_db({c}, db_name)", f"rewrite_db({c}, default_db)"))))
 
     variants = {"shapes only": shapes, "public functions": public,
@@ -282,7 +284,7 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
 
 
 def measured_session(app_name: str):
-    """A local SparkSession whose JVM cpu_seconds() reads, and the Phases collecting rpl_sql.pipeline.applier's timings."""
+    """A local SparkSession whose JVM cpu_seconds() reads, and the Phases collecting the applier's timings."""
     from rpl_sql.spark.env import local_spark
 
     global _JVM_PID
@@ -403,7 +405,8 @@ def main(argv=None) -> int:
     noop(spark.read.parquet(ev))  # warm-up: JIT, page cache
     base = {
         "Parquet scan, all columns (spark.read.parquet)": timed(lambda: noop(spark.read.parquet(ev)), 2),
-        "read_delta scan, all columns (delta-rs files)": timed(lambda: noop(read_delta(spark, ev, engine="delta-rs")), 2),
+        "read_delta scan, all columns (delta-rs files)":
+            timed(lambda: noop(read_delta(spark, ev, engine="delta-rs")), 2),
         "Parquet count(*)": timed(lambda: spark.read.parquet(ev).count(), 2),
         "read_delta count(*)": timed(lambda: read_delta(spark, ev, engine="delta-rs").count(), 2),
         "copy: read_delta -> Parquet files": timed(copy, 2),

@@ -513,7 +513,8 @@ def main(argv=None) -> None:
             sample = spark.sql("SELECT DISTINCT channel, db_name, table_name FROM ev_udf LIMIT 300").collect()
             check_py_decider(state, decider, [tuple(x) for x in sample])
             py_apply = udf(decider, BooleanType(), useArrow=True)
-            udf_df = spark.table("ev_udf").select(py_apply(col("channel"), col("db_name"), col("table_name")).alias("a"))
+            udf_df = spark.table("ev_udf").select(
+                py_apply(col("channel"), col("db_name"), col("table_name")).alias("a"))
             py_n = udf_df.where("a").count()
             sql_n = spark.sql("SELECT count_if(should_apply(channel, db_name, table_name)) FROM ev_udf").collect()[0][0]
             assert py_n == sql_n, (py_n, sql_n)  # same verdicts on the UDF subset

@@ -10,7 +10,6 @@ before and after, side by side. Nothing asserts on time.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys

@@ -208,7 +208,8 @@ def random_filters(rnd: random.Random, lctn: int) -> Filters:
     pick = lambda pool, k: tuple(rnd.sample(pool, rnd.randint(0, k)))  # noqa: E731
     f = f.configure(T.DO_DB, pick(names, 2) if rnd.random() < 0.4 else (), "X", 1)
     f = f.configure(T.IGNORE_DB, pick(names, 2), "X", 1)
-    f = f.configure(T.DO_TABLE, pick(["db1.t1", "db2.t2", "DB1.T1", "db22.t1"], 2) if rnd.random() < 0.4 else (), "X", 1)
+    do_tables = pick(["db1.t1", "db2.t2", "DB1.T1", "db22.t1"], 2) if rnd.random() < 0.4 else ()
+    f = f.configure(T.DO_TABLE, do_tables, "X", 1)
     f = f.configure(T.IGNORE_TABLE, pick(["db1.t2", "db3.t1", "db22.t9"], 2), "X", 1)
     f = f.configure(T.WILD_DO_TABLE, pick(["db%.t1%", "db1.%", "%.x\\_%", "d_2.%"], 2) if rnd.random() < 0.4 else (),
                     "X", 1)

@@ -1,4 +1,4 @@
-"""Tests for rpl_sql.pipeline.classify: statement text -> (command, kind, global table list) for the §5 decision procedure.
+"""rpl_sql.pipeline.classify: statement text -> (command, kind, global table list) for the §5 decision procedure.
 
 Layout:
   1. spec §10 worked examples: classify(text) -> evaluate event equals the table's event, same verdict

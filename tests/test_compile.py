@@ -100,7 +100,8 @@ def run_events(spark, state, events, encoding=None, view="rpl_compile_events", j
         want = expect_row(state, ch, db, tbl) + expect_statement(state, ch, cmd, ddb, tables)
         have = (r.v, r.l, r.r, r.sv, r.sl)
         # the applier's decision codes must say the same: verdict = code in TRUE_CODES, label = LABELS[code]
-        have_codes = tuple(x for c in (r.rc, r.sc) for x in ((None, None) if c is None else (c in TRUE_CODES, LABELS[c])))
+        have_codes = tuple(x for c in (r.rc, r.sc)
+                           for x in ((None, None) if c is None else (c in TRUE_CODES, LABELS[c])))
         if have_codes + (r.ar,) != want[:2] + want[3:] + want[2:3]:
             bad.append(dict(event=(ch, db, tbl, cmd, ddb, tables), want=want, codes=(r.rc, r.sc, r.ar)))
         if want != have:
@@ -600,7 +601,8 @@ def _large_state(lctn: int, seed: int) -> ServerState:
     rnd = random.Random(seed)
 
     def nm():
-        return rnd.choice(BASE + ["app_%03d" % rnd.randrange(40), "t_%02d" % rnd.randrange(30), "中文_%d" % rnd.randrange(9),
+        return rnd.choice(BASE + ["app_%03d" % rnd.randrange(40), "t_%02d" % rnd.randrange(30),
+                                  "中文_%d" % rnd.randrange(9),
                                   "Σx_%d" % rnd.randrange(9), "é" * rnd.randint(1, 3)])
 
     def esc(s):

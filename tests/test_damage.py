@@ -95,7 +95,8 @@ def test_bad_paths_and_bytes_are_one_line_errors(tmp_path):
         p = cli("--warehouse", wh, *args)
         assert p.returncode == 1 and len(p.stderr.splitlines()) == 1 and b"cannot read" in p.stderr, p.stderr
     p = cli("--warehouse", wh, stdin=b"CHANGE REPLICATION FILTER REPLICATE_DO_DB = (\xff\xfe);\n")
-    assert p.returncode == 1 and p.stderr.decode() == "ERROR 1300 (HY000) at line 1: Invalid utf8mb4 character string: 'FFFE'\n"
+    assert p.returncode == 1
+    assert p.stderr.decode() == "ERROR 1300 (HY000) at line 1: Invalid utf8mb4 character string: 'FFFE'\n"
     p = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "--warehouse", os.fsencode(wh) + b"\xff", "-e",
                         "SHOW REPLICA STATUS"], capture_output=True, timeout=120)
     assert p.returncode == 1 and p.stderr.decode() == "ERROR 1300 (HY000): Invalid utf8mb4 character string: 'FF'\n"

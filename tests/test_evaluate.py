@@ -785,7 +785,8 @@ def test_read_only_tables_are_invisible(f, ev, lctn, extra):
 
 
 @PROP
-@given(small_filters, st.sampled_from(sorted(set(non_tc_commands) - DATABASE_COMMANDS - {"DROP_TRIGGER"})), small, st.lists(small_tref, min_size=1, max_size=3),
+@given(small_filters, st.sampled_from(sorted(set(non_tc_commands) - DATABASE_COMMANDS - {"DROP_TRIGGER"})), small,
+       st.lists(small_tref, min_size=1, max_size=3),
        st.lists(small_tref, min_size=1, max_size=3), lctn_s, st.sampled_from(sorted(TABLE_TYPES, key=str)),
        st.booleans())
 def test_first_deciding_table_wins(f, cmd, ddb, tables, tail, lctn, ftype, exempt):

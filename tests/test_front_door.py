@@ -273,7 +273,8 @@ def test_the_core_manages_filters_without_pyspark(tmp_path):
 # ---------------------------------------------------------------- MariaDB's SET GLOBAL replicate_* forms
 
 SETS = [  # MariaDB's form, and the statement it is
-    ("SET GLOBAL replicate_do_db = 'sales, hr'", "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (sales, hr) FOR CHANNEL ''"),
+    ("SET GLOBAL replicate_do_db = 'sales, hr'",
+     "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (sales, hr) FOR CHANNEL ''"),
     ("SET @@global.replicate_ignore_table = \"db.t1,db.t2\"",
      "CHANGE REPLICATION FILTER REPLICATE_IGNORE_TABLE = (db.t1, db.t2) FOR CHANNEL ''"),
     ("SET GLOBAL c1.replicate_wild_do_table = 'db%.%'",

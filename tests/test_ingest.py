@@ -24,7 +24,8 @@ from deltalake import DeltaTable
 import rpl_sql
 from rpl_sql import server
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
-from rpl_sql.pipeline.writer import ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict, committed_position
+from rpl_sql.pipeline.writer import (ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict,
+                                     committed_position)
 from rpl_sql.pipeline.binlog import ingest_all, ingest_channel
 from rpl_sql.cli.commands import ingest_main as main
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered

@@ -23,7 +23,8 @@ def test_offsets_are_kept_so_errors_point_into_the_original_text():
     text = "SELECT /*!40101 'a;b' */ 1; /*!99999 ; */ SELECT 2"
     expanded = expand_executable_comments(text)
     assert len(expanded) == len(text) and expanded.index("'a;b'") == text.index("'a;b'")
-    assert [s for s, _ in split_statements(text)] == ["SELECT /*!40101 'a;b' */ 1", "SELECT 2"]  # a leading comment is not part of a statement
+    # a leading comment is not part of a statement
+    assert [s for s, _ in split_statements(text)] == ["SELECT /*!40101 'a;b' */ 1", "SELECT 2"]
 
 
 @pytest.mark.parametrize("text", ["'it''s /*!1 */'", '"a\\" /*!1 */"', "`x`` /*!1 */`", "-- /*!1 x */\n",

@@ -1,7 +1,8 @@
 """The `%rpl_sql` magic: in-process without Spark (control-plane statements only), and
 tests/notebooks/demo.ipynb executed by a real Jupyter kernel (this interpreter) with nbclient.
 
-The kernel builds a plain `SparkSession.builder.getOrCreate()` session (no PYSPARK_PYTHON, no PYTHONPATH), loads `%load_ext rpl_sql` and runs `%%rpl_sql`
+The kernel builds a plain `SparkSession.builder.getOrCreate()` session (no PYSPARK_PYTHON, no PYTHONPATH),
+loads `%load_ext rpl_sql` and runs `%%rpl_sql`
 cells; the test checks the outputs against the Python API and the reference evaluator.
 """
 from __future__ import annotations

@@ -159,7 +159,8 @@ def test_two_sources_ingest_and_apply_like_a_mysql_replica(spark, warehouse, pip
     rows_a = {(r["db_name"], r["table_name"], r["applied_db"]) for r in out
               if r["channel"] == "a" and r["event_type"] in ROW_EVENT_TYPES}
     assert rows_a == {("shop", "orders", "shop"), ("crm", "customers", "crm_a")}
-    rows_b = {(r["db_name"], r["table_name"]) for r in out if r["channel"] == "b" and r["event_type"] in ROW_EVENT_TYPES}
+    rows_b = {(r["db_name"], r["table_name"]) for r in out
+              if r["channel"] == "b" and r["event_type"] in ROW_EVENT_TYPES}
     assert rows_b == {("inv", "items"), ("logs1", "events")}
     # dropped at the source: never landed, but their transactions' GTIDs are there
     kept_b = landed(warehouse, "b")

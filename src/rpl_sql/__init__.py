@@ -26,5 +26,6 @@ def load_ipython_extension(ipython):
     _load(ipython)
 
 
-__all__ = ["connect", "register", "Session", "Result", "MySQLError", "SparkSQLError", "SparkRequired", "StartupError", "Warning", "decide",
+__all__ = ["connect", "register", "Session", "Result", "MySQLError", "SparkSQLError", "SparkRequired", "StartupError",
+           "Warning", "decide",
            "Decision", "RowEvent", "StatementEvent", "TableRef", "__version__"]

@@ -78,7 +78,8 @@ class GtidSet:
         return isinstance(other, GtidSet) and str(self) == str(other)
 
     def __str__(self) -> str:
-        out = [k + ":" + ":".join(str(a) if a == b else f"{a}-{b}" for a, b in v) for k, v in sorted(self.mysql.items())]
+        out = [k + ":" + ":".join(str(a) if a == b else f"{a}-{b}" for a, b in v)
+               for k, v in sorted(self.mysql.items())]
         out += [f"{d}-{s}-{n}" for d, (s, n) in sorted(self.mariadb.items())]
         return ",".join(out)
 
@@ -150,7 +151,8 @@ def record_batch(state: ServerState, rec: BatchRecord) -> ServerState:
     counts = {FilterType(name): n for name, n in rec.counts.items()
               if n and rec.filters.get(name) == slot_signature(ch.filters, FilterType(name))}
     gtids = str(GtidSet.parse(ch.applier.executed_gtid_set).union(GtidSet.parse(rec.gtids)))
-    applier = ApplierPosition(rec.end, gtids, rec.last_file if rec.last_file is not None else ch.applier.source_log_file,
+    applier = ApplierPosition(rec.end, gtids,
+                              rec.last_file if rec.last_file is not None else ch.applier.source_log_file,
                               rec.last_pos if rec.last_pos is not None else ch.applier.source_log_pos)
     return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts), applier=applier))
 

@@ -94,9 +94,11 @@ class Shell:
             if rows:
                 self.out.write((format_vertical if vertical else format_table)(columns, rows) + "\n")
             if not self.silent:
-                self.err.write(f"{_plural(len(rows), 'row') + ' in set' if rows else 'Empty set'} ({elapsed:.2f} sec)\n")
+                in_set = _plural(len(rows), 'row') + ' in set' if rows else 'Empty set'
+                self.err.write(f"{in_set} ({elapsed:.2f} sec)\n")
         elif not self.silent:
-            self.err.write(f"Query OK, 0 rows affected{', ' + _plural(len(r.warnings), 'warning') if r.warnings else ''}"
+            warned = ', ' + _plural(len(r.warnings), 'warning') if r.warnings else ''
+            self.err.write(f"Query OK, 0 rows affected{warned}"
                            f" ({elapsed:.2f} sec)\n")
         for w in r.warnings:
             self.err.write(f"{w.level} (Code {w.code}): {w.message}\n")

@@ -36,7 +36,8 @@ class ChannelRules:
 
     def signature(self) -> tuple:
         return (self.do_db, self.pass_db, self.rej_db, self.has_db_rules, tuple(sorted(self.key_map.items())),
-                tuple(sorted(self.out_map.items())), self.dot, self.igt, self.wdo, self.wig, self.table_rules, self.default_true)
+                tuple(sorted(self.out_map.items())), self.dot, self.igt, self.wdo, self.wig, self.table_rules,
+                self.default_true)
 
 
 def channel_rules(name: str, f: Filters, lctn: int) -> ChannelRules:

@@ -130,7 +130,8 @@ class _Compiler:
         for n, ps in sorted(buckets.items()):
             ps.sort()
             inner = [one(ps[i:i + MAP_CHUNK]) for i in range(0, len(ps), MAP_CHUNK)]
-            whens.append((f"octet_length({key}) = {n}", inner[0] if len(inner) == 1 else f"coalesce({', '.join(inner)})"))
+            whens.append((f"octet_length({key}) = {n}",
+                          inner[0] if len(inner) == 1 else f"coalesce({', '.join(inner)})"))
         return sql_case(whens)
 
     def key_db(self, d: str, c: str = "c") -> str:
@@ -187,7 +188,8 @@ class _Compiler:
         wdo = [(ch, x) for ch in g.reps for x in ch.wdo]
         wig = [(ch, x) for ch in g.reps for x in ch.wig]
         constants = 0
-        slow = self.tiers(g, key, self.match.key_match(g, wdo, key, compiled), self.match.key_match(g, wig, key, compiled))
+        slow = self.tiers(g, key, self.match.key_match(g, wdo, key, compiled),
+                          self.match.key_match(g, wig, key, compiled))
         rich = self.tiers(g, key, self.match.fast_match(g, wdo, k, t, key, True, compiled),
                           self.match.fast_match(g, wig, k, t, key, True, compiled),
                           member=(lambda ps: self.match.pair_member(g, k, t, ps)) if compiled else None)
@@ -197,7 +199,8 @@ class _Compiler:
         else:
             poor = self.tiers(g, key, self.match.fast_match(g, wdo, k, t, key, False, compiled),
                               self.match.fast_match(g, wig, k, t, key, False, compiled), exact=False)
-            body = sql_case([(f"contains({k}, '.') OR contains({t}, '.')", slow), (g.member(k, self.match.rich_dbs(g)), rich)], poor)
+            body = sql_case([(f"contains({k}, '.') OR contains({t}, '.')", slow),
+                             (g.member(k, self.match.rich_dbs(g)), rich)], poor)
         on = g.cond(lambda ch: ch.table_rules)
         return sql_case([(on, body)], "0"), constants
 
@@ -404,7 +407,8 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
             f", rewrite behind an InSet guard, "
             f"wildcards as InSet/prefix/suffix forms plus {sum(s.count(' RLIKE ') for s in stmts)} guarded trie "
             f"RLIKE chunk(s); "
-            f"row table code {'interpreted (past ' + str(comp.max_compiled) + ' chars)' if comp.interpreted else 'compiled'}"
+            f"row table code "
+            f"{'interpreted (past ' + str(comp.max_compiled) + ' chars)' if comp.interpreted else 'compiled'}"
             f"{' (JIT of huge methods on)' if jit_huge_methods else ''}; "
             f"{size} chars of SQL")
     return CompiledFunctions(stmts, desc)

@@ -26,7 +26,8 @@ class Matchers:
         self.map_hash_min = map_hash_min
         self._regex_memo: dict[tuple, str] = {}
 
-    def pair_member(self, g: ChannelGroup, k: str, t: str, pairs: Iterable[tuple[ChannelRules, str]], cut: int = 0) -> str:
+    def pair_member(self, g: ChannelGroup, k: str, t: str, pairs: Iterable[tuple[ChannelRules, str]],
+                    cut: int = 0) -> str:
         """The row key `k.t` (k and t dot-free) is one of the channel's `db.table` values; with `cut`, k.t
         starts with one of them (table parts `cut` characters long).
 

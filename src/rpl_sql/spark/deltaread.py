@@ -311,7 +311,8 @@ def _read_snapshot(spark, snap: DeltaSnapshot):
         return spark.read.schema(data_schema).parquet(*[f.path for f in snap.files]).select(*order)
     types = {c: snap.schema.field(c).type for c in pcols}
     fast = [f for f in snap.files if _spark_reads_path_right(f, pcols, types)]
-    slow = [f for f in snap.files if not _spark_reads_path_right(f, pcols, types)] if len(fast) < len(snap.files) else []
+    slow = ([f for f in snap.files if not _spark_reads_path_right(f, pcols, types)]
+            if len(fast) < len(snap.files) else [])
     parts = []
     if fast:
         parts.append(spark.read.schema(full).option("basePath", snap.root)

@@ -202,7 +202,8 @@ def export_sql(session, stale_check: bool = True) -> str:
     ]
     if "map_from_arrays" in "".join(compiled.statements):
         header += ["", f"Exact lists of {SET_MAP_MIN} or more names are constant maps, which Spark 4.2+ looks up "
-                       "through a hash (spark.sql.optimizer.mapLookupHashThreshold at its default). An older Spark scans them: "
+                       "through a hash (spark.sql.optimizer.mapLookupHashThreshold at its default). "
+                       "An older Spark scans them: "
                        "the results are the same, only slower; export with that Spark's pyspark to get IN lists."]
     lines = []
     for paragraph in header:

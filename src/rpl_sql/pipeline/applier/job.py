@@ -432,7 +432,8 @@ class _Applier:
         if not sql:
             for s in shapes:
                 d = decide(ch.filters, s.event(), lctn, state.filter_mode)
-                s.apply, s.decided_by, s.applied_db, s.hits = d.apply, d.decided_by, self._applied_db(ch, s, lctn), d.hits
+                s.apply, s.decided_by, s.hits = d.apply, d.decided_by, d.hits
+                s.applied_db = self._applied_db(ch, s, lctn)
             return
         idx = _rewrite_index(ch.filters, lctn)
         for s in shapes:
