@@ -243,3 +243,25 @@ def test_binlog_fed_channel_refuses_debezium(warehouse):
         w.commit(b.to_table(1), {"source": "binlog", "binlog_file": "binlog.000001", "binlog_pos": "400"})
     with pytest.raises(IngestError):
         ingest_debezium(warehouse, "x", inventory_records())
+
+
+def test_the_cli_lands_files_and_stdin_once(warehouse, tmp_path):
+    import subprocess
+    import sys
+
+    from rpl_sql.pipeline.debezium import DebeziumIngest
+    from rpl_sql.pipeline.source import EventSource
+
+    assert isinstance(DebeziumIngest(warehouse, "cdc", []), EventSource)
+    path = tmp_path / "topic.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in inventory_records()), encoding="utf-8")
+    cmd = [sys.executable, "-m", "rpl_sql.cli", "debezium", "--channel", "CDC", "--warehouse", warehouse]
+    first = subprocess.run(cmd + [str(path)], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run(cmd + ["-"], input=path.read_text(encoding="utf-8"), capture_output=True, text=True)
+    assert again.returncode == 0 and " 0 events landed" in again.stdout, again.stdout + again.stderr
+    rows = landed(warehouse)
+    assert rows and {r["channel"] for r in rows} == {"cdc"}
+    assert first.stdout.startswith(f"channel 'cdc': {len(rows)} events landed")
+    missing = subprocess.run(cmd + [str(tmp_path / "nope.jsonl")], capture_output=True, text=True)
+    assert missing.returncode == 1 and "No such file" in missing.stderr

@@ -10,6 +10,7 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.job import apply
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
+from rpl_sql.pipeline.debezium import ingest_debezium
 from rpl_sql.pipeline.writer import IngestError, IngestReport
 from rpl_sql.progress import Progress as Display
 from rpl_sql.progress import bar
@@ -118,4 +119,26 @@ def apply_main(argv: list[str] | None = None) -> int:
         return 1
     display.close()
     sys.stdout.write(report.table() + "\n")
+    return 0
+
+
+def debezium_main(argv: list[str] | None = None) -> int:
+    """`rpl-sql debezium --channel NAME [--warehouse DIR] FILE...`: land Debezium JSON lines (`-` = stdin)."""
+    p = argparse.ArgumentParser(prog="rpl-sql debezium",
+                                description="Land Debezium MySQL connector records (JSON lines) in the events table.")
+    p.add_argument("--channel", required=True, help="the channel the records belong to")
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--batch-rows", type=int, default=20_000, help="rows per Delta commit")
+    p.add_argument("files", nargs="+", metavar="FILE", help="JSON-lines files, one Debezium record per line")
+    args = p.parse_args(argv)
+    warehouse = resolve_warehouse(args.warehouse)
+    lines = (line for path in args.files for line in (sys.stdin if path == "-" else open(path, encoding="utf-8"))
+             if line.strip())
+    try:
+        r = ingest_debezium(warehouse, args.channel, lines, batch_rows=args.batch_rows)
+    except (OSError, IngestError) as e:
+        sys.stderr.write(f"rpl-sql debezium: {e}\n")
+        return 1
+    sys.stdout.write(f"channel {r.channel!r}: {r.landed} events landed, {r.skipped} already landed, "
+                     f"{r.events_read} records read in {r.seconds:.1f}s\n")
     return 0

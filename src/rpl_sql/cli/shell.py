@@ -4,6 +4,7 @@
             [-i init.sql] [-e "statements" | -f file.sql] [-S]
             [--export-sql [--no-stale-check]]
     rpl-sql ingest [--channel NAME] ...    (binlog sources -> Delta events)
+    rpl-sql debezium --channel NAME FILE... (Debezium JSON lines -> Delta events)
     rpl-sql apply [--channel NAME] ...     (the applier: Delta events -> applied events)
     rpl-sql repair [--dry-run]              (roll damaged tables back to their last good version)
     rpl-sql upkeep [--keep-days N]          (checkpoints, leftovers of killed processes, retention)
@@ -19,7 +20,7 @@ import sys
 import time
 from typing import TextIO
 
-from rpl_sql.cli.commands import apply_main, ingest_main
+from rpl_sql.cli.commands import apply_main, debezium_main, ingest_main
 from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.upkeep import GRACE_SECONDS, upkeep
 from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
@@ -248,16 +249,17 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
     return rest, startup
 
 
+
+def _subcommands():
+    return {"ingest": ingest_main, "debezium": debezium_main, "apply": apply_main, "repair": repair_main,
+            "upkeep": upkeep_main}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["ingest"]:
-        return ingest_main(argv[1:])
-    if argv[:1] == ["repair"]:
-        return repair_main(argv[1:])
-    if argv[:1] == ["upkeep"]:
-        return upkeep_main(argv[1:])
-    if argv[:1] == ["apply"]:
-        return apply_main(argv[1:])
+    subcommand = _subcommands().get(argv[0]) if argv else None
+    if subcommand is not None:
+        return subcommand(argv[1:])
     rest, startup = split_startup_args(argv)
     args = build_parser().parse_args(rest)
     if not args.verbose:  # a delta-rs panic is reported as one error line, not a Rust backtrace

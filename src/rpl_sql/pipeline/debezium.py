@@ -24,7 +24,7 @@ topic, or merged). Several records at the very same position (e.g. one DDL repor
 apart by a content hash kept with the mark. Snapshot reads (op r) all share the snapshot's position, so
 they are deduplicated by content per (table, snapshot position): a replayed snapshot lands nothing twice,
 and identical rows of a key-less table within one snapshot collapse to one (documented limit).
-The marks travel in the same Delta commit as the rows (see `ingest.EventsWriter`), so a crash cannot
+The marks travel in the same Delta commit as the rows (see `writer.EventsWriter`), so a crash cannot
 separate them.
 """
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any, Iterable, Iterator
 
 from rpl_sql.pipeline.classify import classify
 from rpl_sql.pipeline.writer import Batch, EventsWriter, IngestError, IngestReport, tables_value
+from rpl_sql.state import channel_key
 
 __all__ = ["ingest_debezium", "ingest_debezium_file", "DebeziumRecordError"]
 
@@ -103,13 +104,15 @@ def _is_snapshot(p: dict, src: dict) -> bool:
 
 
 class DebeziumIngest:
-    """One call: records in, canonical rows and stream marks out, in atomic commits."""
+    """An EventSource: Debezium records in, canonical rows and stream marks out, in atomic commits."""
 
-    def __init__(self, warehouse: str, channel: str, batch_rows: int = 20_000):
-        self.warehouse, self.channel, self.batch_rows = os.fspath(warehouse), channel, batch_rows
-        self.report = IngestReport(channel)
+    def __init__(self, warehouse: str, channel: str, records: Iterable[Any], batch_rows: int = 20_000):
+        self.warehouse, self.channel, self.batch_rows = os.fspath(warehouse), channel_key(channel), batch_rows
+        self.records = records
+        self.report = IngestReport(self.channel)
 
-    def run(self, records: Iterable[Any]) -> IngestReport:
+    def run(self) -> IngestReport:
+        records = self.records
         t0 = time.monotonic()
         with EventsWriter(self.warehouse, self.channel) as w:
             self.writer = w
@@ -299,7 +302,7 @@ def ingest_debezium(warehouse: str | os.PathLike, channel: str, records: Iterabl
     table must come in the connector's order (a topic's order); streams may interleave freely. Commits every
     `batch_rows` rows; each commit carries the stream marks, so an interrupted call can simply be repeated.
     """
-    return DebeziumIngest(os.fspath(warehouse), channel, batch_rows).run(records)
+    return DebeziumIngest(os.fspath(warehouse), channel, records, batch_rows).run()
 
 
 def _lines(paths: Iterable[str | os.PathLike]) -> Iterator[str]:
