@@ -1,10 +1,13 @@
-"""Shared fixtures: one SparkSession per test run (starting Spark costs seconds), fresh warehouses."""
+"""Shared fixtures: one SparkSession per test run (starting Spark costs seconds), fresh warehouses, and the
+MariaDB servers of tests/mariadb.py (`mariadb`, `mariadb_pair`) for every test module."""
 from __future__ import annotations
 
 import os
 import sys
 
 import pytest
+
+pytest_plugins = ["mariadb"]  # its fixtures, registered once for every module
 
 
 @pytest.fixture(scope="session")

@@ -289,18 +289,18 @@ CHANNELS = "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL ''; " \
            "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c1'"
 
 
-@pytest.mark.parametrize("mariadb,mysql", SETS)
-def test_set_global_replicate_is_the_equivalent_statement(tmp_path, mariadb, mysql):
+@pytest.mark.parametrize("mariadb_form,mysql", SETS)
+def test_set_global_replicate_is_the_equivalent_statement(tmp_path, mariadb_form, mysql):
     a, b = Session(str(tmp_path / "a")), Session(str(tmp_path / "b"))
     for s in (a, b):
         s.execute(CHANNELS + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (x) FOR CHANNEL ''")
-    a.execute(mariadb)
+    a.execute(mariadb_form)
     b.execute(mysql)
     assert [r[:4] for r in a.filters()] == [r[:4] for r in b.filters()]
     for s in (a, b):  # the threads-stopped rule, with the same error
         s.execute("START REPLICA FOR CHANNEL 'c1'; START REPLICA FOR CHANNEL ''")
     with pytest.raises(MySQLError) as ea:
-        a.execute(mariadb)
+        a.execute(mariadb_form)
     with pytest.raises(MySQLError) as eb:
         b.execute(mysql)
     assert (ea.value.code, ea.value.message) == (eb.value.code, eb.value.message) == (

@@ -32,7 +32,7 @@ from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filte
 from rpl_sql.rules import FilterType
 
 from landed import evaluator_event, landed
-from mariadb import mariadb_pair, two_channels  # noqa: F401  (fixture)
+from mariadb import two_channels
 
 pytest.importorskip("pymysqlreplication", reason="pip install '.[ingest]' (mysql-replication, pymysql)")
 
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:'db' is deprecated:DeprecationWa
 
 
 @pytest.fixture
-def sources(mariadb_pair, warehouse):  # noqa: F811
+def sources(mariadb_pair, warehouse):
     """Both servers reset (fresh binlog, no user databases) and channels 'a' and 'b' reading them."""
     session = two_channels(mariadb_pair, warehouse)
     return *mariadb_pair, session

@@ -19,17 +19,15 @@ import pytest
 from deltalake import DeltaTable
 
 import rpl_sql
-from rpl_sql import server
 from rpl_sql.applier_state import ApplyError
 from rpl_sql.pipeline.applier.job import apply
 from rpl_sql.spark.deltaread import read_delta
-from rpl_sql.evaluate import rewrite_db
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.rules import TYPES
 
-from landed import evaluator_event, landed
-from mariadb import mariadb_pair, two_channels  # noqa: F401  (fixture)
+from landed import expected_applied, landed
+from mariadb import two_channels
 
 pytest.importorskip("pymysqlreplication", reason="pip install '.[ingest]' (mysql-replication, pymysql)")
 pytestmark = pytest.mark.filterwarnings("ignore:'db' is deprecated:DeprecationWarning")
@@ -93,19 +91,13 @@ def ident(r) -> tuple:
 
 def reference(state, channel, rows):
     """MySQL's verdicts over every event the source logged: ({ident: (applied_db, decided_by)}, counters)."""
-    rows = [r for r in rows if r["event_type"] != "gtid"]
-    after, decisions = server.apply_events(state, channel, [evaluator_event(r) for r in rows])
+    after, applied = expected_applied(state, channel, rows, key=ident)
     ch = after.channel(channel)
-    applied = {}
-    for r, d in zip(rows, decisions):
-        if d.apply:
-            db = r["db_name"] if r["event_type"] in ROW_EVENT_TYPES else r["default_db"]
-            applied[ident(r)] = (rewrite_db(ch.filters, db, after.lower_case_table_names), d.decided_by)
     return applied, {t.value: ch.filters[t].counter for t in TYPES if ch.filters[t].counter}
 
 
 @pytest.fixture
-def pipeline(mariadb_pair, warehouse):  # noqa: F811
+def pipeline(mariadb_pair, warehouse):
     """Both sources reset and loaded; channel 'a' (server 1) and 'b' (server 2) configured with SQL."""
     session = two_channels(mariadb_pair, warehouse, FILTERS)
     m1, m2 = mariadb_pair
