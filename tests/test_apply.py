@@ -526,7 +526,7 @@ CHILD = textwrap.dedent("""
         return out
 
     A._Applier._commit_applied = slow_applied
-    spark = __import__("rpl_sql.sparkenv", fromlist=["x"]).local_spark(
+    spark = __import__("rpl_sql.spark.env", fromlist=["x"]).local_spark(
         app_name="kill-test", **{{"spark.ui.showConsoleProgress": "false"}})
     print("READY", flush=True)
     A.apply(spark, {wh!r}, batch_size={batch})

@@ -1,22 +1,10 @@
 """MySQL 8.0 replication statements -> rpl_sql.statements nodes (spec/statements.md §0-7).
 
-Scripts are split on ';' here; each statement is classified by its leading keywords.
-Replication statements are parsed with the Lark grammar in grammar/replication.lark and
-must be exactly right (MySQL's error 1064 otherwise); any other statement is handed on
-untouched as OtherSQL, because it is Spark's to judge.
-
-Choices where MySQL is ambiguous or rpl_sql is stricter, each deliberate:
-
-* ``FOR CHANNEL`` takes a string literal only. MySQL 8.0's ``opt_channel`` rule reads
-  ``TEXT_STRING_sys_nonewline``, so ``FOR CHANNEL ch1`` is a 1064 although some manual
-  examples leave out the quotes.
-* Numeric option values are unsigned integers (decimal or 0x hex); only
-  SOURCE_HEARTBEAT_PERIOD takes a decimal fraction. MySQL would also truncate a decimal
-  given for e.g. SOURCE_PORT; here that is a 1064.
-* On/off options (SOURCE_SSL, SOURCE_AUTO_POSITION, ...) are stored as 0 or 1; like MySQL
-  any non-zero number means on.
-* ``/*!NNNNN ... */`` comments are code when NNNNN <= 80040 (the MySQL 8.0 release
-  emulated), a plain comment otherwise.
+`route` decides who runs a statement (rpl_sql, Spark, or neither: a typo is a MySQL error with a hint);
+replication statements are parsed with the Lark grammar in grammar/replication.lark and must be exactly right
+(1064 with MySQL's position otherwise); any other statement is handed on as OtherSQL, Spark's to judge. Text
+is read by `rpl_sql.lexer`. Deliberate choices where MySQL is ambiguous or rpl_sql stricter (FOR CHANNEL takes
+a string only, numeric option values, on/off options): docs/design/README.md#rpl_sqlparser.
 """
 from __future__ import annotations
 

@@ -7,18 +7,9 @@
 
     df = %rpl_sql SELECT count_if(should_apply(channel, db, tbl)) FROM events
 
-Statements run one by one through `Session.run` in the notebook's active SparkSession (views and functions are
-registered on first use; without an active session Spark starts only when a statement needs it). The warehouse
-is `--warehouse`, else $RPL_SQL_WAREHOUSE, else ./rpl_warehouse; the last one used owns the views, which are
-rebuilt when another process committed since the previous cell.
-
-Every result but the last is displayed as it completes (tables as pandas DataFrames, at most --max-rows rows,
-1000 by default); the last one is the cell's value (a pandas DataFrame, or None for a statement without rows),
-so `df = %rpl_sql ...` works. Warnings go to stderr as `Warning (Code N): message`.
-
-Errors: a MySQL error is shown as `ERROR code (sqlstate): message` and fails the cell, like the mysql client
-stops a script: the statements before it ran and committed (their results are shown), the failing one changed
-nothing, the rest did not run, and "Run All" stops there. Spark errors propagate unchanged.
+Statements run one by one through `Session.run` in the notebook's active SparkSession; every result but the
+last is displayed, the last is the cell's value. A MySQL error fails the cell after the statements before it
+committed, as the mysql client stops a script. Details: docs/design/README.md#rpl_sqlclimagic.
 """
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
 """`rpl-sql upkeep`: keep a warehouse small without losing what rpl_sql promises.
 
-Every statement is one overwrite commit of the state table, so a warehouse grows by a data file and a log
-entry per statement. Upkeep, per Delta table of the warehouse:
-
-* refuses a damaged table (run `rpl-sql repair` first);
-* deletes what killed processes leave: temp files in `_delta_log` and data files no commit references
-  (both only past a grace period, so a writer in flight keeps its files);
-* writes a checkpoint, so a fresh process replays no long log;
-* with `keep_days`, vacuums data files that versions older than that had, ending time travel before it. The
-  filter history stays whole: commits record their filter changes in their metadata, and for commits that
-  do not (written before that), the horizon is moved back so their data files stay.
-
-Leftover Spark temp directories (`spark-*`, `blockmgr-*` in the temp directory, a day old) and quiet-mode
-logs of finished processes go too.
+Per Delta table of the warehouse: refuse a damaged one (`rpl-sql repair` first), delete what killed processes
+left (past a grace period), write a checkpoint, and with `keep_days` vacuum old data files while the filter
+history stays whole (commits record their filter changes in their metadata). Leftover Spark temp directories
+and quiet-mode logs go too. Details: docs/design/README.md#rpl_sqldeltaupkeep.
 """
 from __future__ import annotations
 

@@ -1,31 +1,12 @@
-"""Land Debezium MySQL connector change events in the canonical events table, idempotently.
+"""The Debezium event source: MySQL connector change events into the events table, idempotently.
 
     >>> ingest_debezium_file("/tmp/wh", "cdc", "inventory.jsonl")     # doctest: +SKIP
     IngestReport(channel='cdc', landed=1042, ...)
 
-Accepted records (dicts, or JSON text; with or without the Kafka Connect ``{"schema", "payload"}`` envelope):
-
-* change events: ``payload.op`` in c (create), u (update), d (delete), r (snapshot read), t (truncate), with
-  ``before`` / ``after`` and ``source{db, table, file, pos, row, gtid, ts_ms, snapshot, ...}``;
-* schema change events: ``payload.ddl`` with ``databaseName`` (the connector's schema change topic);
-* tombstones (null values), heartbeats and transaction-metadata records are skipped.
-
-Mapping: c/r -> write_rows, u -> update_rows, d -> delete_rows; consecutive records of one binlog rows event
-(same file, pos, table, op; rows 0, 1, ...) land as one row whose `rows` holds their images, as the binlog
-ingest does; DDL and truncates land as `query` rows classified with `classify`. `binlog_pos` is Debezium's
-`source.pos`, the *start* of the event (the binlog ingest records the end): Debezium does not say where an
-event ends.
-
-Idempotent by source position. Debezium records of one table (one Kafka topic) are in binlog order, and
-on redelivery (at-least-once) a connector replays from an earlier position. So each stream -- a table, or
-the schema change topic -- keeps a high-water mark (file, pos, row) in the commit: a record at or below it
-was landed already and is skipped; records of different streams may come in any interleaving (topic after
-topic, or merged). Several records at the very same position (e.g. one DDL reported per table) are told
-apart by a content hash kept with the mark. Snapshot reads (op r) all share the snapshot's position, so
-they are deduplicated by content per (table, snapshot position): a replayed snapshot lands nothing twice,
-and identical rows of a key-less table within one snapshot collapse to one (documented limit).
-The marks travel in the same Delta commit as the rows (see `writer.EventsWriter`), so a crash cannot
-separate them.
+Records are dicts or JSON text, with or without the Kafka Connect envelope: change events (c/u/d/r/t), schema
+change events, and skipped noise (tombstones, heartbeats, transaction metadata). Idempotent by source
+position: each stream (a table, or the schema change topic) keeps a high-water mark in the same Delta commit
+as its rows, so a redelivery lands nothing twice. Mapping and limits: docs/design/README.md#rpl_sqlpipelinedebezium.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """Read a Delta table into Spark with or without the Delta JARs (Maven is often unreachable).
 
+    >>> df = read_delta(spark, "/data/wh/events", partitions={"channel": ["ch1"]})  # doctest: +SKIP
+
 With Delta Lake in the session, Spark reads the table itself. Without it, delta-rs resolves the snapshot
-(which files, with which partition values) and Spark reads those files with its native Parquet reader, so
-no row ever passes through the driver:
-
-* files whose directory path spells exactly their partition values the way Spark parses hive paths are
-  read in one scan with `basePath` (Spark then prunes partitions and packs small files itself);
-* the others (an empty-string or non-ASCII value that delta-rs escapes differently from Spark, random file
-  prefixes, non-string partition types) get their partition values from the log as literals, per
-  partition group, or through a broadcast join on the file name when there are many groups.
-
-Partition values follow the Delta protocol: an empty string *is* NULL ("An empty string for any type
-translates to a null partition value"), so a '' partition value reads back as NULL on every path.
-Tables whose rows the Parquet files alone do not describe (deletion vectors in use, column mapping,
-unknown reader features) are refused rather than read wrong.
-
->>> df = read_delta(spark, "/data/wh/events", partitions={"channel": ["ch1"]})  # doctest: +SKIP
+(which files, with which partition values) and Spark reads those files with its own Parquet reader: no row
+passes through the driver. Partition values follow the Delta protocol ('' is NULL); tables the Parquet files
+alone do not describe (deletion vectors, column mapping) are refused.
+Details: docs/design/README.md#rpl_sqlsparkdeltaread.
 """
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
 """`rpl-sql --export-sql`: a plain Spark SQL init script for `spark-sql -i rpl_init.sql` and SQL notebooks.
 
-The views read the live Delta state through the `rpl_sql` Python data source; the SQL functions are a snapshot
-compiled at export time. The text is hardened for the spark-sql CLI, which (checked on Spark 4.2):
-
-* splits statements on `;` with a quote- and comment-aware splitter: `;` inside '...', "...", `...`,
-  `--` and `/* */` is safe;
-* drops every line of an `-i`/`-f` file whose first non-blank characters are `--`, even inside a string
-  literal or a block comment (Hive's `processReader`), so a literal must never contain a raw newline;
-* substitutes `${env:X}`, `${system:X}`, `${hivevar:X}`, ... everywhere in the text, string literals included
-  (`spark.sql.variable.substitute`, also done by `spark.sql()`), so a literal must never contain a raw `$`;
-* reads the file in the JVM's default charset, so literals are kept pure ASCII.
-
-`harden` rewrites string literals with Spark's own escapes (`\\n`, `\\u0024`, `\\uXXXX`), which the parser
-turns back into exactly the same characters; comments keep their meaning (none). It escapes `;` in literals
-too (`\\u003b`): not needed by spark-sql, but notebook front ends that split cells naively on `;` exist.
+The views read the live Delta state through the `rpl_sql` Python data source; the SQL functions are a
+snapshot compiled at export time, guarded so they raise once the filters change. `harden` rewrites string
+literals so the spark-sql CLI (which splits on `;`, drops `--` lines, substitutes `${...}` and reads the
+platform charset) reads back exactly the same statement. Details: docs/design/README.md#rpl_sqlsparkexport.
 """
 from __future__ import annotations
 
