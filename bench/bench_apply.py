@@ -299,7 +299,7 @@ def measured_session(app_name: str):
 def ab_child(wh: str, r: int) -> None:
     """One side of --ab: configure, warm up, time one apply; the result as a JSON line."""
     import rpl_sql
-    from rpl_sql.pipeline.applier.job import apply
+    from rpl_sql.pipeline.applier import apply
 
     assert os.path.abspath(rpl_sql.__file__).startswith(os.path.abspath(CODE_ROOT)), rpl_sql.__file__
     spark, phases = measured_session("bench_apply_ab")
@@ -364,7 +364,7 @@ def main(argv=None) -> int:
     rule_sets = [int(x) for x in (args.rules or ("1,100,1000" if args.quick else "1,100,1000,10000")).split(",")]
 
     from rpl_sql import Session
-    from rpl_sql.pipeline.applier.job import apply
+    from rpl_sql.pipeline.applier import apply
     from rpl_sql.spark.deltaread import read_delta, snapshot
 
     wh = os.path.join(args.data, f"apply_wh_{n}")

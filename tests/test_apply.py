@@ -26,7 +26,7 @@ from rpl_sql import MySQLError, Session, server
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, applier_status, record_batch, slot_signature
 from rpl_sql.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, statement_event
 from rpl_sql.pipeline.applier import job as A
-from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, _rewrite_index, app_id, derive_hits
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.rules import TYPES, Filters
@@ -410,14 +410,14 @@ def test_refuses_a_channel_whose_sql_thread_is_stopped(spark, warehouse):
 
 
 def test_crash_between_the_two_commits_is_completed_from_the_metadata(spark, warehouse, monkeypatch):
-    from rpl_sql.pipeline.applier import job as apply_mod
+    from rpl_sql.pipeline.applier import commits as commits_mod
 
     setup_server(warehouse)
     log = mixed_log(seed=5)
     land(warehouse, log)
     before = DeltaStore(warehouse).load().state
     calls = []
-    real = apply_mod._Applier._commit_state
+    real = commits_mod.BatchCommits.commit_state
 
     def crash(self, rec):
         calls.append(rec.channel)
@@ -425,10 +425,10 @@ def test_crash_between_the_two_commits_is_completed_from_the_metadata(spark, war
             raise KeyboardInterrupt("killed between the data commit and the state commit")
         return real(self, rec)
 
-    monkeypatch.setattr(apply_mod._Applier, "_commit_state", crash)
+    monkeypatch.setattr(commits_mod.BatchCommits, "commit_state", crash)
     with pytest.raises(KeyboardInterrupt):
         apply(spark, warehouse, batch_size=10)
-    monkeypatch.setattr(apply_mod._Applier, "_commit_state", real)
+    monkeypatch.setattr(commits_mod.BatchCommits, "commit_state", real)
     half = calls[-1]
     dt = DeltaTable(applied_path(warehouse))
     state = DeltaStore(warehouse).load().state
@@ -442,11 +442,11 @@ def test_crash_between_the_two_commits_is_completed_from_the_metadata(spark, war
     s2 = setup_server(wh2)
     land(wh2, log)
     calls.clear()
-    monkeypatch.setattr(apply_mod._Applier, "_commit_state", lambda self, rec: (_ for _ in ()).throw(
+    monkeypatch.setattr(commits_mod.BatchCommits, "commit_state", lambda self, rec: (_ for _ in ()).throw(
         KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         apply(spark, wh2, ["ch1"])
-    monkeypatch.setattr(apply_mod._Applier, "_commit_state", real)
+    monkeypatch.setattr(commits_mod.BatchCommits, "commit_state", real)
     s2.execute("STOP REPLICA FOR CHANNEL 'ch1'; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1, db9) "
                "FOR CHANNEL 'ch1'")
     report = apply(spark, wh2, ["ch2"])  # recovery of ch1 is not asked for: ch1 stays half-done
@@ -516,8 +516,8 @@ def test_effective_database_mode_uses_the_reference_semantics(spark, warehouse):
 CHILD = textwrap.dedent("""
     import os, random, sys, time
     sys.path.insert(0, {root!r})
-    from rpl_sql.pipeline.applier import job as A
-    real_state, real_applied = A._Applier._commit_state, A._Applier._commit_applied
+    from rpl_sql.pipeline.applier import commits as C, job as A
+    real_state, real_applied = C.BatchCommits.commit_state, C.BatchCommits.commit_applied
 
     def slow_applied(self, rec, actions):
         out = real_applied(self, rec, actions)
@@ -525,7 +525,7 @@ CHILD = textwrap.dedent("""
         time.sleep(random.uniform(0.2, 0.8))  # widen the window between the two commits
         return out
 
-    A._Applier._commit_applied = slow_applied
+    C.BatchCommits.commit_applied = slow_applied
     spark = __import__("rpl_sql.spark.env", fromlist=["x"]).local_spark(
         app_name="kill-test", **{{"spark.ui.showConsoleProgress": "false"}})
     print("READY", flush=True)

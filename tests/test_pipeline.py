@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 
 import rpl_sql
 from rpl_sql.applier_state import ApplyError
-from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.pipeline.applier import apply
 from rpl_sql.spark.deltaread import read_delta
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.pipeline.binlog import ingest_channel

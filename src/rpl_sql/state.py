@@ -22,7 +22,8 @@ def is_gr_channel(name: str) -> bool:
 
 @dataclass(frozen=True)
 class ApplierPosition:
-    """How far a channel's applier (`rpl_sql.pipeline.applier`) got: mysql.slave_relay_log_info plus the GTIDs it executed.
+    """How far a channel's applier (`rpl_sql.pipeline.applier`) got: mysql.slave_relay_log_info plus the GTIDs
+    it executed.
 
     Kept in the state so one commit moves the position and the COUNTERs together (the crash-safety anchor).
     """

@@ -7,7 +7,7 @@ import sys
 
 from rpl_sql.applier_state import ApplyError
 from rpl_sql.errors import MySQLError
-from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.pipeline.debezium import ingest_debezium

@@ -19,7 +19,9 @@ ROW_KEY_LENGTHS = ("(char_length(k) + char_length(t) + 1)",  # ... and its lengt
 
 
 class Matchers:
-    """Builds the tests; `map_hash_min` is the session's map lookup threshold (see literals.in_list)."""
+    """Builds the tests; `map_hash_min` is the session's map lookup threshold (see literals.in_list). About
+    290 lines: fast_match and fixed_split combine every other test, and splitting them apart would pass the
+    same five arguments through another layer."""
 
     def __init__(self, lctn: int, map_hash_min: int | None):
         self.lctn = lctn

@@ -22,24 +22,20 @@ import pyarrow as pa
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
 from rpl_sql.compile import LABELS, TRUE_CODES
-from rpl_sql.delta import commit as delta_commit
-from rpl_sql.delta.log import check
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import (
     decide,
     rewrite_db,
 )
+from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, Progress
 from rpl_sql.pipeline.applier.shapes import (
-    APPLIED_SCHEMA,
     DATA_DIR,
-    META_KEY,
     SHAPE_KEYS,
     VERIFY_BUDGET,
     VERIFY_MAX_SHAPES,
     Shape,
     _rewrite_index,
-    app_id,
     decision_columns,
     derive_hits,
     not_running,
@@ -47,11 +43,14 @@ from rpl_sql.pipeline.applier.shapes import (
     with_shape_key,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
+from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
+from rpl_sql.pipeline.writer import SourceFilterConflict
 from rpl_sql.rules import TYPES, FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.env import local_spark, session_conf
 from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.state import Channel, ServerState, channel_key, is_gr_channel
+from rpl_sql.store import DeltaStore, resolve_warehouse
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +74,15 @@ def _fs(path: str):
 
 
 class _Applier:
+    """One applier run: per channel, batches of events decided in Spark, then the two commits (BatchCommits).
+
+    About 340 lines: the batch loop and the Spark steps it orders (aggregate shapes, decide, verify against
+    the evaluator, write) share the run's snapshot, session and installed functions; they are methods so the
+    crash tests can stop a run between any two of them.
+    """
+
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[Progress], None] | None,
                  verify: str):
-        from rpl_sql.store import DeltaStore
-
         if batch_size is not None and batch_size <= 0:
             raise ValueError("batch_size must be positive")
         if verify not in ("auto", "all", "none"):
@@ -91,6 +95,7 @@ class _Applier:
         self.verify = verify
         self.events = events_path(warehouse)
         self.applied = applied_path(warehouse)
+        self.commits = BatchCommits(self.store, self.applied)
         self._config_key = None
         self._installer: FunctionInstaller | None = None
 
@@ -113,89 +118,6 @@ class _Applier:
             if name not in names:
                 names.append(name)
         return names, True
-
-    # ------------------------------------------------------------ the applied table
-
-    def _applied_table(self, create: bool):
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
-
-        check(self.applied)
-        try:
-            return DeltaTable(self.applied)
-        except TableNotFoundError:
-            if not create:
-                return None
-        try:
-            return DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
-                                     description="events applied by rpl_sql's applier")
-        except Exception:
-            if DeltaTable.is_deltatable(self.applied):
-                return DeltaTable(self.applied)
-            raise
-
-    @staticmethod
-    def _find_record(dt, channel: str, end: int) -> BatchRecord | None:
-        """The metadata of the commit that moved `channel` to `end` (newest commits first: it is recent)."""
-        for limit in (64, 1024, None):
-            history = dt.history(limit)
-            for info in history:
-                meta = info.get(META_KEY)
-                if isinstance(meta, str):
-                    meta = json.loads(meta)
-                if isinstance(meta, dict) and meta.get("channel") == channel and meta.get("end") == end:
-                    return BatchRecord.from_meta(meta)
-            if limit is not None and len(history) < limit:
-                break
-        return None
-
-    def recover(self, channel: str, report: ChannelReport) -> None:
-        """Finish a batch that reached the applied table but not the state (crash between the two commits)."""
-        state = self.store.load().state
-        ch = state.channel(channel)
-        dt = self._applied_table(create=False)
-        done = (dt.transaction_version(app_id(channel)) or 0) if dt is not None else 0
-        pos = ch.applier.seq
-        if done == pos:
-            return
-        if done < pos:
-            raise ApplyError(f"the applied table has events through seq {done} but the applier position is {pos} "
-                             f"(was {self.applied} replaced or the position edited?)", channel)
-        rec = self._find_record(dt, channel, done)
-        if rec is None:
-            raise ApplyError(f"the applied table's commit of batch ..{done} has no rpl_sql.apply metadata", channel)
-        if rec.start != pos:
-            raise ApplyError(f"the applied table is at seq {done} (batch from {rec.start}) but the applier position "
-                             f"is {pos} (was the channel reset?)", channel)
-        self._commit_state(rec)
-        report.recovered += 1
-        report.add(rec)
-
-    def _commit_state(self, rec: BatchRecord) -> None:
-        self.store.transact(lambda s: (record_batch(s, rec), None),
-                            {"operation": "APPLY",
-                             "statement": f"APPLY FOR CHANNEL '{rec.channel}' events {rec.start + 1}..{rec.end}"})
-
-    def _commit_applied(self, rec: BatchRecord, actions: list) -> bool:
-        """Commit the batch's files with its app transaction; False if this batch was already committed."""
-        from deltalake.exceptions import CommitFailedError
-
-        for attempt in range(50):
-            dt = self._applied_table(create=True)
-            done = dt.transaction_version(app_id(rec.channel)) or 0
-            if done == rec.end:
-                return False
-            if done != rec.start:
-                raise ApplyError(f"another applier moved the channel to seq {done} while this one applied "
-                                 f"{rec.start + 1}..{rec.end}", rec.channel)
-            try:
-                delta_commit.add_files(dt, actions, schema=APPLIED_SCHEMA,
-                                       metadata={META_KEY: rec.to_meta(), "rpl_sql.operation": "APPLY"},
-                                       app=(app_id(rec.channel), rec.end), retries=0, checkpoint=True)
-                return True
-            except CommitFailedError:
-                time.sleep(min(0.5, 0.01 * 2 ** attempt))
-        raise MySQLError.of("ER_LOCK_DEADLOCK")
 
     # ------------------------------------------------------------ Spark side
 
@@ -332,9 +254,9 @@ class _Applier:
         with _timed("write", ch.name):
             actions = self._write(ev, shapes, rec)
         with _timed("commit applied", ch.name):
-            self._commit_applied(rec, actions)
+            self.commits.commit_applied(rec, actions)
         with _timed("commit state", ch.name):
-            self._commit_state(rec)
+            self.commits.commit_state(rec)
         return rec
 
     def _settle_source_filtering(self, state: ServerState, ch: Channel, lo: int, hi: int
@@ -344,9 +266,6 @@ class _Applier:
         Returns (events dropped, their COUNTER hits), which go into this batch's record: counted once, with the
         batch. Raises ApplyError, before any commit, when the current filters would apply a dropped event.
         """
-        from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-        from rpl_sql.pipeline.writer import SourceFilterConflict
-
         batches = source_filtered(self.warehouse, ch.name, after_seq=lo, through_seq=hi)
         if not batches:
             return 0, {}
@@ -565,8 +484,6 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from rpl_sql.store import resolve_warehouse
-
     t0 = time.perf_counter()
     job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify)
     state = job.store.load().state
@@ -574,7 +491,7 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     reports = {n: ChannelReport(n) for n in names}
     for n in names:  # recovery is bookkeeping of work already done: it runs whether or not the thread runs
         reports[n].start_seq = reports[n].end_seq = state.channel(n).applier.seq
-        job.recover(n, reports[n])
+        job.commits.recover(n, reports[n])
     state = job.store.load().state
     if named:
         for n in names:

@@ -1,0 +1,105 @@
+"""The applier's two commits per batch and the recovery between them.
+
+A batch's applied events land first, in one commit of the applied table carrying the app transaction
+(`app_id(channel)`, version = the batch's last seq) and the batch's record in its metadata; then one state
+commit adds COUNTER, moves the applier position and merges the GTIDs. A crash between the two leaves the
+applied table ahead of the state: `recover` completes the state commit from the record, never recomputing.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
+from rpl_sql.applier_state import ApplyError, BatchRecord, record_batch
+from rpl_sql.delta import commit as delta_commit
+from rpl_sql.delta.log import check
+from rpl_sql.errors import MySQLError
+from rpl_sql.pipeline.applier.report import ChannelReport
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, META_KEY, app_id
+
+
+class BatchCommits:
+    """The applied table and the state store of one warehouse, committed in that order."""
+
+    def __init__(self, store, applied: str):
+        self.store, self.applied = store, applied
+
+    def table(self, create: bool):
+        check(self.applied)
+        try:
+            return DeltaTable(self.applied)
+        except TableNotFoundError:
+            if not create:
+                return None
+        try:
+            return DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
+                                     description="events applied by rpl_sql's applier")
+        except Exception:
+            if DeltaTable.is_deltatable(self.applied):
+                return DeltaTable(self.applied)
+            raise
+
+    @staticmethod
+    def find_record(dt, channel: str, end: int) -> BatchRecord | None:
+        """The metadata of the commit that moved `channel` to `end` (newest commits first: it is recent)."""
+        for limit in (64, 1024, None):
+            history = dt.history(limit)
+            for info in history:
+                meta = info.get(META_KEY)
+                if isinstance(meta, str):
+                    meta = json.loads(meta)
+                if isinstance(meta, dict) and meta.get("channel") == channel and meta.get("end") == end:
+                    return BatchRecord.from_meta(meta)
+            if limit is not None and len(history) < limit:
+                break
+        return None
+
+    def recover(self, channel: str, report: ChannelReport) -> None:
+        """Finish a batch that reached the applied table but not the state (crash between the two commits)."""
+        state = self.store.load().state
+        ch = state.channel(channel)
+        dt = self.table(create=False)
+        done = (dt.transaction_version(app_id(channel)) or 0) if dt is not None else 0
+        pos = ch.applier.seq
+        if done == pos:
+            return
+        if done < pos:
+            raise ApplyError(f"the applied table has events through seq {done} but the applier position is {pos} "
+                             f"(was {self.applied} replaced or the position edited?)", channel)
+        rec = self.find_record(dt, channel, done)
+        if rec is None:
+            raise ApplyError(f"the applied table's commit of batch ..{done} has no rpl_sql.apply metadata", channel)
+        if rec.start != pos:
+            raise ApplyError(f"the applied table is at seq {done} (batch from {rec.start}) but the applier position "
+                             f"is {pos} (was the channel reset?)", channel)
+        self.commit_state(rec)
+        report.recovered += 1
+        report.add(rec)
+
+    def commit_state(self, rec: BatchRecord) -> None:
+        self.store.transact(lambda s: (record_batch(s, rec), None),
+                            {"operation": "APPLY",
+                             "statement": f"APPLY FOR CHANNEL '{rec.channel}' events {rec.start + 1}..{rec.end}"})
+
+    def commit_applied(self, rec: BatchRecord, actions: list) -> bool:
+        """Commit the batch's files with its app transaction; False if this batch was already committed."""
+        for attempt in range(50):
+            dt = self.table(create=True)
+            done = dt.transaction_version(app_id(rec.channel)) or 0
+            if done == rec.end:
+                return False
+            if done != rec.start:
+                raise ApplyError(f"another applier moved the channel to seq {done} while this one applied "
+                                 f"{rec.start + 1}..{rec.end}", rec.channel)
+            try:
+                delta_commit.add_files(dt, actions, schema=APPLIED_SCHEMA,
+                                       metadata={META_KEY: rec.to_meta(), "rpl_sql.operation": "APPLY"},
+                                       app=(app_id(rec.channel), rec.end), retries=0, checkpoint=True)
+                return True
+            except CommitFailedError:
+                time.sleep(min(0.5, 0.01 * 2 ** attempt))
+        raise MySQLError.of("ER_LOCK_DEADLOCK")
+
