@@ -42,7 +42,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE_ROOT = sys.argv[sys.argv.index("--ab-child") + 1] if "--ab-child" in sys.argv else ROOT
 sys.path.insert(0, os.path.join(CODE_ROOT, "src") if os.path.isdir(os.path.join(CODE_ROOT, "src")) else CODE_ROOT)
 
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, applied_path, events_path  # noqa: E402
+
+
+def _module(*names: str):
+    """The first of these modules the measured tree has (--ab: revisions before the subpackage layout)."""
+    import importlib
+
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(names[0])
+
+
+_events = _module("rpl_sql.pipeline.events", "rpl_sql.events")
+EVENTS_SCHEMA, PARTITION_BY, applied_path, events_path = (_events.EVENTS_SCHEMA, _events.PARTITION_BY,
+                                                          _events.applied_path, _events.events_path)
+APPLIER_LOGGERS = ("rpl_sql.pipeline.applier", "rpl_sql.apply")  # the applier's logger, new and old layout
 
 CHANNELS = ("ch1", "ch2", "ch3")
 N_DB, N_TABLE = 50, 40
@@ -285,22 +302,23 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
 
 def measured_session(app_name: str):
     """A local SparkSession whose JVM cpu_seconds() reads, and the Phases collecting the applier's timings."""
-    from rpl_sql.spark.env import local_spark
+    local_spark = _module("rpl_sql.spark.env", "rpl_sql.sparkenv").local_spark
 
     global _JVM_PID
     spark = local_spark(app_name=app_name, **{"spark.ui.showConsoleProgress": "false"})
     _JVM_PID = spark._jvm.java.lang.ProcessHandle.current().pid()
     phases = Phases()
-    logging.getLogger("rpl_sql.pipeline.applier").addHandler(phases)
-    logging.getLogger("rpl_sql.pipeline.applier").setLevel(logging.DEBUG)
+    for name in APPLIER_LOGGERS:
+        logging.getLogger(name).addHandler(phases)
+        logging.getLogger(name).setLevel(logging.DEBUG)
     return spark, phases
 
 
 def ab_child(wh: str, r: int) -> None:
     """One side of --ab: configure, warm up, time one apply; the result as a JSON line."""
     import rpl_sql
-    from rpl_sql.pipeline.applier import apply
 
+    apply = _module("rpl_sql.pipeline.applier", "rpl_sql.apply").apply
     assert os.path.abspath(rpl_sql.__file__).startswith(os.path.abspath(CODE_ROOT)), rpl_sql.__file__
     spark, phases = measured_session("bench_apply_ab")
     configure(wh, r)

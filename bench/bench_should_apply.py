@@ -252,29 +252,49 @@ def check_py_decider(state, decider, keys):
 # ---------------------------------------------------------------- A/B against another revision
 
 def _compile_path(ref: str) -> str:
-    """Where compile.py sits at `ref` (the package moved under src/)."""
+    """Where the compiler sits at `ref`: a package since the subpackage layout, one module before."""
     import subprocess
 
-    for path in ("src/rpl_sql/compile.py", "rpl_sql/compile.py"):
+    for path in ("src/rpl_sql/compile/__init__.py", "src/rpl_sql/compile.py", "rpl_sql/compile.py"):
         if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:{path}"],
                           capture_output=True).returncode == 0:
             return path
-    raise SystemExit(f"no compile.py at {ref}")
+    raise SystemExit(f"no compiler at {ref}")
 
 
 def compiler_at(ref: str):
-    """rpl_sql.compile as of git revision `ref`, imported beside this checkout's (its relative imports
-    resolve to this checkout's modules, which is right while only compile.py differs)."""
+    """rpl_sql.compile as of git revision `ref`, imported beside this checkout's. A one-module compiler is
+    executed in place (its relative imports resolve to this checkout's modules); the compile/ package is
+    imported from `git archive` of the revision, with this checkout's rpl_sql modules set aside meanwhile."""
+    import importlib
     import importlib.util
     import subprocess
+    import tempfile
 
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{_compile_path(ref)}"], check=True,
+    path = _compile_path(ref)
+    if path.endswith("/__init__.py"):
+        tmp = tempfile.mkdtemp(prefix="rpl_sql-compile-at-")
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src/rpl_sql"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        ours = {k: v for k, v in sys.modules.items() if k == "rpl_sql" or k.startswith("rpl_sql.")}
+        for k in ours:
+            del sys.modules[k]
+        sys.path.insert(0, os.path.join(tmp, "src"))
+        try:
+            return importlib.import_module("rpl_sql.compile")
+        finally:
+            sys.path.remove(os.path.join(tmp, "src"))
+            for k in [k for k in sys.modules if k == "rpl_sql" or k.startswith("rpl_sql.")]:
+                del sys.modules[k]
+            sys.modules.update(ours)
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], check=True,
                          capture_output=True, text=True).stdout
     spec = importlib.util.spec_from_loader("rpl_sql._compile_at_ref", loader=None)
     mod = importlib.util.module_from_spec(spec)
     mod.__package__ = "rpl_sql"
     sys.modules[spec.name] = mod  # dataclasses look their module up
-    exec(compile(src, f"{ref}:{_compile_path(ref)}", "exec"), mod.__dict__)
+    exec(compile(src, f"{ref}:{path}", "exec"), mod.__dict__)
     return mod
 
 
