@@ -150,12 +150,19 @@ def _distance(a: str, b: str) -> int:
     return d[-1][-1]
 
 
+@functools.lru_cache(maxsize=4096)
 def _closest(word: str, choices: tuple[str, ...]) -> str | None:
     """The choice that `word` is a likely typo of (distance 1, or 2 for choices of 6+ letters), if any."""
     if word in choices or len(word) < 3 or not word.isascii():
         return None
-    best = min(choices, key=lambda c: _distance(word, c))
-    return best if _distance(word, best) <= (2 if len(best) >= 6 else 1) else None
+    best, best_d = None, None
+    for c in choices:
+        if abs(len(c) - len(word)) > 2:  # the distance is at least the length difference: never close enough
+            continue
+        d = _distance(word, c)
+        if best_d is None or d < best_d:
+            best, best_d = c, d
+    return best if best is not None and best_d <= (2 if len(best) >= 6 else 1) else None
 
 
 @dataclass(frozen=True)

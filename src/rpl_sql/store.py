@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover - deltalake depends on arro3-core
     _A3Array = None
 
 from rpl_sql.delta.log import check as check_log
+from rpl_sql.delta.log import latest_version
 from rpl_sql.errors import MySQLError
 from rpl_sql.rules import TYPES, Filters, FilterType, Slot, format_rule
 from rpl_sql.state import ApplierPosition, Channel, ServerState, initial_state
@@ -389,6 +390,8 @@ class DeltaStore:
         self.warehouse = os.fspath(warehouse)
         self.checkpoint_every = checkpoint_every
         self._filter_cache: dict[tuple[int, int], dict[_FilterKey, _FilterVal]] = {}
+        self._latest: DeltaTable | None = None
+        self._loaded: tuple[int, ServerState] | None = None
 
     @property
     def state_path(self) -> str:
@@ -420,10 +423,27 @@ class DeltaStore:
         >>> DeltaStore("/tmp/empty").load()
         Snapshot(state=ServerState(...), version=None)
         """
-        dt = self._open()
+        dt = self._latest_table()
         if dt is None:
             return Snapshot(initial_state(), None)
-        return Snapshot(state_from_table(_read(dt)), dt.version(), dt)
+        version = dt.version()
+        if self._loaded is None or self._loaded[0] != version:
+            self._loaded = (version, state_from_table(_read(dt)))  # states are immutable: shared safely
+        return Snapshot(self._loaded[1], version, dt)
+
+    def _latest_table(self) -> DeltaTable | None:
+        """The table at its newest version: the one this store opened before, moved forward when the log grew
+        (opening costs ~10 ms of log replay; the log directory listing is cached by its mtime)."""
+        dt = self._latest
+        if dt is not None and "://" not in self.state_path:
+            check_log(self.state_path)
+            newest = latest_version(self.state_path)
+            if newest is not None and newest >= dt.version():
+                if newest > dt.version():
+                    dt.update_incremental()
+                return dt
+        dt = self._latest = self._open()
+        return dt
 
     def commit(self, snapshot: Snapshot, new_state: ServerState, metadata: dict[str, str]) -> int:
         """Write `new_state` as the version right after `snapshot.version` and return that version.

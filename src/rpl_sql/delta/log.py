@@ -102,6 +102,16 @@ def check(table: str) -> None:
         raise damaged(damage)
 
 
+def latest_version(table: str) -> int | None:
+    """The newest commit version in a local table's log (None: no commit yet), from the cached listing."""
+    log = os.path.join(table, LOG)
+    try:
+        commits, _ = _versions(log)
+    except FileNotFoundError:
+        return None
+    return commits[-1] if commits else None
+
+
 def damaged(d: Damage) -> MySQLError:
     err = MySQLError.of("ER_CRASHED_ON_USAGE", f"{d.table} (version {d.version}: {d.reason})")
     err.hint = ("roll it back to its last good version, keeping the history before it: "
