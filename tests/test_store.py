@@ -25,8 +25,8 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION_FILTER_FOR_CHANNEL, STARTUP_OPTIONS,
                            STARTUP_OPTIONS_FOR_CHANNEL, TYPES, Filters, FilterType, Slot, format_rule)
 from rpl_sql.state import GR_CHANNELS, ApplierPosition, Channel, ServerState, initial_state
-from rpl_sql.store import (SCHEMA, Commit, ConcurrentCommit, DeltaStore, FilterChange, Snapshot, state_from_table,
-                           state_to_table)
+from rpl_sql.state_table import SCHEMA, state_from_table, state_to_table
+from rpl_sql.store import Commit, ConcurrentCommit, DeltaStore, FilterChange, Snapshot
 
 T = FilterType
 NOW = 1_700_000_000_000_000
