@@ -285,7 +285,7 @@ def test_data_source_reads_live_state(spark, warehouse):
 
     from rpl_sql import performance_schema as pfs
     from rpl_sql.session import HISTORY_COLUMNS
-    from rpl_sql.spark import CHANNELS_SCHEMA, channel_rows
+    from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
     from rpl_sql.spark.datasource import HISTORY_SCHEMA, DefaultSource
 
     spark.dataSource.register(DefaultSource)  # explicit: discovery depends on how rpl_sql was installed

@@ -144,7 +144,9 @@ class DebeziumIngest:
                 flt = (chan & (ds.field("table_name") == table) & (ds.field("db_name") == db)
                        & (ds.field("binlog_file") == file) & (ds.field("binlog_pos") == pos)
                        & (ds.field("source") == "debezium") & (ds.field("event_type") == "write_rows"))
-                t = DeltaTable(self.writer.path).to_pyarrow_dataset().to_table(filter=flt, columns=["rows"])
+                # no thread pool: its threads reading through a Python filesystem abort the process at exit
+                dataset = DeltaTable(self.writer.path).to_pyarrow_dataset()
+                t = dataset.to_table(filter=flt, columns=["rows"], use_threads=False)
                 for text in t.column("rows").to_pylist():
                     for image in json.loads(text):
                         seen.add(_digest(image.get("after")))

@@ -114,7 +114,7 @@ def _row_at_seq(dt: DeltaTable, channel: str, seq: int) -> dict | None:
     import pyarrow.dataset as ds
 
     chan = ds.field("channel").is_null() if channel == "" else ds.field("channel") == channel
-    t = dt.to_pyarrow_dataset().to_table(filter=chan & (ds.field("seq") == seq),
+    t = dt.to_pyarrow_dataset().to_table(filter=chan & (ds.field("seq") == seq), use_threads=False,  # store._read
                                          columns=["binlog_file", "binlog_pos", "gtid", "source"])
     rows = t.to_pylist()
     return rows[0] if rows else None
