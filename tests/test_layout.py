@@ -27,6 +27,8 @@ FORBIDDEN_IN_CORE = {"pyspark", "py4j", "deltalake", "pyarrow", "pymysql", "pymy
                      "socket", "shutil", "tempfile", "IPython"}
 HEAVY = {"pyspark", "py4j", "deltalake", "pyarrow", "pymysql", "pymysqlreplication", "IPython", "sqlglot",
          "lark", "pandas"}
+# parts of rpl_sql a control-plane statement never needs: a shell or a session loads them only when used
+HEAVY_PARTS = {"rpl_sql.compile", "rpl_sql.pipeline"}
 # the one allowed upward edge and cycle, both ends function-local: a Session started with spark=True asks the
 # Spark layer to attach, and the Spark layer's register() makes a Session when given none
 ALLOWED_UPWARD = {("rpl_sql.session", "rpl_sql.spark.surface")}
@@ -86,7 +88,7 @@ def heavy(module: str) -> frozenset:
            for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     out = set(own & HEAVY)
     for t in top:
-        out |= heavy(t)
+        out |= heavy(t) | {p for p in HEAVY_PARTS if t == p or t.startswith(p + ".")}
     return frozenset(out)
 
 

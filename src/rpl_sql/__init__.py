@@ -9,13 +9,14 @@ from __future__ import annotations
 from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, StartupError, Warning
 from rpl_sql.evaluate import Decision, RowEvent, StatementEvent, TableRef, decide
 from rpl_sql.session import Result, Session, connect
-from rpl_sql.spark.surface import register as _register
 
 __version__ = "0.1.0"
 
 
 def register(spark, warehouse=None, **kwargs):
     """Register the views and SQL functions in `spark`; returns the Session that keeps them current."""
+    from rpl_sql.spark.surface import register as _register  # the compiler: not for control-plane statements
+
     return _register(spark, warehouse, **kwargs)
 
 

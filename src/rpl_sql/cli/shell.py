@@ -20,7 +20,6 @@ import sys
 import time
 from typing import TextIO
 
-from rpl_sql.cli.commands import apply_main, debezium_main, ingest_main
 from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.upkeep import GRACE_SECONDS, upkeep
 from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
@@ -28,8 +27,6 @@ from rpl_sql.lexer import split_statements
 from rpl_sql.parser import check_utf8, parse_statement, strip_vertical
 from rpl_sql.render import format_table, format_vertical
 from rpl_sql.session import Result, Session, _is_spark_error, quiet_spark_errors
-from rpl_sql.spark.env import local_spark
-from rpl_sql.spark.export import export_sql
 from rpl_sql.startup import is_startup_option
 from rpl_sql.statements import OtherSQL
 from rpl_sql.store import resolve_warehouse
@@ -250,16 +247,21 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 
-def _subcommands():
-    return {"ingest": ingest_main, "debezium": debezium_main, "apply": apply_main, "repair": repair_main,
-            "upkeep": upkeep_main}
+SUBCOMMANDS = ("ingest", "debezium", "apply", "repair", "upkeep")
+
+
+def _subcommand(name: str):
+    if name in ("repair", "upkeep"):
+        return repair_main if name == "repair" else upkeep_main
+    from rpl_sql.cli import commands  # the pipeline and sqlglot: not loaded for a control-plane statement
+
+    return getattr(commands, f"{name}_main")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    subcommand = _subcommands().get(argv[0]) if argv else None
-    if subcommand is not None:
-        return subcommand(argv[1:])
+    if argv and argv[0] in SUBCOMMANDS:
+        return _subcommand(argv[0])(argv[1:])
     rest, startup = split_startup_args(argv)
     args = build_parser().parse_args(rest)
     if not args.verbose:  # a delta-rs panic is reported as one error line, not a Rust backtrace
@@ -276,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def start_spark():
+        from rpl_sql.spark.env import local_spark
+
         return local_spark(master=args.master or "local[2]", verbose=args.verbose, **conf)
 
     session.spark_factory = start_spark
@@ -293,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, session: Session, shell: Shell, startup: list[str]) -> int:
     if args.export_sql:
+        from rpl_sql.spark.export import export_sql  # the compiler: only for the export
+
         sys.stdout.write(export_sql(session, stale_check=not args.no_stale_check))
         return 0
     if args.start:

@@ -1,4 +1,15 @@
-"""Everything that touches a SparkSession: views and functions, the data source, jar-free Delta reads, export."""
-from rpl_sql.spark.surface import SparkSurface, attach, register
+"""Everything that touches a SparkSession: views and functions, the data source, jar-free Delta reads, export.
+
+Names resolve on first use, so importing one module of this package (say `spark.env`) loads no compiler.
+"""
+from typing import Any
 
 __all__ = ["SparkSurface", "attach", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from rpl_sql.spark import surface
+
+        return getattr(surface, name)
+    raise AttributeError(f"module 'rpl_sql.spark' has no attribute {name!r}")
