@@ -382,8 +382,10 @@ def main(argv=None) -> int:
     rule_sets = [int(x) for x in (args.rules or ("1,100,1000" if args.quick else "1,100,1000,10000")).split(",")]
 
     from rpl_sql import Session
-    from rpl_sql.pipeline.applier import apply
-    from rpl_sql.spark.deltaread import read_delta, snapshot
+
+    apply = _module("rpl_sql.pipeline.applier", "rpl_sql.apply").apply
+    deltaread = _module("rpl_sql.spark.deltaread", "rpl_sql.deltaread")
+    read_delta, snapshot = deltaread.read_delta, deltaread.snapshot
 
     wh = os.path.join(args.data, f"apply_wh_{n}")
     fresh = not os.path.exists(events_path(wh))
