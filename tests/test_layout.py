@@ -21,7 +21,7 @@ LAYERS = [  # (layer, top-level names under rpl_sql)
     ("session", {"session"}),
     ("spark", {"spark"}),
     ("pipeline", {"pipeline"}),
-    ("front", {"cli", "__init__"}),
+    ("front", {"cli", "magic", "__init__"}),
 ]
 FORBIDDEN_IN_CORE = {"pyspark", "py4j", "deltalake", "pyarrow", "pymysql", "pymysqlreplication", "subprocess",
                      "socket", "shutil", "tempfile", "IPython"}

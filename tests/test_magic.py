@@ -74,3 +74,15 @@ CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db3) FOR CHANNEL 'ch1';
                            "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (x);\nCHANGE REPLICATION FILTER OOPS")
     assert res.error_in_exec.code == 1064
     assert Session(str(wh)).store.version() == version + 1
+
+
+def test_the_earlier_extension_name_still_loads():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    try:
+        assert "rpl_sql" not in ip.magics_manager.magics["cell"]
+        ip.run_line_magic("load_ext", "rpl_sql.magic")
+        assert "rpl_sql" in ip.magics_manager.magics["cell"] and "rpl_sql" in ip.magics_manager.magics["line"]
+    finally:
+        InteractiveShell.clear_instance()
