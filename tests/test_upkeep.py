@@ -88,3 +88,41 @@ def test_upkeep_refuses_a_damaged_table_and_the_cli_reports(tmp_path):
     p = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "upkeep", "--warehouse", str(wh)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and p.stderr.startswith("ERROR 1194 (HY000)")
+
+
+def test_upkeep_compacts_the_events_table_keeping_rows_and_positions(tmp_path):
+    """Ingest-sized appends (one small file per batch) become one file per channel partition; the rows, each
+    channel's app transaction (its resume position) and the commit history the positions are read from stay."""
+    from deltalake import DeltaTable
+
+    from rpl_sql.pipeline.events import events_path
+    from rpl_sql.pipeline.writer import Batch, EventsWriter, app_id, committed_position
+
+    wh = str(tmp_path / "wh")
+    for channel in ("a", "b"):
+        with EventsWriter(wh, channel) as w:
+            for i in range(6):
+                b = Batch(channel, "binlog")
+                b.add(f"0-1-{i}", "bin.000001", 100 + i, "query", "COMMIT", "TRANSACTION", "d", time_us=0)
+                w.commit(b.to_table(w.last_seq + 1), {"binlog_file": "bin.000001", "binlog_pos": str(100 + i),
+                                                      "source": "binlog"})
+    path = events_path(wh)
+    before = DeltaTable(path)
+    rows = sorted(map(str, before.to_pyarrow_table().to_pylist()))
+    positions = {c: committed_position(wh, c) for c in ("a", "b")}
+    assert len(before.file_uris()) == 12
+    reports, _ = upkeep(wh)
+    (events,) = [r for r in reports if r.table == path]
+    assert events.compacted == (12, 2) and events.data_files_after >= 2
+    after = DeltaTable(path)
+    assert len(after.file_uris()) == 2
+    assert sorted(map(str, after.to_pyarrow_table().to_pylist())) == rows
+    assert {c: after.transaction_version(app_id(c)) for c in ("a", "b")} == {"a": 6, "b": 6}
+    assert {c: committed_position(wh, c) for c in ("a", "b")} == positions
+    # the applier finds its batches by the files' seq statistics: compaction keeps them
+    from rpl_sql.spark.deltaread import snapshot
+
+    assert [f.max_values.get("seq") for f in snapshot(path, None, {"channel": ["a"]}).files] == [6]
+    # nothing left to compact: a second run rewrites nothing
+    (again,) = [r for r in upkeep(wh)[0] if r.table == path]
+    assert again.compacted == (0, 0)

@@ -7,7 +7,7 @@
     rpl-sql debezium --channel NAME FILE... (Debezium JSON lines -> Delta events)
     rpl-sql apply [--channel NAME] ...     (the applier: Delta events -> applied events)
     rpl-sql repair [--dry-run]              (roll damaged tables back to their last good version)
-    rpl-sql upkeep [--keep-days N]          (checkpoints, leftovers of killed processes, retention)
+    rpl-sql upkeep [--keep-days N]          (compaction, checkpoints, leftovers, retention)
 
 Control-plane statements never start Spark. Errors print `ERROR <code> (<sqlstate>): <message>` on
 stderr and make a non-interactive run exit 1. End a statement with `\\G` for vertical output.
@@ -387,9 +387,9 @@ def upkeep_main(argv: list[str]) -> int:
         sys.stderr.write(error_text(e))
         return 1
     rows = [(os.path.relpath(r.table, warehouse), r.data_files_before, r.data_files_after, r.log_files,
-             len(r.removed), r.vacuumed, r.checkpoint) for r in reports]
-    print(format_table(("table", "data files before", "after", "log files", "leftovers removed", "vacuumed",
-                        "checkpoint"), rows))
+             len(r.removed), f"{r.compacted[0]} -> {r.compacted[1]}", r.vacuumed, r.checkpoint) for r in reports]
+    print(format_table(("table", "data files before", "after", "log files", "leftovers removed", "compacted",
+                        "vacuumed", "checkpoint"), rows))
     if spark_dirs:
         print(f"{'would remove' if args.dry_run else 'removed'} {len(spark_dirs)} Spark leftover(s): "
               + ", ".join(spark_dirs))

@@ -22,8 +22,9 @@ def app_id(role: str, channel: str) -> str:
     return _APP_PREFIXES[role] + channel
 
 
-def _properties(metadata: dict[str, str], app: tuple[str, int] | None, retries: int | None,
-                checkpoint: bool) -> dict[str, Any]:
+def properties(metadata: dict[str, str], app: tuple[str, int] | None = None, retries: int | None = None,
+               checkpoint: bool = False) -> dict[str, Any]:
+    """The commit_properties and post_commithook_properties keyword arguments of any delta-rs operation."""
     bad = [k for k in metadata if not k.startswith(META_PREFIX)]
     if bad:
         raise ValueError(f"commit metadata keys must start with {META_PREFIX!r}: {bad}")
@@ -43,11 +44,11 @@ def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str,
     """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log."""
     write_deltalake(target, data, mode=mode, partition_by=partition_by,
                     configuration=KEEP_LOG if create else None,
-                    **_properties(metadata, app, retries, checkpoint))
+                    **properties(metadata, app, retries, checkpoint))
 
 
 def add_files(dt: DeltaTable, actions: list, *, schema: Any, metadata: dict[str, str],
               app: tuple[str, int] | None = None, retries: int | None = None, checkpoint: bool = False) -> None:
     """Commit data files written by someone else (Spark) to `dt` in one append, with rpl_sql's properties."""
     dt.create_write_transaction(actions, mode="append", schema=schema,
-                                **_properties(metadata, app, retries, checkpoint))
+                                **properties(metadata, app, retries, checkpoint))

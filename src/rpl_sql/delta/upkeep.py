@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
+from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta import log as deltalog
+from rpl_sql.delta.commit import META_PREFIX
+from rpl_sql.store import STATE_TABLE, DeltaStore
 
 GRACE_SECONDS = 3600
+COMPACT_TARGET_BYTES = 128 << 20  # files of an event table are rewritten toward this size
 _KEEP_IN_LOG = (".json", ".parquet", "_last_checkpoint", ".crc")
 
 
@@ -35,6 +39,7 @@ class TableUpkeep:
     removed: list[str] = field(default_factory=list)  # leftovers: temp log files and orphaned data files
     vacuumed: int = 0
     checkpoint: int | None = None
+    compacted: tuple[int, int] = (0, 0)  # (small files rewritten, files written) by compaction
 
 
 def _data_files(table: str) -> list[str]:
@@ -80,8 +85,6 @@ def _old(path: str, now: float, grace: float) -> bool:
 def _history_horizon_hours(table: str, now: datetime) -> float:
     """Hours of history whose data files the filter history still needs (0 when every commit records its
     changes): back to the oldest commit that changed filters without recording them."""
-    from rpl_sql.store import DeltaStore
-
     store = DeltaStore(os.path.dirname(table))
     oldest = None
     for commit in store.history():
@@ -92,8 +95,17 @@ def _history_horizon_hours(table: str, now: datetime) -> float:
     return (now - oldest).total_seconds() / 3600 + 1
 
 
+def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES) -> tuple[int, int]:
+    """Rewrite the small files of an append-only table (events, applied events) into files of about
+    `target_size`, per partition, in one commit. Rows, app transactions (the writers' positions) and the
+    commit history are unchanged; a concurrent append does not conflict with it."""
+    metrics = dt.optimize.compact(target_size=target_size, **delta_commit.properties(
+        {META_PREFIX + "operation": "UPKEEP COMPACT"}, checkpoint=False))
+    return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
+
+
 def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = False,
-                 grace_seconds: float = GRACE_SECONDS) -> TableUpkeep:
+                 grace_seconds: float = GRACE_SECONDS, compact: bool = True) -> TableUpkeep:
     from deltalake import DeltaTable
 
     damage = deltalog.find_damage(table)
@@ -115,9 +127,12 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     if dry_run:
         return report
     dt = DeltaTable(table)
+    if compact and os.path.basename(table) != STATE_TABLE:
+        report.compacted = compact_table(dt)
+        dt = DeltaTable(table)
     if keep_days is not None:
         hours = keep_days * 24
-        if os.path.basename(table) == "rpl_state":
+        if os.path.basename(table) == STATE_TABLE:
             hours = max(hours, _history_horizon_hours(table, datetime.now(timezone.utc)))
         report.vacuumed = len(dt.vacuum(retention_hours=math.ceil(hours), dry_run=False,
                                          enforce_retention_duration=False))
@@ -142,7 +157,7 @@ def spark_leftovers(older_than_seconds: float = 86400) -> list[str]:
 
 
 def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False,
-           grace_seconds: float = GRACE_SECONDS) -> tuple[list[TableUpkeep], list[str]]:
+           grace_seconds: float = GRACE_SECONDS, compact: bool = True) -> tuple[list[TableUpkeep], list[str]]:
     """Upkeep of every Delta table under `warehouse`, then of Spark's leftovers; returns both reports.
     A damaged table raises MySQLError 1194 before anything is touched."""
     tables = deltalog.tables(warehouse)
@@ -150,7 +165,7 @@ def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False
         damage = deltalog.find_damage(table)
         if damage is not None:
             raise deltalog.damaged(damage)
-    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds) for t in tables]
+    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact) for t in tables]
     leftovers = spark_leftovers()
     if not dry_run:
         for path in leftovers:
