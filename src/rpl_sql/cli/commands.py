@@ -10,7 +10,7 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
-from rpl_sql.pipeline.debezium import ingest_debezium
+from rpl_sql.pipeline.debezium import ingest_debezium_file
 from rpl_sql.pipeline.writer import IngestError, IngestReport
 from rpl_sql.progress import Progress as Display
 from rpl_sql.progress import bar
@@ -132,10 +132,8 @@ def debezium_main(argv: list[str] | None = None) -> int:
     p.add_argument("files", nargs="+", metavar="FILE", help="JSON-lines files, one Debezium record per line")
     args = p.parse_args(argv)
     warehouse = resolve_warehouse(args.warehouse)
-    lines = (line for path in args.files for line in (sys.stdin if path == "-" else open(path, encoding="utf-8"))
-             if line.strip())
     try:
-        r = ingest_debezium(warehouse, args.channel, lines, batch_rows=args.batch_rows)
+        r = ingest_debezium_file(warehouse, args.channel, args.files, batch_rows=args.batch_rows)
     except (OSError, IngestError) as e:
         sys.stderr.write(f"rpl-sql debezium: {e}\n")
         return 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -289,7 +290,11 @@ def ingest_debezium(warehouse: str | os.PathLike, channel: str, records: Iterabl
 
 
 def _lines(paths: Iterable[str | os.PathLike]) -> Iterator[str]:
+    """The non-blank lines of the files in order; `-` is standard input."""
     for path in paths:
+        if path == "-":
+            yield from (line for line in sys.stdin if line.strip())
+            continue
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if line.strip():
@@ -299,6 +304,7 @@ def _lines(paths: Iterable[str | os.PathLike]) -> Iterator[str]:
 def ingest_debezium_file(warehouse: str | os.PathLike, channel: str,
                          path: str | os.PathLike | Iterable[str | os.PathLike], *,
                          batch_rows: int = 20_000) -> IngestReport:
-    """`ingest_debezium` over JSON-lines file(s): one Debezium record per line (e.g. a topic dump)."""
+    """`ingest_debezium` over JSON-lines file(s): one Debezium record per line (e.g. a topic dump); `-` reads
+    standard input."""
     paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     return ingest_debezium(warehouse, channel, _lines(paths), batch_rows=batch_rows)
