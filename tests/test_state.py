@@ -38,3 +38,19 @@ def test_lower_case_table_names_as_a_value_is_recorded_like_the_option(value):
 def test_a_bad_lower_case_table_names_value_is_refused(value):
     with pytest.raises(StartupError):
         parse_startup([], lower_case_table_names=value)
+
+
+@pytest.mark.parametrize("lctn, mode", [(0, "mysql"), (1, "mysql"), (2, "effective_database")])
+def test_matching_bundles_lctn_and_the_filter_mode_for_the_evaluator(lctn, mode):
+    from dataclasses import replace
+
+    from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef, decide
+    from rpl_sql.rules import Filters, FilterType, Matching
+    from rpl_sql.state import ServerState
+
+    state = replace(ServerState(), lower_case_table_names=lctn, filter_mode=mode)
+    assert state.matching == Matching(lctn, mode)
+    f = Filters().configure(FilterType.DO_DB, ("Sales",), "CHANGE_REPLICATION_FILTER", 1)
+    for ev in (RowEvent("SALES", "t"), RowEvent("hr", "t"),
+               StatementEvent("UPDATE", "hr", (TableRef("sales", "t", True),))):
+        assert decide(f, ev, state.matching) == decide(f, ev, lctn, mode)

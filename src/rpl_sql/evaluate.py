@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.rules import Filters, FilterType, fold, like
+from rpl_sql.rules import Filters, FilterType, Matching, fold, like
 
 T = FilterType
 
@@ -278,8 +278,12 @@ def decide_effective(filters: Filters, ev: Event, lctn: int = 0) -> Decision:
     return Decision(True, NONE, None, (), resolved[0][0] if resolved else None)
 
 
-def decide(filters: Filters, event: Event, lctn: int = 0, mode: str = "mysql") -> Decision:
-    """Decide one event with one channel's filters: MySQL 8.0 semantics, or WL#2516 when asked."""
+def decide(filters: Filters, event: Event, lctn: int | Matching = 0, mode: str = "mysql") -> Decision:
+    """Decide one event with one channel's filters: MySQL 8.0 semantics, or WL#2516 when asked.
+
+    `lctn` is lower_case_table_names, or a `Matching` (a state's `.matching`) that also names the mode."""
+    if isinstance(lctn, Matching):
+        lctn, mode = lctn.lower_case_table_names, lctn.filter_mode
     if mode == "effective_database":
         return decide_effective(filters, event, lctn)
     if isinstance(event, RowEvent):

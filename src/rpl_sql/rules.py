@@ -115,6 +115,15 @@ def format_rule(ftype: FilterType, values: tuple) -> str:
 
 
 @dataclass(frozen=True)
+class Matching:
+    """How a replica compares names and judges events, the two settings that travel together:
+    lower_case_table_names (0, 1, 2) and the filter mode ('mysql', or 'effective_database' for WL#2516)."""
+
+    lower_case_table_names: int = 0
+    filter_mode: str = "mysql"
+
+
+@dataclass(frozen=True)
 class Slot:
     """One filter type on one filter object: its values and P_S statistics."""
 

@@ -351,7 +351,7 @@ def apply_events(state: ServerState, channel: str, events: Iterable[Event]) -> t
     decisions = []
     counts: dict[FilterType, int] = {}
     for ev in events:
-        d = decide(ch.filters, ev, state.lower_case_table_names, state.filter_mode)
+        d = decide(ch.filters, ev, state.matching)
         decisions.append(d)
         for h in d.hits:
             counts[h] = counts.get(h, 0) + 1

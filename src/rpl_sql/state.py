@@ -8,7 +8,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
-from rpl_sql.rules import Filters
+from rpl_sql.rules import Filters, Matching
 
 DEFAULT_CHANNEL = ""
 GR_CHANNELS = ("group_replication_applier", "group_replication_recovery")
@@ -87,6 +87,11 @@ class ServerState:
     startup_options: tuple[str, ...] = ()
     started_at: int = 0  # µs UTC of the last start-up
     filter_mode: str = "mysql"  # or 'effective_database' (WL#2516, opt-in)
+
+    @property
+    def matching(self) -> Matching:
+        """lower_case_table_names and the filter mode, as one value for the evaluator and the pipeline."""
+        return Matching(self.lower_case_table_names, self.filter_mode)
 
     def channel(self, name: str) -> Channel | None:
         for ch in self.channels:

@@ -28,7 +28,8 @@ def filters_fingerprint(state: ServerState, channel: str) -> str:
     """A hash of everything a channel's decisions depend on: its rule values, lctn and the filter mode."""
     ch = state.channel(channel)
     rules = [] if ch is None else [[t.filter_name, list(map(_plain, ch.filters.values(t)))] for t in TYPES]
-    text = json.dumps([state.lower_case_table_names, state.filter_mode, ch is not None, rules],
+    m = state.matching
+    text = json.dumps([m.lower_case_table_names, m.filter_mode, ch is not None, rules],
                       separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
@@ -59,7 +60,7 @@ class SourceFilter:
         ch = state.channel(channel)
         if ch is None:
             raise IngestError(f"channel {channel!r} does not exist")
-        self.filters, self.lctn, self.mode = ch.filters, state.lower_case_table_names, state.filter_mode
+        self.filters, self.matching = ch.filters, state.matching
         self.fingerprint = filters_fingerprint(state, channel)
         self._cache: dict[tuple, bool] = {}
 
@@ -67,7 +68,7 @@ class SourceFilter:
         hit = self._cache.get(key)
         if hit is None:
             try:
-                hit = not decide(self.filters, _key_event(key), self.lctn, self.mode).apply
+                hit = not decide(self.filters, _key_event(key), self.matching).apply
             except Exception:  # an error verdict is the applier's to raise: keep the event
                 hit = False
             self._cache[key] = hit
@@ -164,7 +165,7 @@ def settle_source_filtering(state: ServerState, channel: str,
     counts: Counter = Counter()
     for b in batches:
         for key, n in b.dropped.items():
-            d = decide(ch.filters, _key_event(key), state.lower_case_table_names, state.filter_mode)
+            d = decide(ch.filters, _key_event(key), state.matching)
             if d.apply:
                 raise SourceFilterConflict(
                     f"channel {channel!r}: seqs {b.first_seq}..{b.last_seq} (events version {b.version}) dropped "

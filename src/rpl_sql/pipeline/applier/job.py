@@ -141,7 +141,7 @@ class _Applier:
 
         mine = rules(state.channel(channel))
         same = tuple(c for c in state.channels if rules(c) == mine)
-        key = (state.lower_case_table_names, state.filter_mode, mine, tuple(c.name for c in same))
+        key = (state.matching, mine, tuple(c.name for c in same))
         if key != self._config_key:
             if self._installer is None or self._installer.spark is not self.spark:
                 self._installer = FunctionInstaller(self.spark, applier=True)
@@ -350,7 +350,7 @@ class _Applier:
         lctn = state.lower_case_table_names
         if not sql:
             for s in shapes:
-                d = decide(ch.filters, s.event(), lctn, state.filter_mode)
+                d = decide(ch.filters, s.event(), state.matching)
                 s.apply, s.decided_by, s.hits = d.apply, d.decided_by, d.hits
                 s.applied_db = self._applied_db(ch, s, lctn)
             return
