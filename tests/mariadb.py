@@ -211,6 +211,78 @@ class MariaDBServer:
         dbs = [r[0] for r in self.execute("SHOW DATABASES") if r[0] not in SYSTEM_DBS]
         self.execute("SET SESSION sql_log_bin=0", *[f"DROP DATABASE `{d}`" for d in dbs], "RESET MASTER")
 
+    def follow(self, source: "MariaDBServer", connection: str, settings: dict[str, str] | None = None,
+               start: tuple[str, int] | None = None) -> None:
+        """Make this server a MariaDB replica of `source` on the named connection, with `replicate_*` settings
+        (variable name -> value, set per connection with the threads stopped), from `start` (default: the
+        source's first binlog) and start it: the oracle a replica test compares rpl_sql with."""
+        file, pos = start or (source.execute("SHOW BINARY LOGS")[0][0], 4)
+        sets = [f"SET GLOBAL {k} = '{v}'" for k, v in (settings or {}).items()]
+        self.execute(f"SET @@default_master_connection = '{connection}'",
+                     f"CHANGE MASTER '{connection}' TO MASTER_HOST='127.0.0.1', MASTER_PORT={source.port}, "
+                     f"MASTER_USER='root', MASTER_USE_GTID=no, MASTER_LOG_FILE='{file}', MASTER_LOG_POS={pos}",
+                     *sets, f"START SLAVE '{connection}'")
+
+    def stop_following(self) -> None:
+        """Stop and forget every replica connection of this server."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW ALL SLAVES STATUS")
+                names = [d[0] for d in cur.description]
+                conns = [dict(zip(names, r))["Connection_name"] for r in cur.fetchall()]
+                for c in conns:
+                    cur.execute(f"STOP SLAVE '{c}'")
+                    cur.execute(f"RESET SLAVE '{c}' ALL")
+        finally:
+            conn.close()
+
+    def caught_up(self, source: "MariaDBServer", connection: str, timeout: float = 60.0) -> dict:
+        """Wait until the connection's SQL thread has executed the source's whole binlog; its status row.
+        Raises with Last_SQL_Error when the replica stopped on an error."""
+        end = source.binlog_end()
+        deadline = time.monotonic() + timeout
+        while True:
+            conn = self.connect()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f"SHOW SLAVE '{connection}' STATUS")
+                    names = [d[0] for d in cur.description]
+                    row = dict(zip(names, cur.fetchone()))
+            finally:
+                conn.close()
+            if row.get("Last_SQL_Errno") or row.get("Last_IO_Errno"):
+                raise RuntimeError(f"oracle replica {connection!r} stopped: {row.get('Last_SQL_Error')} "
+                                   f"{row.get('Last_IO_Error')}")
+            if (row["Relay_Master_Log_File"], int(row["Exec_Master_Log_Pos"])) == end:
+                return row
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"oracle replica {connection!r} at {row['Relay_Master_Log_File']}:"
+                                   f"{row['Exec_Master_Log_Pos']}, source at {end}")
+            time.sleep(0.1)
+
+    def contents(self) -> dict[tuple[str, str] | str, list[tuple] | None]:
+        """Every user database (key: its name, value None) and table (key: (db, table), value: its rows in
+        column order, sorted) with the column names as the first row."""
+        out: dict = {}
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION time_zone = '+00:00'")
+                cur.execute("SHOW DATABASES")
+                for (db,) in cur.fetchall():
+                    if db in SYSTEM_DBS:
+                        continue
+                    out[db] = None
+                    cur.execute(f"SHOW FULL TABLES FROM `{db}` WHERE Table_type = 'BASE TABLE'")
+                    for tab, _ in cur.fetchall():
+                        cur.execute(f"SELECT * FROM `{db}`.`{tab}`")
+                        names = tuple(d[0] for d in cur.description)
+                        out[(db, tab)] = [names] + sorted(cur.fetchall(), key=repr)
+        finally:
+            conn.close()
+        return out
+
     def channel_sql(self, channel: str) -> str:
         """The CHANGE REPLICATION SOURCE statement for a channel reading this server."""
         return (f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={self.port}, "

@@ -14,11 +14,12 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Tr
 META_PREFIX = "rpl_sql."  # every key rpl_sql puts in commitInfo; delta-rs owns 'operation', 'timestamp', ...
 KEEP_LOG = {"delta.enableExpiredLogCleanup": "false"}  # table configuration: commitInfo is never cleaned up
 # as written by earlier releases, so existing tables keep resuming where they were
-_APP_PREFIXES = {"ingest": "rpl_sql.ingest.", "apply": "rpl_sql.apply/"}
+_APP_PREFIXES = {"ingest": "rpl_sql.ingest.", "apply": "rpl_sql.apply/", "replica": "rpl_sql.replica/"}
 
 
 def app_id(role: str, channel: str) -> str:
-    """The app transaction id of `channel`'s writer in `role` ('ingest': the events table, 'apply': the applied)."""
+    """The app transaction id of `channel`'s writer in `role` ('ingest': the events table, 'apply': the applied
+    table, 'replica': the replica tables and their catalog)."""
     return _APP_PREFIXES[role] + channel
 
 
@@ -45,6 +46,19 @@ def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str,
     write_deltalake(target, data, mode=mode, partition_by=partition_by,
                     configuration=KEEP_LOG if create else None,
                     **properties(metadata, app, retries, checkpoint))
+
+
+def add_missing_columns(dt: DeltaTable, schema: Any) -> bool:
+    """Add the (nullable) fields of the pyarrow `schema` that `dt` lacks, in one metadata-only commit: tables
+    written by an earlier release read NULL there. Returns whether the table changed."""
+    from deltalake import Field
+
+    have = set(dt.schema().to_arrow().names)
+    missing = [Field.from_arrow(f) for f in schema if f.name not in have]
+    if not missing:
+        return False
+    dt.alter.add_columns(missing, **properties({"rpl_sql.schema": "add " + ",".join(f.name for f in missing)}))
+    return True
 
 
 def add_files(dt: DeltaTable, actions: list, *, schema: Any, metadata: dict[str, str],

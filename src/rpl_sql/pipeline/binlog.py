@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from rpl_sql.evaluate import TRANSACTION_CONTROL
+from rpl_sql.pipeline.replica.columns import UnsupportedColumn, columns_json, from_table_map
 from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
 from rpl_sql.pipeline.writer import (
     MAX_DROPPED_KEYS,
@@ -31,9 +32,6 @@ from rpl_sql.pipeline.writer import (
 )
 from rpl_sql.state import ServerState, channel_key
 from rpl_sql.store import DeltaStore
-
-log = logging.getLogger(__name__)
-
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +189,7 @@ class BinlogIngest:
         self.last_gtid = self.report.gtid
         self.txn: _Txn | None = None
         self.last_flush = self.last_progress = time.monotonic()
+        self.columns: dict[int, str | None] = {}  # table_id -> its table map's columns (JSON)
         self.t0 = t0
         self.landed_run = 0
         self.done = False
@@ -227,6 +226,7 @@ class BinlogIngest:
             # A new binlog file (e.g. after a source restart, which reuses table ids): forget the Table_maps
             # that freeze_schema keeps; every statement logs its Table_maps again anyway.
             self.stream.table_map.clear()
+            self.columns.clear()
         if name == "RotateEvent":
             self.file, self.pos = ev.next_binlog, ev.position
             if self.txn is None:
@@ -308,7 +308,7 @@ class BinlogIngest:
             txn.kept += 1
         txn.merge = None
         txn.rows.append([txn.gtid, self.file, self.pos, "query", cmd, kind, default_db, None, None,
-                         tables_value(tables), sql, None, txn.time_us or ev.timestamp * 1_000_000])
+                         tables_value(tables), sql, None, txn.time_us or ev.timestamp * 1_000_000, None])
 
     def _rows(self, ev, etype: str) -> None:
         txn = self._txn(ev)
@@ -337,9 +337,21 @@ class BinlogIngest:
         row = self._new_rows_row(txn, ev, etype)
         txn.merge = None if ends else (ev.table_id, cls, row)
 
+    def _table_columns(self, ev) -> str | None:
+        """The table map's columns as JSON, once per table id (a table id names one table definition)."""
+        tid = ev.table_id
+        if tid not in self.columns:
+            try:
+                self.columns[tid] = columns_json(from_table_map(ev.columns))
+            except UnsupportedColumn as e:
+                log.warning("channel %r: %s.%s: %s; its replica table gets no types", self.channel, ev.schema,
+                            ev.table, e)
+                self.columns[tid] = None
+        return self.columns[tid]
+
     def _new_rows_row(self, txn: _Txn, ev, etype: str) -> list:
         row = [txn.gtid, self.file, self.pos, etype, None, None, None, ev.schema, ev.table, None, None,
-               _images(ev, etype), ev.timestamp * 1_000_000]
+               _images(ev, etype), ev.timestamp * 1_000_000, self._table_columns(ev)]
         txn.rows.append(row)
         return row
 
@@ -358,9 +370,9 @@ class BinlogIngest:
         if txn.dropped and txn.kept == 0:
             b.add(txn.gtid, self.file, self.pos, "gtid", time_us=txn.time_us)
         else:
-            for g, f, p, et, cmd, kind, ddb, db, tab, tables, sql, images, us in txn.rows:
+            for g, f, p, et, cmd, kind, ddb, db, tab, tables, sql, images, us, cols in txn.rows:
                 b.add(g, f, p, et, cmd, kind, ddb, db, tab, tables, sql,
-                      rows_json(images) if images is not None else None, us)
+                      rows_json(images) if images is not None else None, us, cols)
         pending = len(b)
         if self.max_events is not None and self.landed_run + pending >= self.max_events:
             self.done = True

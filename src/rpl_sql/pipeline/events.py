@@ -31,6 +31,7 @@ EVENTS_SCHEMA = pa.schema([
     ("event_time", pa.timestamp("us", tz="UTC")),  # when the source logged the event
     ("filter_db", pa.string()),          # partition: db_name for rows, coalesce(default_db, '') for queries
     ("source", pa.string()),             # 'binlog' | 'debezium'
+    ("columns", pa.string()),            # row events: the table map's columns as JSON (replica/columns.py)
 ])
 PARTITION_BY = ["channel", "filter_db"]
 

@@ -195,6 +195,8 @@ class EventsWriter:
     def _create_or_open(self) -> DeltaTable:
         dt = open_table(self.path)
         if dt is not None:
+            if delta_commit.add_missing_columns(dt, EVENTS_SCHEMA):
+                dt = DeltaTable(self.path)
             return dt
         try:
             return DeltaTable.create(self.path, EVENTS_SCHEMA, partition_by=PARTITION_BY, mode="ignore",
@@ -278,7 +280,7 @@ class Batch:
     """Canonical rows being collected column by column (`seq` is assigned at commit)."""
 
     _PLAIN = ("gtid", "binlog_file", "binlog_pos", "event_type", "command", "statement_kind", "default_db",
-              "db_name", "table_name", "statement", "rows", "event_time", "filter_db")
+              "db_name", "table_name", "statement", "rows", "event_time", "filter_db", "columns")
 
     def __init__(self, channel: str, source: str):
         self.channel, self.source = channel, source
@@ -294,7 +296,7 @@ class Batch:
         return len(self.cols["event_type"])
 
     def add(self, gtid, file, pos, event_type, command=None, kind=None, default_db=None, db_name=None,
-            table_name=None, tables=None, statement=None, rows=None, time_us=0) -> None:
+            table_name=None, tables=None, statement=None, rows=None, time_us=0, columns=None) -> None:
         c = self.cols
         c["gtid"].append(gtid)
         c["binlog_file"].append(file)
@@ -308,6 +310,7 @@ class Batch:
         c["statement"].append(statement)
         c["rows"].append(rows)
         c["event_time"].append(time_us)
+        c["columns"].append(columns)
         c["filter_db"].append(db_name if event_type in ("write_rows", "update_rows", "delete_rows")
                               else (default_db or ""))
         if tables is None:

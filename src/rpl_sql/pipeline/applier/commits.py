@@ -30,7 +30,10 @@ class BatchCommits:
     def table(self, create: bool):
         check(self.applied)
         try:
-            return DeltaTable(self.applied)
+            dt = DeltaTable(self.applied)
+            if create and delta_commit.add_missing_columns(dt, APPLIED_SCHEMA):
+                dt = DeltaTable(self.applied)
+            return dt
         except TableNotFoundError:
             if not create:
                 return None

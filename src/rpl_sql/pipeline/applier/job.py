@@ -43,6 +43,7 @@ from rpl_sql.pipeline.applier.shapes import (
     with_shape_key,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
+from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.writer import SourceFilterConflict
 from rpl_sql.rules import TYPES, FilterType
@@ -51,8 +52,6 @@ from rpl_sql.spark.env import local_spark, session_conf
 from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.state import Channel, ServerState, channel_key, is_gr_channel
 from rpl_sql.store import DeltaStore, resolve_warehouse
-
-log = logging.getLogger(__name__)
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ class _Applier:
     """
 
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[Progress], None] | None,
-                 verify: str):
+                 verify: str, tables: bool = False, exec_mode: str = "STRICT"):
         if batch_size is not None and batch_size <= 0:
             raise ValueError("batch_size must be positive")
         if verify not in ("auto", "all", "none"):
@@ -98,6 +97,16 @@ class _Applier:
         self.commits = BatchCommits(self.store, self.applied)
         self._config_key = None
         self._installer: FunctionInstaller | None = None
+        self.tables, self.exec_mode = tables, exec_mode
+
+    def materialize(self, channel: str) -> None:
+        """Bring the channel's replica tables to its applier position (a no-op unless `tables`)."""
+        if not self.tables:
+            return
+        state = self.store.load().state
+        with _timed("replica tables", channel):
+            ReplicaTables(self.warehouse, channel, lctn=state.lower_case_table_names,
+                          exec_mode=self.exec_mode).catch_up(state.channel(channel).applier.seq)
 
     # ------------------------------------------------------------ channels
 
@@ -174,6 +183,7 @@ class _Applier:
             rec = self.batch(events, state, ch, pos, version)
             if rec is None:
                 break
+            self.materialize(channel)
             batch += 1
             done += rec.events
             report.batches += 1
@@ -470,7 +480,7 @@ def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
 
 def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[str] | None = None, *,
           batch_size: int | None = None, progress: Callable[[Progress], None] | None = None,
-          verify: str = "auto") -> ApplyReport:
+          verify: str = "auto", tables: bool = False, exec_mode: str = "STRICT") -> ApplyReport:
     """Run the applier over the events landed so far (the events table as of the start of the run).
 
     `spark`: a SparkSession, a function returning one, or None to start a local one (either only if some
@@ -479,19 +489,22 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     error); None = every configured channel, skipping those whose SQL thread is stopped.
     `batch_size`: events per batch (extended to the end of the last transaction); None = one batch per channel.
     `progress`: called with a `Progress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many shapes
-    the reference evaluator re-checks. Half-done batches of a crashed run are completed first.
+    the reference evaluator re-checks. `tables`: also keep the replica tables (`pipeline.replica`) after
+    each batch, with `exec_mode` 'STRICT' (MySQL's errors 1032/1062 stop) or 'IDEMPOTENT'. Half-done batches
+    of a crashed run are completed first.
     """
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     t0 = time.perf_counter()
-    job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify)
+    job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify, tables, exec_mode)
     state = job.store.load().state
     names, named = job.targets(state, channels)
     reports = {n: ChannelReport(n) for n in names}
     for n in names:  # recovery is bookkeeping of work already done: it runs whether or not the thread runs
         reports[n].start_seq = reports[n].end_seq = state.channel(n).applier.seq
         job.commits.recover(n, reports[n])
+        job.materialize(n)
     state = job.store.load().state
     if named:
         for n in names:

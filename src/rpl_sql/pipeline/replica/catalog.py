@@ -1,0 +1,166 @@
+"""Which databases and tables a channel's replica holds, and where each table's Delta data lives.
+
+One small Delta table per channel (`<warehouse>/replica/_catalog/<channel hash>`), rewritten whole by each DDL
+and at the end of each batch, with the channel's replica position as its app transaction
+(`rpl_sql.replica/<channel>` = the last applied seq whose effect it holds). Table data live under opaque paths
+(`replica/tables/<id>`), so any table name is safe on any file system and RENAME only changes the catalog;
+DROP leaves the files for `rpl-sql upkeep` to remove.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from rpl_sql.delta import commit as delta_commit
+from rpl_sql.delta.log import check
+
+SCHEMA = pa.schema([("kind", pa.string()), ("db", pa.string()), ("name", pa.string()), ("path", pa.string()),
+                    ("columns", pa.string())])
+
+
+def replica_root(warehouse: str) -> str:
+    return f"{warehouse.rstrip('/')}/replica"
+
+
+def catalog_path(warehouse: str, channel: str) -> str:
+    return f"{replica_root(warehouse)}/_catalog/{hashlib.sha1(channel.encode('utf-8')).hexdigest()[:16]}"
+
+
+def app_id(channel: str) -> str:
+    return delta_commit.app_id("replica", channel)
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    db: str
+    name: str
+    path: str                      # relative to the replica root
+    columns: list[dict] | None     # None: created by a statement the replica could not read; the next table map
+    #                                of the table gives them (until then the table has no Delta data)
+
+
+@dataclass
+class Catalog:
+    """A channel's replica as of `seq`: databases and tables by (db, name) after `fold`."""
+
+    warehouse: str
+    channel: str
+    lctn: int = 0
+    seq: int = 0
+    databases: dict[str, str] = field(default_factory=dict)         # folded -> as created
+    tables: dict[tuple[str, str], TableEntry] = field(default_factory=dict)
+
+    def fold(self, name: str) -> str:
+        return name.lower() if self.lctn else name
+
+    def key(self, db: str, name: str) -> tuple[str, str]:
+        return self.fold(db), self.fold(name)
+
+    def table(self, db: str, name: str) -> TableEntry | None:
+        return self.tables.get(self.key(db, name))
+
+    def root(self) -> str:
+        return replica_root(self.warehouse)
+
+    def data_path(self, entry: TableEntry) -> str:
+        return f"{self.root()}/{entry.path}"
+
+    def add_database(self, db: str) -> None:
+        self.databases.setdefault(self.fold(db), self.fold(db) if self.lctn else db)
+
+    def add_table(self, db: str, name: str, columns: list[dict] | None) -> TableEntry:
+        self.add_database(db)
+        e = TableEntry(self.fold(db) if self.lctn else db, self.fold(name) if self.lctn else name,
+                       f"tables/{uuid.uuid4().hex}", columns)
+        self.tables[self.key(db, name)] = e
+        return e
+
+    def set_columns(self, entry: TableEntry, columns: list[dict]) -> TableEntry:
+        new = replace(entry, columns=columns)
+        self.tables[self.key(entry.db, entry.name)] = new
+        return new
+
+    def drop_table(self, db: str, name: str) -> TableEntry | None:
+        return self.tables.pop(self.key(db, name), None)
+
+    def rename_table(self, old: tuple[str, str], new: tuple[str, str]) -> bool:
+        e = self.tables.pop(self.key(*old), None)
+        if e is None:
+            return False
+        self.add_database(new[0])
+        self.tables[self.key(*new)] = replace(e, db=self.fold(new[0]) if self.lctn else new[0],
+                                               name=self.fold(new[1]) if self.lctn else new[1])
+        return True
+
+    def drop_database(self, db: str) -> bool:
+        f = self.fold(db)
+        found = self.databases.pop(f, None) is not None
+        for k in [k for k in self.tables if k[0] == f]:
+            del self.tables[k]
+            found = True
+        return found
+
+    # ------------------------------------------------------------ persistence
+
+    @classmethod
+    def load(cls, warehouse: str, channel: str, lctn: int = 0) -> "Catalog":
+        cat = cls(os.fspath(warehouse), channel, lctn)
+        path = catalog_path(cat.warehouse, channel)
+        check(path)
+        try:
+            dt = DeltaTable(path)
+        except TableNotFoundError:
+            return cat
+        cat.seq = dt.transaction_version(app_id(channel)) or 0
+        for r in dt.to_pyarrow_table().to_pylist():
+            if r["kind"] == "database":
+                cat.databases[cat.fold(r["db"])] = r["db"]
+            else:
+                cols = json.loads(r["columns"]) if r["columns"] else None
+                cat.tables[cat.key(r["db"], r["name"])] = TableEntry(r["db"], r["name"], r["path"], cols)
+        return cat
+
+    def to_arrow(self) -> pa.Table:
+        rows = [{"kind": "database", "db": d, "name": None, "path": None, "columns": None}
+                for d in sorted(self.databases.values())]
+        rows += [{"kind": "table", "db": e.db, "name": e.name, "path": e.path,
+                  "columns": json.dumps(e.columns, ensure_ascii=False) if e.columns is not None else None}
+                 for e in sorted(self.tables.values(), key=lambda e: (e.db, e.name))]
+        return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+    def commit(self, seq: int) -> None:
+        """The catalog as of `seq`, in one commit (creating the table on first use)."""
+        path = catalog_path(self.warehouse, self.channel)
+        exists = DeltaTable.is_deltatable(path)
+        delta_commit.write(path, self.to_arrow(), mode="overwrite", create=not exists,
+                           metadata={"rpl_sql.replica.channel": self.channel, "rpl_sql.replica.seq": str(seq)},
+                           app=(app_id(self.channel), seq))
+        self.seq = seq
+
+
+def all_tables(warehouse: str) -> list[tuple[str, TableEntry]]:
+    """(channel, entry) for every table of every channel's replica, as the catalogs say now."""
+    base = f"{replica_root(os.fspath(warehouse))}/_catalog"
+    if "://" in base or not os.path.isdir(base):
+        return []
+    out = []
+    for name in sorted(os.listdir(base)):
+        path = f"{base}/{name}"
+        try:
+            dt = DeltaTable(path)
+        except TableNotFoundError:
+            continue
+        meta = next((h for h in dt.history(1)), {})
+        channel = meta.get("rpl_sql.replica.channel", name)
+        for r in dt.to_pyarrow_table().to_pylist():
+            if r["kind"] == "table":
+                cols = json.loads(r["columns"]) if r["columns"] else None
+                out.append((channel, TableEntry(r["db"], r["name"], r["path"], cols)))
+    return out

@@ -1,0 +1,366 @@
+"""The replica tables: a channel's applied events, in source order, made into typed Delta tables.
+
+    >>> ReplicaTables("/data/wh", "a").catch_up()          # doctest: +SKIP
+    MaterializeReport(channel='a', events=1200, rows_changed=3100, tables=4, ddl=2)
+
+Reads the applied events after the catalog's position (`catalog.Catalog.seq`) up to the applier's, then per
+table merges its row changes (`merge.apply_changes`) and in between applies DDL to the catalog and the
+tables, exactly where it came in the stream. Every table commit and every catalog commit carries the seq it
+reflects, so a crash at any point is completed on the next run without applying a change twice: an event is
+skipped for a table whose own position is already past it.
+
+Row events name their table after REPLICATE_REWRITE_DB (the applier's `applied_db`). Statements follow
+MySQL: unqualified table names resolve to the rewritten default database, qualified ones are taken as
+written, CREATE/DROP DATABASE act on the database the statement names. A row event for a table the replica
+does not have creates it from the event's table map (a MySQL replica would stop with error 1146; the table
+map defines the table exactly). Statement-format DML cannot be re-executed here: it stops the channel (see
+`StatementDML`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from rpl_sql.errors import MySQLError
+from rpl_sql.evaluate import TRANSACTION_CONTROL
+from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path
+from rpl_sql.pipeline.replica import columns as C
+from rpl_sql.pipeline.replica import ddl
+from rpl_sql.pipeline.replica.catalog import Catalog, TableEntry
+from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, reshape, table_seq
+from rpl_sql.state import channel_key
+
+log = logging.getLogger(__name__)
+
+DML_COMMANDS = frozenset({"INSERT", "INSERT_SELECT", "UPDATE", "UPDATE_MULTI", "DELETE", "DELETE_MULTI", "REPLACE",
+                          "REPLACE_SELECT", "LOAD"})
+_TEMPORARY = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:CREATE|DROP)\s+TEMPORARY\b", re.I | re.S)
+_READ_COLUMNS = ["seq", "event_type", "command", "statement_kind", "default_db", "db_name", "table_name", "tables",
+                 "statement", "rows", "applied_db", "columns"]
+
+
+class StatementDML(MySQLError):
+    """A statement-format DML event would change replica tables: it cannot be re-executed faithfully."""
+
+
+@dataclass
+class MaterializeReport:
+    channel: str
+    events: int = 0          # applied events read
+    rows_changed: int = 0    # rows inserted, updated or deleted in the replica tables
+    tables: int = 0          # table merges committed
+    ddl: int = 0             # DDL statements applied
+
+
+class ReplicaTables:
+    """One channel's replica tables; `catch_up()` brings them to the applier's position."""
+
+    def __init__(self, warehouse: str | os.PathLike, channel: str, *, lctn: int = 0, exec_mode: str = "STRICT"):
+        self.warehouse, self.channel = os.fspath(warehouse), channel_key(channel)
+        self.lctn = lctn
+        if exec_mode.upper() not in ("STRICT", "IDEMPOTENT"):
+            raise ValueError("exec_mode must be STRICT or IDEMPOTENT")
+        self.strict = exec_mode.upper() == "STRICT"
+
+    # ------------------------------------------------------------ reading
+
+    def _events(self, after: int, through: int | None) -> pa.Table:
+        path = applied_path(self.warehouse)
+        try:
+            dt = DeltaTable(path)
+        except TableNotFoundError:
+            return pa.table({c: [] for c in _READ_COLUMNS})
+        cond = (ds.field("channel") == self.channel) if self.channel else \
+            (ds.field("channel").is_null() | (ds.field("channel") == ""))
+        cond = cond & (ds.field("seq") > after)
+        if through is not None:
+            cond = cond & (ds.field("seq") <= through)
+        dset = dt.to_pyarrow_dataset()
+        cols = [c for c in _READ_COLUMNS if c in dset.schema.names]
+        t = dset.to_table(columns=cols, filter=cond)
+        return t.sort_by("seq")
+
+    # ------------------------------------------------------------ the run
+
+    def catch_up(self, through: int | None = None) -> MaterializeReport:
+        """Apply the applied events after the catalog's position (through `through`, default all)."""
+        self.report = MaterializeReport(self.channel)
+        self.cat = Catalog.load(self.warehouse, self.channel, self.lctn)
+        events = self._events(self.cat.seq, through)
+        if events.num_rows == 0:
+            return self.report
+        self.pending: dict[tuple[str, str], Changes] = {}
+        self.table_seqs: dict[str, int] = {}
+        last = self.cat.seq
+        for ev in events.to_pylist():
+            self.report.events += 1
+            seq = ev["seq"]
+            if ev["event_type"] in ROW_EVENT_TYPES:
+                self._row_event(ev)
+            elif ev["event_type"] == "query":
+                self._query(ev)
+            last = seq
+        self._flush_all()
+        self.cat.commit(last)
+        return self.report
+
+    # ------------------------------------------------------------ rows
+
+    def _table_done(self, entry: TableEntry) -> int:
+        path = self.cat.data_path(entry)
+        if path not in self.table_seqs:
+            self.table_seqs[path] = table_seq(path, self.channel)
+        return self.table_seqs[path]
+
+    def _row_event(self, ev: dict) -> None:
+        db = ev["applied_db"] if ev["applied_db"] is not None else ev["db_name"]
+        name = ev["table_name"]
+        if self.lctn:
+            db, name = db.lower(), name.lower()
+        cols = json.loads(ev["columns"]) if ev.get("columns") else None
+        images = json.loads(ev["rows"] or "[]")
+        if cols is None:  # landed without a table map (Debezium, or before rpl_sql recorded table maps)
+            cols = [{"name": k, "type": "text"} for k in _image_names(images)]
+        entry = self.cat.table(db, name)
+        if entry is None:
+            entry = self.cat.add_table(db, name, cols)
+            log.info("channel %r: %s.%s created from its table map", self.channel, db, name)
+        elif entry.columns is None or not C.same_shape(entry.columns, cols):
+            self._flush(entry)
+            entry = self._evolve(entry, cols, ev["seq"])
+        elif [bool(c.get("pk")) for c in entry.columns] != [bool(c.get("pk")) for c in cols] and \
+                any(c.get("pk") for c in cols):
+            self._flush(entry)
+            entry = self.cat.set_columns(entry, cols)
+        if ev["seq"] <= self._table_done(entry):
+            return
+        key = self.cat.key(entry.db, entry.name)
+        ch = self.pending.get(key)
+        if ch is None:
+            ch = self.pending[key] = Changes(entry.columns)
+        ch.add(ev["seq"], ev["event_type"], images)
+
+    def _evolve(self, entry: TableEntry, cols: list[dict], seq: int) -> TableEntry:
+        """The table map differs from what the replica holds (an ALTER it could not read, or none): take it."""
+        path = self.cat.data_path(entry)
+        if seq > self._table_done(entry):
+            renames = {}
+            if entry.columns is not None and len(entry.columns) == len(cols):
+                renames = {a["name"]: b["name"] for a, b in zip(entry.columns, cols) if a["name"] != b["name"]}
+            reshape(path, entry.columns, cols, self.channel, seq - 1, renames=renames)
+            self.table_seqs[path] = seq - 1
+        return self.cat.set_columns(entry, cols)
+
+    def _flush(self, entry: TableEntry) -> None:
+        key = self.cat.key(entry.db, entry.name)
+        ch = self.pending.pop(key, None)
+        if ch is None or not len(ch):
+            return
+        path = self.cat.data_path(entry)
+        if entry.columns is not None and not DeltaTable.is_deltatable(path):
+            create(path, entry.columns, self.channel, 0)
+        label = f"{entry.db}.{entry.name}"
+        try:
+            n = apply_changes(path, ch, self.channel, strict=self.strict, table_label=label)
+        except MySQLError:
+            self.pending.clear()
+            raise
+        self.table_seqs[path] = ch.last_seq
+        self.report.rows_changed += n
+        self.report.tables += 1
+
+    def _flush_all(self) -> None:
+        for key in list(self.pending):
+            entry = self.cat.tables.get(key)
+            if entry is not None:
+                self._flush(entry)
+        self.pending.clear()
+
+    # ------------------------------------------------------------ statements
+
+    def _resolve(self, db: str | None, name: str, ev: dict) -> tuple[str, str]:
+        d = db if db is not None else (ev["applied_db"] if ev["applied_db"] is not None else ev["default_db"])
+        if d is None:
+            raise MySQLError(1046, "3D000", "ER_NO_DB_ERROR",
+                             f"No database selected (seq {ev['seq']}: {ev['statement'][:200]})")
+        return (d.lower(), name.lower()) if self.lctn else (d, name)
+
+    def _query(self, ev: dict) -> None:
+        cmd = ev["command"]
+        if cmd in TRANSACTION_CONTROL or cmd in ("XA_START", "XA_END", "XA_COMMIT", "XA_ROLLBACK", "XA_PREPARE",
+                                                 "SET_OPTION"):
+            return
+        if cmd in DML_COMMANDS:
+            self._statement_dml(ev)
+            return
+        handler = {"CREATE_TABLE": self._create_table, "DROP_TABLE": self._drop_table,
+                   "RENAME_TABLE": self._rename_table, "TRUNCATE": self._truncate, "ALTER_TABLE": self._alter_table,
+                   "CREATE_DB": self._create_db, "DROP_DB": self._drop_db}.get(cmd)
+        if handler is None:
+            return  # indexes, views, triggers, grants: no effect on the replica tables' rows or columns
+        if _TEMPORARY.match(ev["statement"] or ""):
+            return
+        self._flush_all()
+        handler(ev)
+        self.report.ddl += 1
+        self.cat.commit(ev["seq"])
+
+    def _statement_dml(self, ev: dict) -> None:
+        tables = [self._resolve(t["db"], t["name"], ev) for t in (ev["tables"] or []) if t.get("updating")]
+        held = [t for t in tables if self.cat.table(*t) is not None]
+        if not held:
+            return  # touches no replica table (e.g. a temporary one): nothing to diverge
+        self._flush_all()
+        self.cat.commit(ev["seq"] - 1)
+        names = ", ".join(f"{d}.{n}" for d, n in held)
+        raise StatementDML(
+            1105, "HY000", "ER_UNKNOWN_ERROR",
+            f"Statement-format DML at seq {ev['seq']} would change the replica table(s) {names}: "
+            f"'{(ev['statement'] or '')[:300]}'. rpl_sql applies row events only; set binlog_format=ROW on the "
+            "source, or skip this transaction with SET GLOBAL sql_replica_skip_counter = 1 and START REPLICA")
+
+    def _create_table(self, ev: dict) -> None:
+        stmt = ddl.parse(ev["statement"] or "")
+        refs = ev["tables"] or []
+        if isinstance(stmt, ddl.CreateTable):
+            db, name = self._resolve(stmt.db, stmt.name, ev)
+        elif refs:
+            db, name = self._resolve(refs[0]["db"], refs[0]["name"], ev)
+        else:
+            return
+        if self.cat.table(db, name) is not None:
+            if isinstance(stmt, ddl.CreateTable) and stmt.if_not_exists:
+                return
+            raise MySQLError(1050, "42S01", "ER_TABLE_EXISTS_ERROR", f"Table '{name}' already exists "
+                             f"(seq {ev['seq']}); DROP it on the replica side or skip the transaction")
+        cols = stmt.columns if isinstance(stmt, ddl.CreateTable) else None
+        if isinstance(stmt, ddl.CreateTable) and stmt.like is not None:
+            src = self.cat.table(*self._resolve(stmt.like[0], stmt.like[1], ev))
+            cols = [dict(c) for c in src.columns] if src is not None and src.columns is not None else None
+        entry = self.cat.add_table(db, name, cols)
+        if cols is not None:
+            create(self.cat.data_path(entry), cols, self.channel, ev["seq"])
+
+    def _drop_table(self, ev: dict) -> None:
+        for t in ev["tables"] or []:
+            db, name = self._resolve(t["db"], t["name"], ev)
+            if self.cat.drop_table(db, name) is None:
+                log.info("channel %r: DROP TABLE of %s.%s, which the replica does not have", self.channel, db, name)
+
+    def _rename_table(self, ev: dict) -> None:
+        refs = [self._resolve(t["db"], t["name"], ev) for t in ev["tables"] or []]
+        for old, new in zip(refs[0::2], refs[1::2]):
+            self.cat.rename_table(old, new)
+
+    def _truncate(self, ev: dict) -> None:
+        for t in ev["tables"] or []:
+            entry = self.cat.table(*self._resolve(t["db"], t["name"], ev))
+            if entry is not None and entry.columns is not None and ev["seq"] > self._table_done(entry):
+                create(self.cat.data_path(entry), entry.columns, self.channel, ev["seq"])
+
+    def _alter_table(self, ev: dict) -> None:
+        stmt = ddl.parse(ev["statement"] or "")
+        refs = ev["tables"] or []
+        if isinstance(stmt, ddl.AlterTable):
+            db, name = self._resolve(stmt.db, stmt.name, ev)
+        elif refs:
+            db, name = self._resolve(refs[0]["db"], refs[0]["name"], ev)
+        else:
+            return
+        entry = self.cat.table(db, name)
+        if entry is None:
+            return
+        if not isinstance(stmt, ddl.AlterTable) or entry.columns is None:
+            return  # the next table map of the table says what changed
+        cols = [dict(c) for c in entry.columns]
+        renames: dict[str, str] = {}
+        defaults: dict[str, object] = {}
+        target = (db, name)
+
+        def find(n: str) -> int:
+            low = n.lower()  # column names are case-insensitive in MySQL
+            return next((i for i, c in enumerate(cols) if c["name"].lower() == low), -1)
+
+        for a in stmt.actions:
+            op = a[0]
+            if op == "add":
+                c, (has_default, default), after = a[1], a[2], a[3]
+                if c.get("pk"):
+                    for x in cols:
+                        x.pop("pk", None)
+                i = len(cols) if after is None else (0 if after == "" else find(after) + 1)
+                cols.insert(i, dict(c))
+                if has_default:
+                    defaults[c["name"]] = default
+            elif op == "drop":
+                i = find(a[1])
+                if i >= 0:
+                    cols.pop(i)
+            elif op == "modify":
+                i = find(a[1])
+                if i >= 0:
+                    new = dict(a[2])
+                    if cols[i].get("pk"):
+                        new["pk"] = True
+                    if cols[i]["name"] != new["name"]:
+                        renames[cols[i]["name"]] = new["name"]
+                    cols[i] = new
+            elif op == "rename_column":
+                i = find(a[1])
+                if i >= 0:
+                    renames[cols[i]["name"]] = a[2]
+                    cols[i] = dict(cols[i], name=a[2])
+            elif op == "rename":
+                target = self._resolve(a[1], a[2], ev)
+            elif op == "pk":
+                low = {n.lower() for n in a[1]}
+                for x in cols:
+                    x.pop("pk", None)
+                    if x["name"].lower() in low:
+                        x["pk"] = True
+            elif op == "drop_pk":
+                for x in cols:
+                    x.pop("pk", None)
+        old = entry.columns
+        if [(c["name"], C.arrow_type(c)) for c in cols] != [(c["name"], C.arrow_type(c)) for c in old] \
+                and ev["seq"] > self._table_done(entry):
+            reshape(self.cat.data_path(entry), old, cols, self.channel, ev["seq"], renames=renames,
+                    defaults=defaults)
+        entry = self.cat.set_columns(entry, cols)
+        if target != (db, name):
+            self.cat.rename_table((db, name), target)
+
+    def _create_db(self, ev: dict) -> None:
+        if ev["default_db"]:
+            self.cat.add_database(ev["default_db"])
+
+    def _drop_db(self, ev: dict) -> None:
+        if ev["default_db"]:
+            self.cat.drop_database(ev["default_db"])
+
+
+def _image_names(images: list[dict]) -> list[str]:
+    names: list[str] = []
+    for im in images:
+        for side in ("after", "before"):
+            for k in (im.get(side) or {}):
+                if k not in names:
+                    names.append(k)
+    return names
+
+
+def materialize(warehouse: str | os.PathLike, channel: str, *, through: int | None = None, lctn: int = 0,
+                exec_mode: str = "STRICT") -> MaterializeReport:
+    """Bring `channel`'s replica tables up to its applied events (through seq `through`)."""
+    return ReplicaTables(warehouse, channel, lctn=lctn, exec_mode=exec_mode).catch_up(through)
+
+
+__all__ = ["ReplicaTables", "MaterializeReport", "StatementDML", "materialize"]

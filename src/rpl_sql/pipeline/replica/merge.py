@@ -1,0 +1,293 @@
+"""One replica table's row changes of a batch, checked as a MySQL replica checks them, in one Delta merge.
+
+The changes are replayed in source order over what the table holds for the keys they touch (looked up
+first): a key by the primary key, or by the whole row where the table has none (then identical rows are
+counted, and deleting one of two deletes one). STRICT mode raises MySQL's errors where a replica's SQL
+thread stops (1062 a duplicate key, 1032 a row that is not there); IDEMPOTENT mode (replica_exec_mode)
+overwrites and skips instead. The net effect is one merge commit carrying the table's replica position.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+from collections import Counter
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from rpl_sql.delta import commit as delta_commit
+from rpl_sql.errors import MySQLError
+from rpl_sql.pipeline.replica import columns as C
+
+OP = "__rpl_sql_op"
+
+
+class ReplicaRowError(MySQLError):
+    """A row change a STRICT replica refuses (MySQL error 1032 or 1062): the channel's SQL thread stops."""
+
+
+def _err(code: int, name: str, sqlstate: str, msg: str) -> ReplicaRowError:
+    return ReplicaRowError(code, sqlstate, name, msg)
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def open_table(path: str) -> DeltaTable | None:
+    try:
+        return DeltaTable(path)
+    except TableNotFoundError:
+        return None
+
+
+def table_seq(path: str, channel: str) -> int:
+    """The last seq merged into the table at `path` (0 when it has none)."""
+    dt = open_table(path)
+    return (dt.transaction_version(delta_commit.app_id("replica", channel)) or 0) if dt is not None else 0
+
+
+def create(path: str, columns: list[dict], channel: str, seq: int) -> None:
+    """An empty table with the columns (or one replacing what is at `path`)."""
+    empty = C.arrow_schema(columns).empty_table()
+    write(path, empty, channel, seq, mode="overwrite")
+
+
+def write(path: str, data: pa.Table, channel: str, seq: int, *, mode: str) -> None:
+    exists = DeltaTable.is_deltatable(path)
+    kw = {"schema_mode": "overwrite"} if (exists and mode == "overwrite") else {}
+    write_deltalake(path, data, mode=mode, configuration=None if exists else delta_commit.KEEP_LOG, **kw,
+                    **delta_commit.properties({"rpl_sql.replica.channel": channel, "rpl_sql.replica.seq": str(seq)},
+                                              (delta_commit.app_id("replica", channel), seq)))
+
+
+class Changes:
+    """A table's row images of one batch, in source order: ('write'|'update'|'delete', before, after)."""
+
+    def __init__(self, columns: list[dict]):
+        self.columns = columns
+        self.convs = C.converters(columns)
+        self.items: list[tuple[str, tuple | None, tuple | None]] = []
+        self.last_seq = 0
+
+    def _row(self, image: dict | None) -> tuple | None:
+        if image is None:
+            return None
+        return tuple(None if (v := image.get(n)) is None else f(v) for n, f in self.convs)
+
+    def add(self, seq: int, event_type: str, images: Iterable[dict]) -> None:
+        kind = event_type.split("_")[0]
+        for im in images:
+            self.items.append((kind, self._row(im.get("before")), self._row(im.get("after"))))
+        self.last_seq = max(self.last_seq, seq)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def _lookup(dt: DeltaTable, columns: list[dict], key_idx: list[int], keys: set[tuple]) -> Counter:
+    """How many rows the table holds per key (PK: 0 or 1; whole-row keys: any count)."""
+    if not keys or dt is None:
+        return Counter()
+    names = [columns[i]["name"] for i in key_idx]
+    first = names[0]
+    vals = [k[0] for k in keys]
+    # The key column is read whole and filtered here: delta-rs' file statistics for strings are typed
+    # string while its scan reads string_view, which a pushed-down filter cannot compare.
+    t = dt.to_pyarrow_dataset().to_table(columns=names)
+    col = t.column(first)
+    if pa.types.is_string_view(col.type) or pa.types.is_binary_view(col.type):
+        col = col.cast(pa.string() if pa.types.is_string_view(col.type) else pa.binary())
+    non_null = [v for v in vals if v is not None]
+    mask = pc.is_in(col, value_set=pa.array(non_null, type=col.type)) if non_null else \
+        pa.array([False] * t.num_rows)
+    if any(v is None for v in vals):
+        mask = pc.or_(mask, pc.is_null(col))
+    t = t.filter(mask)
+    got = Counter(zip(*(t.column(n).to_pylist() for n in names))) if t.num_rows else Counter()
+    return Counter({k: got[k] for k in keys if got.get(k)})
+
+
+def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, table_label: str) -> int:
+    """Merge `changes` into the table at `path` in one commit; returns the number of rows changed."""
+    cols = changes.columns
+    pk = [i for i, c in enumerate(cols) if c.get("pk")]
+    whole = not pk
+    key_idx = pk or list(range(len(cols)))
+
+    def key(row: tuple) -> tuple:
+        return tuple(row[i] for i in key_idx)
+
+    touched: set[tuple] = set()
+    for _, before, after in changes.items:
+        for r in (before, after):
+            if r is not None:
+                touched.add(key(r))
+    dt = open_table(path)
+    held = _lookup(dt, cols, key_idx, touched)
+    count: dict[tuple, int] = {}
+    final: dict[tuple, tuple | None] = {}  # PK tables: the row a key ends with (None: deleted)
+    added: dict[tuple, list[tuple]] = {}   # whole-row keys: rows to insert
+
+    def n(k: tuple) -> int:
+        return count[k] if k in count else held.get(k, 0)
+
+    def show(row: tuple) -> str:
+        return "-".join("NULL" if row[i] is None else str(row[i]) for i in key_idx)[:192]
+
+    for kind, before, after in changes.items:
+        if kind in ("update", "delete"):
+            kb = key(before)
+            if n(kb) == 0:
+                if strict:
+                    raise _err(1032, "HA_ERR_KEY_NOT_FOUND", "HY000",
+                               f"Could not execute {kind.title()}_rows event on table {table_label}; Can't find "
+                               f"record in '{table_label.split('.')[-1]}', Error_code: 1032; handler error "
+                               "HA_ERR_KEY_NOT_FOUND")
+                if kind == "delete":
+                    continue
+            else:
+                count[kb] = n(kb) - 1
+                if not whole:
+                    final[kb] = None
+        if kind in ("write", "update"):
+            ka = key(after)
+            if not whole and n(ka) > 0:
+                if strict:
+                    raise _err(1062, "ER_DUP_ENTRY", "23000",
+                               f"Could not execute {'Write' if kind == 'write' else 'Update'}_rows event on table "
+                               f"{table_label}; Duplicate entry '{show(after)}' for key 'PRIMARY', Error_code: 1062")
+                count[ka] = 0
+            count[ka] = n(ka) + 1
+            if whole:
+                added.setdefault(ka, []).append(after)
+            else:
+                final[ka] = after
+    names = [c["name"] for c in cols]
+    rows: list[tuple] = []
+    ops: list[str] = []
+    if whole:
+        for k, c in count.items():
+            before_n = held.get(k, 0)
+            if c == before_n and not added.get(k):
+                continue
+            if before_n:
+                rows.append(k)
+                ops.append("d")
+            rows.extend([k] * c)  # whole-row key == the row
+            ops.extend(["i"] * c)
+    else:
+        for k, row in final.items():
+            if row is None:
+                if held.get(k):
+                    rows.append(tuple(_expand(k, key_idx, len(cols))))
+                    ops.append("d")
+            else:
+                rows.append(row)
+                ops.append("u")
+    if not rows:
+        return 0
+    src = pa.table({**{nm: pa.array([r[i] for r in rows], type=C.arrow_type(c))
+                       for i, (nm, c) in enumerate(zip(names, cols))}, OP: pa.array(ops, pa.string())})
+    if dt is None:
+        create(path, cols, channel, 0)
+        dt = DeltaTable(path)
+    props = delta_commit.properties({"rpl_sql.replica.channel": channel,
+                                     "rpl_sql.replica.seq": str(changes.last_seq)},
+                                    (delta_commit.app_id("replica", channel), changes.last_seq))
+    cols_q = {quote(nm): f"s.{quote(nm)}" for nm in names}
+    if whole:
+        pred = f"s.{OP} = 'd' AND " + " AND ".join(
+            f"(t.{quote(nm)} IS NOT DISTINCT FROM s.{quote(nm)})" for nm in names)
+        (dt.merge(src, predicate=pred, source_alias="s", target_alias="t", **props)
+         .when_matched_delete()
+         .when_not_matched_insert(updates=cols_q, predicate=f"s.{OP} = 'i'")
+         .execute())
+    else:
+        pred = " AND ".join(f"t.{quote(names[i])} = s.{quote(names[i])}" for i in key_idx)
+        (dt.merge(src, predicate=pred, source_alias="s", target_alias="t", **props)
+         .when_matched_delete(predicate=f"s.{OP} = 'd'")
+         .when_matched_update(updates=cols_q, predicate=f"s.{OP} = 'u'")
+         .when_not_matched_insert(updates=cols_q, predicate=f"s.{OP} = 'u'")
+         .execute())
+    return len(rows)
+
+
+def _expand(k: tuple, key_idx: list[int], width: int) -> list[Any]:
+    out: list[Any] = [None] * width
+    for v, i in zip(k, key_idx):
+        out[i] = v
+    return out
+
+
+def read_all(path: str) -> pa.Table | None:
+    dt = open_table(path)
+    return dt.to_pyarrow_table() if dt is not None else None
+
+
+def reshape(path: str, old: list[dict] | None, new: list[dict], channel: str, seq: int,
+            renames: dict[str, str] | None = None, defaults: dict[str, Any] | None = None) -> None:
+    """Rewrite the table at `path` to the columns `new` (an ALTER TABLE): kept columns cast, renamed ones
+    carried over, added ones filled with their default, dropped ones gone; one overwrite commit."""
+    renames = renames or {}
+    defaults = defaults or {}
+    data = read_all(path)
+    if data is None or old is None:
+        create(path, new, channel, seq)
+        return
+    src_of = {v: k for k, v in renames.items()}
+    arrays = []
+    for c in new:
+        t = C.arrow_type(c)
+        src = src_of.get(c["name"], c["name"])
+        if src in data.column_names:
+            col = data.column(src)
+            try:
+                col = col.cast(t) if col.type != t else col
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                conv = C.converter(c)
+                col = pa.array([None if v is None else conv(_landed(v)) for v in col.to_pylist()], type=t)
+        else:
+            d = defaults.get(c["name"])
+            value = None if d is None else C.converter(c)(_implicit(c, d))
+            col = pa.array([value] * data.num_rows, type=t)
+        arrays.append(col)
+    table = pa.table(arrays, schema=C.arrow_schema(new)) if new else data.select([])
+    write(path, table, channel, seq, mode="overwrite")
+
+
+def _landed(v: Any) -> Any:
+    """A stored value back in the events table's JSON form (for a conversion a cast cannot do)."""
+    if isinstance(v, (bytes, bytearray)):
+        return {"$binary": base64.b64encode(bytes(v)).decode("ascii")}
+    if isinstance(v, (_dt.date, _dt.datetime)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    return v
+
+
+def _implicit(c: dict, d: Any) -> Any:
+    """A column's DEFAULT literal, or '' for NOT NULL without one: MySQL's implicit default of the type."""
+    t = c["type"]
+    if d == "":
+        if t in ("text", "enum", "set", "json", "time"):
+            return "" if t != "time" else "00:00:00"
+        if t == "blob":
+            return ""
+        if t in ("date", "datetime", "timestamp"):
+            return None
+        return "0" if t == "decimal" else 0
+    if t in ("tinyint", "smallint", "mediumint", "int", "bigint", "year"):
+        return int(decimal_str(d))
+    if t in ("float", "double"):
+        return float(d)
+    return d
+
+
+def decimal_str(v: Any) -> str:
+    return str(decimal.Decimal(str(v)).to_integral_value())

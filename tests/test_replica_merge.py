@@ -1,0 +1,146 @@
+"""Replica table pieces without a server: the type vocabulary's edges, DDL reading, and one table's merge with
+MySQL's row errors (1032, 1062), IDEMPOTENT mode, tables without a primary key and hostile column names."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from rpl_sql.pipeline.replica import columns as C
+from rpl_sql.pipeline.replica import ddl
+from rpl_sql.pipeline.replica.merge import Changes, ReplicaRowError, apply_changes, create, reshape, table_seq
+from rpl_sql.pipeline.writer import rows_json
+
+HOSTILE = ["i`d", "we'ird \"x\", %_ é\\", "Mixed Case"]
+
+
+def _images(changes):
+    """Row images through the events table's JSON, as the applier lands them."""
+    return json.loads(rows_json(changes))
+
+
+def _rows(path, names):
+    t = DeltaTable(path).to_pyarrow_table()
+    return sorted(zip(*(t.column(n).to_pylist() for n in names)), key=repr)
+
+
+@pytest.mark.parametrize("col, arrow, landed, value", [
+    ({"type": "bigint", "unsigned": True}, pa.decimal128(20, 0), 2 ** 64 - 1, decimal.Decimal(2 ** 64 - 1)),
+    ({"type": "bigint"}, pa.int64(), -2 ** 63, -2 ** 63),
+    ({"type": "int", "unsigned": True}, pa.int64(), 2 ** 32 - 1, 2 ** 32 - 1),
+    ({"type": "tinyint", "unsigned": True}, pa.int16(), 255, 255),
+    ({"type": "decimal", "precision": 38, "scale": 10}, pa.decimal128(38, 10), "-1234567890123456789012345678.0123456789",
+     decimal.Decimal("-1234567890123456789012345678.0123456789")),
+    ({"type": "decimal", "precision": 65, "scale": 30}, pa.string(), "1.5", "1.5"),
+    ({"type": "bit", "bits": 64}, pa.decimal128(20, 0), "1" * 64, decimal.Decimal(2 ** 64 - 1)),
+    ({"type": "bit", "bits": 3}, pa.int64(), "101", 5),
+    ({"type": "datetime", "fsp": 6}, pa.timestamp("us"), "2024-02-29T23:59:59.999999",
+     dt.datetime(2024, 2, 29, 23, 59, 59, 999999)),
+    ({"type": "timestamp", "fsp": 0}, pa.timestamp("us", tz="UTC"), "1970-01-01T00:00:01",
+     dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)),
+    ({"type": "time", "fsp": 2}, pa.string(), "-838:59:59", "-838:59:59"),
+    ({"type": "set", "values": ["x", "y", "z"]}, pa.string(), ["z", "x"], "x,z"),
+    ({"type": "blob"}, pa.binary(), {"$binary": "AP8="}, b"\x00\xff"),
+    ({"type": "json"}, pa.string(), {"a": [1]}, '{"a": [1]}'),
+    ({"type": "year"}, pa.int16(), 2155, 2155),
+])
+def test_types_keep_every_value(col, arrow, landed, value):
+    col = dict(col, name="c")
+    assert C.arrow_type(col) == arrow
+    got = C.converter(col)(landed)
+    assert got == value
+    assert pa.array([got], type=arrow).to_pylist() == [value]
+
+
+def test_ddl_reads_columns_keys_and_alter_actions():
+    t = ddl.parse("CREATE TABLE IF NOT EXISTS d.`we``ird` (a INT UNSIGNED, `b c` DECIMAL(9,2) NOT NULL, "
+                  "e ENUM('x','y'), PRIMARY KEY (`b c`, a)) ENGINE=InnoDB")
+    assert (t.db, t.name, t.if_not_exists) == ("d", "we`ird", True)
+    assert t.columns == [{"name": "a", "type": "int", "unsigned": True, "pk": True},
+                         {"name": "b c", "type": "decimal", "precision": 9, "scale": 2, "pk": True},
+                         {"name": "e", "type": "enum", "values": ["x", "y"]}]
+    a = ddl.parse("ALTER TABLE t ADD COLUMN x INT NOT NULL DEFAULT -5 FIRST, DROP COLUMN y, CHANGE v w TEXT, "
+                  "RENAME COLUMN w TO w2")
+    assert a.complete and [x[0] for x in a.actions] == ["add", "drop", "modify", "rename_column"]
+    assert a.actions[0][2] == (True, "-5") and a.actions[0][3] == ""
+    assert ddl.parse("ALTER TABLE t ADD COLUMN (p int, q int)") is None  # unreadable: the next table map decides
+    assert ddl.parse("CREATE TABLE t2 LIKE d.t").like == ("d", "t")
+
+
+COLS = [{"name": HOSTILE[0], "type": "int", "pk": True}, {"name": HOSTILE[1], "type": "text"},
+        {"name": HOSTILE[2], "type": "blob"}]
+
+
+def _changes(cols, *items, seq=1):
+    ch = Changes(cols)
+    for kind, before, after in items:
+        names = [c["name"] for c in cols]
+        img = {"before": dict(zip(names, before)) if before else None,
+               "after": dict(zip(names, after)) if after else None}
+        ch.add(seq, kind + "_rows", _images([img]))
+        seq += 1
+    return ch
+
+
+def test_primary_key_changes_merge_in_source_order(tmp_path):
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    apply_changes(p, _changes(COLS, ("write", None, (1, "a", b"\x00")), ("write", None, (2, "b", None)),
+                              ("update", (2, "b", None), (3, "b2", b"`")),          # key change
+                              ("write", None, (2, "again", None)),                  # the old key reused
+                              ("delete", (1, "a", b"\x00"), None)), "c", strict=True, table_label="d.t")
+    assert _rows(p, [c["name"] for c in COLS]) == [(2, "again", None), (3, "b2", b"`")]
+    assert table_seq(p, "c") == 5
+
+
+def test_strict_mode_stops_on_missing_and_duplicate_rows_and_changes_nothing(tmp_path):
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    apply_changes(p, _changes(COLS, ("write", None, (1, "a", None))), "c", strict=True, table_label="d.t")
+    before = DeltaTable(p).version()
+    with pytest.raises(ReplicaRowError) as e:
+        apply_changes(p, _changes(COLS, ("write", None, (5, "x", None)), ("delete", (7, "x", None), None), seq=2),
+                      "c", strict=True, table_label="d.t")
+    assert e.value.code == 1032 and "Can't find record" in e.value.message
+    with pytest.raises(ReplicaRowError) as e:
+        apply_changes(p, _changes(COLS, ("write", None, (1, "dup", None)), seq=2), "c", strict=True,
+                      table_label="d.t")
+    assert e.value.code == 1062 and "Duplicate entry '1'" in e.value.message
+    assert DeltaTable(p).version() == before
+
+
+def test_idempotent_mode_overwrites_and_skips(tmp_path):
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    apply_changes(p, _changes(COLS, ("write", None, (1, "a", None))), "c", strict=True, table_label="d.t")
+    apply_changes(p, _changes(COLS, ("write", None, (1, "dup", None)), ("delete", (7, "x", None), None),
+                              ("update", (8, "y", None), (9, "z", None)), seq=2),
+                  "c", strict=False, table_label="d.t")
+    assert _rows(p, [c["name"] for c in COLS]) == [(1, "dup", None), (9, "z", None)]
+
+
+def test_a_table_without_a_key_counts_identical_rows(tmp_path):
+    cols = [{"name": HOSTILE[1], "type": "text"}, {"name": "n", "type": "double"}]
+    p = str(tmp_path / "t")
+    create(p, cols, "c", 0)
+    apply_changes(p, _changes(cols, ("write", None, ("x", 1.5)), ("write", None, ("x", 1.5)),
+                              ("write", None, (None, None))), "c", strict=True, table_label="d.t")
+    apply_changes(p, _changes(cols, ("delete", ("x", 1.5), None), ("update", (None, None), ("y", None)), seq=4),
+                  "c", strict=True, table_label="d.t")
+    assert _rows(p, [c["name"] for c in cols]) == [("x", 1.5), ("y", None)]
+    with pytest.raises(ReplicaRowError):
+        apply_changes(p, _changes(cols, ("delete", ("x", 2.5), None), seq=6), "c", strict=True, table_label="d.t")
+
+
+def test_reshape_adds_with_default_renames_and_drops(tmp_path):
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    apply_changes(p, _changes(COLS, ("write", None, (1, "a", b"z"))), "c", strict=True, table_label="d.t")
+    new = [COLS[0], {"name": "renamed", "type": "text"}, {"name": "n", "type": "int"}]
+    reshape(p, COLS, new, "c", 2, renames={HOSTILE[1]: "renamed"}, defaults={"n": "7"})
+    assert _rows(p, ["i`d", "renamed", "n"]) == [(1, "a", 7)]
+    assert DeltaTable(p).to_pyarrow_table().column_names == ["i`d", "renamed", "n"]
