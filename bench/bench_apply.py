@@ -151,6 +151,7 @@ def channel_events(channel: str, n_events: int, seed: int) -> pa.Table:
         "event_time": ts,
         "filter_db": _strings(db, dbs),
         "source": pa.array(["binlog"] * n_events, pa.string()),
+        "columns": pa.nulls(n_events, pa.string()),
     }
     return pa.table(cols, schema=EVENTS_SCHEMA)
 

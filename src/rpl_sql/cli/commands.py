@@ -84,6 +84,10 @@ def apply_main(argv: list[str] | None = None) -> int:
     p.add_argument("--channel", action="append", help="channel to apply (repeatable; default: all configured)")
     p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE,
                    help=f"events per batch, 0 = one batch per channel (default {CLI_BATCH_SIZE:,})")
+    p.add_argument("--tables", action="store_true",
+                   help="also keep the replica tables: each applied source table as a typed Delta table")
+    p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
+                   help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
     p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
     p.add_argument("--master", help="Spark master (default local[2])")
     p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
@@ -108,7 +112,7 @@ def apply_main(argv: list[str] | None = None) -> int:
 
     try:
         report = apply(start_spark, args.warehouse, args.channel, batch_size=args.batch_size or None,
-                       progress=None if args.silent else show)
+                       progress=None if args.silent else show, tables=args.tables, exec_mode=args.exec_mode)
     except MySQLError as e:
         display.close()
         sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
