@@ -590,3 +590,37 @@ def test_cli_apply(spark, warehouse, capsys):
     out = capsys.readouterr()
     assert "| ch1 " in out.out and "not running" in out.out and "Decided by" in out.out
     assert "[apply] channel 'ch1': batch 1" in out.err
+
+
+def test_the_local_engine_equals_the_spark_job(spark, warehouse, tmp_path):
+    """LocalApplier (the replica service's applier, no Spark) writes the same applied events, COUNTERs,
+    positions and GTIDs as the Spark job, batch size or not, and stops on the same malformed input."""
+    from rpl_sql.pipeline.applier.local import LocalApplier
+
+    other = str(tmp_path / "local_wh")
+    log = mixed_log(seed=11, scale=3)
+    for wh in (warehouse, other):
+        setup_server(wh)
+        land(wh, log)
+    before = DeltaStore(other).load().state
+    apply(spark, warehouse)
+    local = LocalApplier(other, batch_size=7)
+    batches = 0
+    for ch in ("", "ch1", "ch2"):
+        while local.run_batch(ch) is not None:
+            batches += 1
+    assert batches > 10
+    check_against_reference(spark, other, log, before)
+    assert sorted(applied_rows(spark, other)) == sorted(applied_rows(spark, warehouse))
+    a, b = DeltaStore(warehouse).load().state, DeltaStore(other).load().state
+    assert counters(a) == counters(b)
+    assert [c.applier for c in a.channels] == [c.applier for c in b.channels]
+    bad = Log()
+    bad.rows_txn("ch1", [("db1", "t1")])
+    bad._row("ch1", "gtid", "0-7-0")
+    third = str(tmp_path / "bad_wh")
+    setup_server(third)
+    land(third, bad)
+    with pytest.raises(ApplyError, match="neither 'uuid:n' nor 'domain-server-n'"):
+        LocalApplier(third).run_batch("ch1")
+    assert DeltaStore(third).load().state.channel("ch1").applier.seq == 0

@@ -89,6 +89,13 @@ class BatchCommits:
 
     def commit_applied(self, rec: BatchRecord, actions: list) -> bool:
         """Commit the batch's files with its app transaction; False if this batch was already committed."""
+        return self._commit(rec, lambda dt, kw: delta_commit.add_files(dt, actions, schema=APPLIED_SCHEMA, **kw))
+
+    def commit_applied_rows(self, rec: BatchRecord, rows) -> bool:
+        """`commit_applied` for rows in memory (an Arrow table of APPLIED_SCHEMA), written by delta-rs."""
+        return self._commit(rec, lambda dt, kw: delta_commit.write(dt, rows, mode="append", **kw))
+
+    def _commit(self, rec: BatchRecord, commit) -> bool:
         for attempt in range(50):
             dt = self.table(create=True)
             done = dt.transaction_version(app_id(rec.channel)) or 0
@@ -98,9 +105,8 @@ class BatchCommits:
                 raise ApplyError(f"another applier moved the channel to seq {done} while this one applied "
                                  f"{rec.start + 1}..{rec.end}", rec.channel)
             try:
-                delta_commit.add_files(dt, actions, schema=APPLIED_SCHEMA,
-                                       metadata={META_KEY: rec.to_meta(), "rpl_sql.operation": "APPLY"},
-                                       app=(app_id(rec.channel), rec.end), retries=0, checkpoint=True)
+                commit(dt, {"metadata": {META_KEY: rec.to_meta(), "rpl_sql.operation": "APPLY"},
+                            "app": (app_id(rec.channel), rec.end), "retries": 0, "checkpoint": True})
                 return True
             except CommitFailedError:
                 time.sleep(min(0.5, 0.01 * 2 ** attempt))

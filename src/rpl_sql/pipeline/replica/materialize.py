@@ -227,22 +227,27 @@ class ReplicaTables:
             f"'{(ev['statement'] or '')[:300]}'. rpl_sql applies row events only; set binlog_format=ROW on the "
             "source, or skip this transaction with SET GLOBAL sql_replica_skip_counter = 1 and START REPLICA")
 
-    def _create_table(self, ev: dict) -> None:
+    def _target(self, ev: dict, kind: type) -> tuple[object, tuple[str, str] | None]:
+        """The statement read by `ddl.parse` (if it is a `kind`) and the table it acts on (sqlglot's reading,
+        else the classifier's first table)."""
         stmt = ddl.parse(ev["statement"] or "")
         refs = ev["tables"] or []
-        if isinstance(stmt, ddl.CreateTable):
-            db, name = self._resolve(stmt.db, stmt.name, ev)
-        elif refs:
-            db, name = self._resolve(refs[0]["db"], refs[0]["name"], ev)
-        else:
+        if isinstance(stmt, kind):
+            return stmt, self._resolve(stmt.db, stmt.name, ev)
+        return None, (self._resolve(refs[0]["db"], refs[0]["name"], ev) if refs else None)
+
+    def _create_table(self, ev: dict) -> None:
+        stmt, target = self._target(ev, ddl.CreateTable)
+        if target is None:
             return
+        db, name = target
         if self.cat.table(db, name) is not None:
-            if isinstance(stmt, ddl.CreateTable) and stmt.if_not_exists:
+            if stmt is not None and stmt.if_not_exists:
                 return
             raise MySQLError(1050, "42S01", "ER_TABLE_EXISTS_ERROR", f"Table '{name}' already exists "
                              f"(seq {ev['seq']}); DROP it on the replica side or skip the transaction")
-        cols = stmt.columns if isinstance(stmt, ddl.CreateTable) else None
-        if isinstance(stmt, ddl.CreateTable) and stmt.like is not None:
+        cols = stmt.columns if stmt is not None else None
+        if stmt is not None and stmt.like is not None:
             src = self.cat.table(*self._resolve(stmt.like[0], stmt.like[1], ev))
             cols = [dict(c) for c in src.columns] if src is not None and src.columns is not None else None
         entry = self.cat.add_table(db, name, cols)
@@ -267,18 +272,12 @@ class ReplicaTables:
                 create(self.cat.data_path(entry), entry.columns, self.channel, ev["seq"])
 
     def _alter_table(self, ev: dict) -> None:
-        stmt = ddl.parse(ev["statement"] or "")
-        refs = ev["tables"] or []
-        if isinstance(stmt, ddl.AlterTable):
-            db, name = self._resolve(stmt.db, stmt.name, ev)
-        elif refs:
-            db, name = self._resolve(refs[0]["db"], refs[0]["name"], ev)
-        else:
-            return
-        entry = self.cat.table(db, name)
+        stmt, target = self._target(ev, ddl.AlterTable)
+        entry = self.cat.table(*target) if target is not None else None
         if entry is None:
             return
-        if not isinstance(stmt, ddl.AlterTable) or entry.columns is None:
+        db, name = target
+        if stmt is None or entry.columns is None:
             return  # the next table map of the table says what changed
         cols = [dict(c) for c in entry.columns]
         renames: dict[str, str] = {}
