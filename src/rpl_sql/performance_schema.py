@@ -83,36 +83,41 @@ def _yes(flag: bool) -> str:
 
 
 def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
-    """One channel's SHOW REPLICA STATUS row; `applier` may carry positions and GTID sets of the pipeline."""
+    """One channel's SHOW REPLICA STATUS row; `applier` may carry positions and GTID sets of the pipeline and
+    what the replica service reports (`service_status.shown`): running threads, states, lag, last errors."""
     a = applier or {}
     o = ch.option
+    io_err = a.get("last_io_error") or (0, "", "")
+    sql_err = a.get("last_sql_error") or (0, "", "")
     values = {
-        "Replica_IO_State": "Waiting for source to send event" if ch.io_running else "",
+        "Replica_IO_State": a.get("io_state", "Waiting for source to send event" if ch.io_running else ""),
         "Source_Host": o("SOURCE_HOST", ""), "Source_User": o("SOURCE_USER", ""),
         "Source_Port": o("SOURCE_PORT", 3306), "Connect_Retry": o("SOURCE_CONNECT_RETRY", 60),
         "Source_Log_File": a.get("source_log_file", o("SOURCE_LOG_FILE", "")),
         "Read_Source_Log_Pos": a.get("read_source_log_pos", o("SOURCE_LOG_POS", 4)),
         "Relay_Log_File": o("RELAY_LOG_FILE", ""), "Relay_Log_Pos": o("RELAY_LOG_POS", 4),
         "Relay_Source_Log_File": a.get("relay_source_log_file", o("SOURCE_LOG_FILE", "")),
-        "Replica_IO_Running": _yes(ch.io_running), "Replica_SQL_Running": _yes(ch.sql_running),
-        "Last_Errno": 0, "Last_Error": "", "Skip_Counter": 0,
+        "Replica_IO_Running": a.get("replica_io_running", _yes(ch.io_running)),
+        "Replica_SQL_Running": a.get("replica_sql_running", _yes(ch.sql_running)),
+        "Last_Errno": sql_err[0], "Last_Error": sql_err[1], "Skip_Counter": 0,
         "Exec_Source_Log_Pos": a.get("exec_source_log_pos", o("SOURCE_LOG_POS", 4)),
         "Relay_Log_Space": 0, "Until_Condition": "None", "Until_Log_File": "", "Until_Log_Pos": 0,
         "Source_SSL_Allowed": "Yes" if o("SOURCE_SSL", 0) else "No",
         "Source_SSL_CA_File": o("SOURCE_SSL_CA", ""), "Source_SSL_CA_Path": o("SOURCE_SSL_CAPATH", ""),
         "Source_SSL_Cert": o("SOURCE_SSL_CERT", ""), "Source_SSL_Cipher": o("SOURCE_SSL_CIPHER", ""),
         "Source_SSL_Key": o("SOURCE_SSL_KEY", ""),
-        "Seconds_Behind_Source": 0 if ch.sql_running and ch.io_running else None,
+        "Seconds_Behind_Source": a.get("seconds_behind", 0 if ch.sql_running and ch.io_running else None),
         "Source_SSL_Verify_Server_Cert": "Yes" if o("SOURCE_SSL_VERIFY_SERVER_CERT", 0) else "No",
-        "Last_IO_Errno": 0, "Last_IO_Error": "", "Last_SQL_Errno": 0, "Last_SQL_Error": "",
+        "Last_IO_Errno": io_err[0], "Last_IO_Error": io_err[1], "Last_SQL_Errno": sql_err[0],
+        "Last_SQL_Error": sql_err[1],
         "Replicate_Ignore_Server_Ids": ",".join(str(i) for i in o("IGNORE_SERVER_IDS", ()) or ()),
         "Source_Server_Id": a.get("source_server_id", 0), "Source_UUID": a.get("source_uuid", ""),
         "Source_Info_File": "mysql.slave_master_info", "SQL_Delay": o("SOURCE_DELAY", 0),
         "SQL_Remaining_Delay": None,
-        "Replica_SQL_Running_State": "Replica has read all relay log; waiting for more updates"
-        if ch.sql_running else "",
+        "Replica_SQL_Running_State": a.get("sql_state", "Replica has read all relay log; waiting for more updates"
+                                           if ch.sql_running else ""),
         "Source_Retry_Count": o("SOURCE_RETRY_COUNT", 86400), "Source_Bind": o("SOURCE_BIND", ""),
-        "Last_IO_Error_Timestamp": "", "Last_SQL_Error_Timestamp": "",
+        "Last_IO_Error_Timestamp": io_err[2], "Last_SQL_Error_Timestamp": sql_err[2],
         "Source_SSL_Crl": o("SOURCE_SSL_CRL", ""), "Source_SSL_Crlpath": o("SOURCE_SSL_CRLPATH", ""),
         "Retrieved_Gtid_Set": a.get("retrieved_gtid_set", ""), "Executed_Gtid_Set": a.get("executed_gtid_set", ""),
         "Auto_Position": o("SOURCE_AUTO_POSITION", 0), "Channel_Name": ch.name,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from rpl_sql import performance_schema as pfs
-from rpl_sql import server
+from rpl_sql import server, service_status
 from rpl_sql.applier_state import applier_status
 from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from rpl_sql.evaluate import Decision, Event
@@ -33,8 +33,11 @@ from rpl_sql.statements import (
     ShowVariables,
     ShowWarnings,
     Statement,
+    StopReplica,
 )
 from rpl_sql.store import DeltaStore, resolve_warehouse
+
+log = logging.getLogger(__name__)
 
 WARNING_COLUMNS = ("Level", "Code", "Message")
 HISTORY_COLUMNS = ("VERSION", "COMMITTED_AT", "CHANNEL_NAME", "FILTER_NAME", "FILTER_RULE", "PREVIOUS_RULE",
@@ -170,6 +173,8 @@ class Session:
 
         outcome, version = self.store.transact(step, self._metadata(type(stmt).__name__, stmt.text))
         self._changed(version)
+        if isinstance(stmt, StopReplica):
+            self._wait_stopped(outcome.state, stmt)
         res = outcome.result
         return Result(stmt, res.columns if res else (), list(res.rows) if res else [], outcome.warnings, version)
 
@@ -191,9 +196,34 @@ class Session:
 
         return result_frame(spark, last)
 
+    def _wait_stopped(self, state: ServerState, stmt: StopReplica, timeout: float = 60.0) -> None:
+        """As MySQL's STOP REPLICA does: return once a running service has stopped the threads (it finishes the
+        batch it is in), so a CHANGE REPLICATION FILTER that follows never meets a batch still being decided."""
+        threads = stmt.threads or frozenset({"IO", "SQL"})
+        names = [stmt.channel] if stmt.channel is not None else [c.name for c in state.configured_channels()]
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while True:
+                st = service_status.read_status(self.warehouse, name)
+                if st is None or not st.live():
+                    break
+                if ("SQL" not in threads or st.sql == "No") and ("IO" not in threads or st.io == "No"):
+                    break
+                if time.monotonic() > deadline:
+                    log.warning("channel %r: the replica service has not stopped after %.0f s", name, timeout)
+                    return
+                time.sleep(0.05)
+
     def _applier_status(self, state: ServerState) -> dict | None:
-        """The applier's positions and executed GTIDs per channel, shown by SHOW REPLICA STATUS."""
-        return applier_status(state)
+        """The applier's positions and executed GTIDs per channel, and what a replica service reports,
+        shown by SHOW REPLICA STATUS."""
+        out = applier_status(state)
+        for ch in state.configured_channels():
+            seen = service_status.shown(service_status.read_status(self.warehouse, ch.name), ch.io_running,
+                                        ch.sql_running)
+            if seen:
+                out[ch.name] = {**out.get(ch.name, {}), **seen}
+        return out
 
     def _history(self, stmt: ShowReplicationFilterHistory) -> Result:
         rows = [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,

@@ -1,8 +1,9 @@
-"""The `rpl-sql` subcommands that run the pipeline: ingest, apply, debezium."""
+"""The `rpl-sql` subcommands that run the pipeline: ingest, apply, debezium, replica."""
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from rpl_sql.applier_state import ApplyError
@@ -123,6 +124,35 @@ def apply_main(argv: list[str] | None = None) -> int:
         return 1
     display.close()
     sys.stdout.write(report.table() + "\n")
+    return 0
+
+
+def replica_main(argv: list[str] | None = None) -> int:
+    """`rpl-sql replica`: run the replica service in the foreground until SIGTERM or Ctrl-C."""
+    from rpl_sql.pipeline.replica.service import ReplicaService, ServiceError
+
+    p = argparse.ArgumentParser(prog="rpl-sql replica",
+                                description="Follow the channels' sources continuously: land, apply and keep the "
+                                            "replica tables, obeying START/STOP REPLICA from any client.")
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--channel", action="append", help="channel to run (repeatable; default: all configured)")
+    p.add_argument("--batch-size", type=int, default=5000, help="events per applier batch (default 5,000)")
+    p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
+                   help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
+    args = p.parse_args(argv)
+    try:
+        service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode)
+        names = service.channels()
+        sys.stderr.write(f"rpl-sql replica: running {', '.join(repr(n) for n in names)} "
+                         f"(pid {os.getpid()}); SHOW REPLICA STATUS shows them, Ctrl-C stops\n")
+        service.run()
+    except MySQLError as e:
+        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        return 1
+    except ServiceError as e:
+        sys.stderr.write(f"rpl-sql replica: {e}\n")
+        return 1
+    sys.stderr.write("rpl-sql replica: stopped\n")
     return 0
 
 

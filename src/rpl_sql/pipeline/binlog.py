@@ -94,12 +94,15 @@ class BinlogIngest:
     def __init__(self, warehouse: str, channel: str, *, max_events: int | None = None,
                  filter_at_source: bool = False, batch_rows: int = 20_000, batch_seconds: float = 30.0,
                  progress: Callable[[IngestReport], None] | None = None, progress_every: float = 5.0,
-                 server_id: int | None = None):
+                 server_id: int | None = None, follow: Callable[[], bool] | None = None):
         self.warehouse, self.channel = os.fspath(warehouse), channel_key(channel)
         self.max_events, self.filter_at_source = max_events, filter_at_source
         self.batch_rows, self.batch_seconds = batch_rows, batch_seconds
         self.progress, self.progress_every = progress, progress_every
         self.server_id = server_id or random.randint(0x10000000, 0x7FFFFFFF)
+        # follow: keep reading as the source writes (heartbeats every second when it is idle) while `follow()`
+        # says so; it is asked at every event and heartbeat, and the run ends at the next transaction boundary.
+        self.follow = follow
         self.report = IngestReport(channel, filter_at_source=filter_at_source)
 
     # ---------------------------------------------------------------- setup
@@ -199,17 +202,29 @@ class BinlogIngest:
         wanted = [ev_mod.QueryEvent, ev_mod.RotateEvent, ev_mod.FormatDescriptionEvent, ev_mod.XidEvent,
                   ev_mod.GtidEvent, ev_mod.MariadbGtidEvent, ev_mod.XAPrepareEvent, row_mod.WriteRowsEvent,
                   row_mod.UpdateRowsEvent, row_mod.DeleteRowsEvent]
+        following = self.follow is not None
+        if following:
+            wanted.append(ev_mod.HeartbeatLogEvent)
         # is_mariadb=True would make pymysqlreplication ignore log_file/log_pos (it dumps from the first
         # binlog); the plain COM_BINLOG_DUMP by file and position works on MariaDB and MySQL alike.
         # freeze_schema=True parses a table_id's Table_map once (half the CPU of a row workload): a table_id
         # names one table definition while the server runs (ALTER/TRUNCATE get a new id); the map is cleared
         # at every binlog file start (`_event`), since a restarted source starts a new file and reuses ids.
+        extra = {"slave_heartbeat": 1.0} if following else {}
         self.stream = stream = BinLogStreamReader(connection_settings=dict(settings), server_id=self.server_id,
-                                    blocking=False, resume_stream=True, log_file=start[0], log_pos=start[1],
-                                    is_mariadb=False, freeze_schema=True, only_events=wanted)
+                                    blocking=following, resume_stream=True, log_file=start[0], log_pos=start[1],
+                                    is_mariadb=False, freeze_schema=True, only_events=wanted, **extra)
         try:
             for ev in stream:
-                self._event(ev)
+                if type(ev).__name__ != "HeartbeatLogEvent":
+                    self._event(ev)
+                elif self.txn is None:
+                    self._tick()
+                if following:
+                    if self.txn is None and time.monotonic() - self.last_flush >= self.batch_seconds:
+                        self._flush()
+                    if self.txn is None and not self.follow():
+                        break
                 if self.done:
                     break
         finally:

@@ -122,15 +122,17 @@ def _row_at_seq(dt: DeltaTable, channel: str, seq: int) -> dict | None:
 
 # ============================================================== the writer: lock, snapshot, atomic commits
 
-class _ChannelLock:
-    """An advisory flock per (warehouse, channel): dies with its process, so a SIGKILL leaves no stale lock."""
+class ChannelLock:
+    """An advisory flock per (warehouse, channel, role): dies with its process, so a SIGKILL leaves no stale
+    lock. Role 'ingest' guards the events writer, 'service' the replica service."""
 
-    def __init__(self, warehouse: str, channel: str):
+    def __init__(self, warehouse: str, channel: str, role: str = "ingest", busy: type[Exception] | None = None):
         self.path = None
+        self.role, self.busy = role, busy
         if "://" not in warehouse or warehouse.startswith("file://"):
             root = warehouse[7:] if warehouse.startswith("file://") else warehouse
             digest = hashlib.sha1(channel.encode("utf-8")).hexdigest()[:16]
-            self.path = os.path.join(root, ".locks", f"ingest-{digest}.lock")
+            self.path = os.path.join(root, ".locks", f"{role}-{digest}.lock")
         self.fd: int | None = None
 
     def acquire(self, channel: str) -> None:
@@ -144,6 +146,8 @@ class _ChannelLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
+            if self.busy is not None:
+                raise self.busy(f"channel {channel!r} is already run by another {self.role} process") from None
             raise ConcurrentIngest(f"channel {channel!r} is being ingested by another process") from None
         self.fd = fd
 
@@ -163,7 +167,7 @@ class EventsWriter:
         self.warehouse = os.fspath(warehouse)
         self.channel = channel_key(channel)
         self.path = events_path(self.warehouse)
-        self._lock = _ChannelLock(self.warehouse, channel) if lock else None
+        self._lock = ChannelLock(self.warehouse, channel) if lock else None
         self.dt: DeltaTable | None = None
         self.position: ChannelPosition | None = None
         self.last_seq = 0

@@ -38,6 +38,7 @@ _MARIADB = re.compile(r"(\d+)-(\d+)-(\d+)")
 class _Read:
     table: pa.Table      # the batch's events, in seq order
     version: int         # the events table version read
+    more: bool           # events were left for the next batch
 
 
 def _tables_key(tables) -> str | None:
@@ -52,6 +53,8 @@ class LocalApplier:
         self.store = store or DeltaStore(self.warehouse)
         self.batch_size = batch_size
         self.commits = BatchCommits(self.store, applied_path(self.warehouse))
+        self.last_event_time: float | None = None  # the last applied event's source time (epoch seconds)
+        self.more = False                           # the last batch left events for the next
 
     def _read(self, channel: str, lo: int) -> _Read | None:
         try:
@@ -72,7 +75,7 @@ class LocalApplier:
             g = t.column("gtid")[n - 1].as_py()
             while g is not None and n < t.num_rows and t.column("gtid")[n].as_py() == g:
                 n += 1
-        return _Read(t.slice(0, n), dt.version())
+        return _Read(t.slice(0, n), dt.version(), n < t.num_rows)
 
     def run_batch(self, channel: str) -> BatchRecord | None:
         """Decide and commit the next batch of `channel`; None when its SQL thread is stopped or nothing is new."""
@@ -154,8 +157,16 @@ class LocalApplier:
         out = out.set_column(out.schema.get_field_index("filter_db"), "filter_db",
                              pc.coalesce(fdb.cast(pa.string()), pa.scalar("", pa.string())))
         out = _conform(out)
+        # CHANGE REPLICATION FILTER needs the SQL thread stopped, and STOP REPLICA waits for the service's
+        # batch; this guards that promise: a batch decided under replaced filters is never committed.
+        now = self.store.load().state.channel(channel)
+        if now is None or {f.value: slot_signature(now.filters, f) for f in TYPES} != rec.filters:
+            raise ApplyError(f"the filters of channel {channel!r} changed while batch {lo + 1}..{last} was decided; "
+                             "nothing of it was committed", channel)
         self.commits.commit_applied_rows(rec, out)
         self.commits.commit_state(rec)
+        ts = t.column("event_time")[t.num_rows - 1].as_py()
+        self.last_event_time, self.more = (ts.timestamp() if ts is not None else None), got.more
         return rec
 
 

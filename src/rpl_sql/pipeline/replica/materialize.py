@@ -13,8 +13,9 @@ Row events name their table after REPLICATE_REWRITE_DB (the applier's `applied_d
 MySQL: unqualified table names resolve to the rewritten default database, qualified ones are taken as
 written, CREATE/DROP DATABASE act on the database the statement names. A row event for a table the replica
 does not have creates it from the event's table map (a MySQL replica would stop with error 1146; the table
-map defines the table exactly). Statement-format DML cannot be re-executed here: it stops the channel (see
-`StatementDML`).
+map defines the table exactly); CREATE TABLE in a database the replica never received stops with 1049, as
+on MySQL (REPLICATE_REWRITE_DB targets count as existing). Statement-format DML cannot be re-executed
+here: it stops the channel (see `StatementDML`).
 """
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica import ddl
 from rpl_sql.pipeline.replica.catalog import Catalog, TableEntry
 from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, reshape, table_seq
+from rpl_sql.rules import FilterType
 from rpl_sql.state import channel_key
+from rpl_sql.store import DeltaStore
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,10 @@ class ReplicaTables:
         """Apply the applied events after the catalog's position (through `through`, default all)."""
         self.report = MaterializeReport(self.channel)
         self.cat = Catalog.load(self.warehouse, self.channel, self.lctn)
+        ch = DeltaStore(self.warehouse).load().state.channel(self.channel)
+        # REPLICATE_REWRITE_DB targets exist on the replica: on a MySQL replica the user creates them
+        self.rewrite_targets = {self.cat.fold(dst) for _, dst in ch.filters.values(FilterType.REWRITE_DB)} \
+            if ch is not None else set()
         events = self._events(self.cat.seq, through)
         if events.num_rows == 0:
             return self.report
@@ -246,6 +253,11 @@ class ReplicaTables:
                 return
             raise MySQLError(1050, "42S01", "ER_TABLE_EXISTS_ERROR", f"Table '{name}' already exists "
                              f"(seq {ev['seq']}); DROP it on the replica side or skip the transaction")
+        if not self._database_exists(db):
+            raise MySQLError(1049, "42000", "ER_BAD_DB_ERROR",
+                             f"Unknown database '{db}' (seq {ev['seq']}: {(ev['statement'] or '')[:200]}). The "
+                             "replica never received its CREATE DATABASE: the channel started after it, or the "
+                             "filters ignored it (statements are judged by their default database)")
         cols = stmt.columns if stmt is not None else None
         if stmt is not None and stmt.like is not None:
             src = self.cat.table(*self._resolve(stmt.like[0], stmt.like[1], ev))
@@ -253,6 +265,12 @@ class ReplicaTables:
         entry = self.cat.add_table(db, name, cols)
         if cols is not None:
             create(self.cat.data_path(entry), cols, self.channel, ev["seq"])
+
+    def _database_exists(self, db: str) -> bool:
+        f = self.cat.fold(db)
+        if f in self.rewrite_targets:
+            self.cat.add_database(db)
+        return f in self.cat.databases
 
     def _drop_table(self, ev: dict) -> None:
         for t in ev["tables"] or []:

@@ -148,8 +148,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
                                f"Could not execute {kind.title()}_rows event on table {table_label}; Can't find "
                                f"record in '{table_label.split('.')[-1]}', Error_code: 1032; handler error "
                                "HA_ERR_KEY_NOT_FOUND")
-                if kind == "delete":
-                    continue
+                continue  # IDEMPOTENT: MySQL skips the row change (an update does not become an insert)
             else:
                 count[kb] = n(kb) - 1
                 if not whole:

@@ -1,0 +1,167 @@
+"""`rpl-sql replica`, the running service, as a user runs it: a separate process following a real MariaDB
+source, controlled from another client with START/STOP REPLICA and CHANGE REPLICATION FILTER, compared with
+a real MariaDB replica given the same statements at the same source positions."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rpl_sql
+from mariadb import MariaDBServer, _require
+from rpl_sql.pipeline.replica.catalog import Catalog
+from rpl_sql.store import DeltaStore
+from test_replica import _normal, _ours
+
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """A source and the oracle replica."""
+    _require()
+    src = MariaDBServer(tmp_path_factory.mktemp("svc_src"), server_id=401)
+    oracle = MariaDBServer(tmp_path_factory.mktemp("svc_oracle"), server_id=402)
+    try:
+        yield src.start(), oracle.start()
+    finally:
+        src.stop()
+        oracle.stop()
+
+
+def start_service(warehouse, *args):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "rpl_sql.cli", "replica", "--warehouse", warehouse, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+
+def status(session, channel="a") -> dict:
+    res = session.execute(f"SHOW REPLICA STATUS FOR CHANNEL '{channel}'")[-1]
+    return dict(zip(res.columns, res.rows[0]))
+
+
+def wait_for(pred, what, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def caught_up(warehouse, source, channel="a"):
+    """The service has applied the source's whole binlog and its replica tables hold it."""
+    end = source.binlog_end()
+
+    def done():
+        ch = DeltaStore(warehouse).load().state.channel(channel)
+        return ((ch.applier.source_log_file, ch.applier.source_log_pos) == end
+                and Catalog.load(warehouse, channel).seq == ch.applier.seq)
+    wait_for(done, f"channel {channel!r} to reach {end}")
+
+
+PHASE_1 = ["SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE hr", "USE shop",
+           "CREATE TABLE orders (id INT PRIMARY KEY, note VARCHAR(20) CHARACTER SET utf8mb4, amount DECIMAL(9,2))",
+           "INSERT INTO orders VALUES (1, 'ünï', 1.50), (2, NULL, NULL), (3, 'c', 3)",
+           "USE hr", "CREATE TABLE people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO hr.people VALUES (1, 'ann')",
+           "USE shop",
+           "UPDATE orders SET id = 20 WHERE id = 2", "DELETE FROM orders WHERE id = 3"]
+PHASE_2 = ["SET SESSION binlog_format = ROW", "INSERT INTO shop.orders VALUES (4, 'after', 4)",
+           "DROP DATABASE IF EXISTS hr", "CREATE DATABASE hr", "USE hr",       # ignored before the change
+           "CREATE TABLE people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO people VALUES (2, 'bob')",
+           "UPDATE people SET name = 'bob2' WHERE id = 2"]
+
+
+def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_replica(warehouse, servers):
+    src, oracle = servers
+    src.reset()
+    oracle.stop_following()
+    oracle.reset()
+    oracle.execute("CREATE DATABASE crm")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((shop, crm)), "
+                    "REPLICATE_IGNORE_DB = (hr) FOR CHANNEL 'a';\nSTART REPLICA FOR CHANNEL 'a'")
+    oracle.follow(src, "a", {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
+    proc = start_service(warehouse)
+    try:
+        wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes" and
+                 status(session)["Replica_SQL_Running"] == "Yes", "the service's threads")
+        second = start_service(warehouse, "--channel", "A")  # one service per channel
+        try:
+            out, err = second.communicate(timeout=60)
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
+        assert second.returncode == 1 and "already run by another service" in err, err
+        src.execute(*PHASE_1)
+        caught_up(warehouse, src)
+        oracle.caught_up(src, "a")
+        assert _normal(_ours(warehouse, ["a"])) == _normal(oracle.contents())
+        # Filters changed live from this client: STOP waits for the service's batch, CHANGE, START.
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        row = status(session)
+        assert (row["Replica_IO_Running"], row["Replica_SQL_Running"]) == ("Yes", "No")
+        session.execute("CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = () FOR CHANNEL 'a';\n"
+                        "START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        oracle.execute("STOP SLAVE 'a' SQL_THREAD", "SET @@default_master_connection = 'a'",
+                       "SET GLOBAL replicate_ignore_db = ''", "START SLAVE 'a' SQL_THREAD")
+        src.execute(*PHASE_2)
+        caught_up(warehouse, src)
+        oracle.caught_up(src, "a")
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _normal(oracle.contents())
+        assert ours == theirs
+        assert ("hr", "people") in ours and ("crm", "orders") in ours and len(ours[("crm", "orders")]) == 1 + 3
+        row = status(session)
+        assert row["Seconds_Behind_Source"] == 0 and row["Last_SQL_Errno"] == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        row = status(session)  # the service is gone: nothing runs, whatever the flags say
+        assert (row["Replica_IO_Running"], row["Replica_SQL_Running"]) == ("No", "No")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, servers):
+    """Started from the middle of the binlog (no snapshot), the first update of an older row meets error 1032:
+    the SQL thread stops with Last_SQL_Error, the IO thread goes on; IDEMPOTENT mode is the way on."""
+    src, _ = servers
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (k INT PRIMARY KEY, v INT)",
+                "INSERT INTO d.t VALUES (1, 1)")
+    file, pos = src.binlog_end()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a").replace(" FOR CHANNEL", f", SOURCE_LOG_FILE='{file}', SOURCE_LOG_POS={pos}"
+                                                 " FOR CHANNEL") + ";\nSTART REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "INSERT INTO d.t VALUES (2, 2)", "UPDATE d.t SET v = 10")
+    proc = start_service(warehouse)
+    try:
+        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
+        assert row["Last_SQL_Errno"] == 1032 and "d.t" in row["Last_SQL_Error"]
+        assert row["Replica_SQL_Running"] == "No" and row["Last_SQL_Error_Timestamp"]
+        wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes", "the IO thread")
+        assert not DeltaStore(warehouse).load().state.channel("a").sql_running
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    proc = start_service(warehouse, "--exec-mode", "idempotent")
+    try:
+        session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        caught_up(warehouse, src)
+        assert status(session)["Last_SQL_Errno"] == 0
+        cat = Catalog.load(warehouse, "a")
+        from deltalake import DeltaTable
+
+        t = DeltaTable(cat.data_path(cat.table("d", "t"))).to_pyarrow_table()
+        # IDEMPOTENT skips the update of the missing row 1 (as MySQL does) and applies the rest
+        assert sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist())) == [(2, 10)]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
