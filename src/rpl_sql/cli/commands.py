@@ -9,6 +9,7 @@ import sys
 from rpl_sql.applier_state import ApplyError
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
+from rpl_sql.pipeline.replica.service import ReplicaService, ServiceError
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.pipeline.debezium import ingest_debezium_file
@@ -129,8 +130,6 @@ def apply_main(argv: list[str] | None = None) -> int:
 
 def replica_main(argv: list[str] | None = None) -> int:
     """`rpl-sql replica`: run the replica service in the foreground until SIGTERM or Ctrl-C."""
-    from rpl_sql.pipeline.replica.service import ReplicaService, ServiceError
-
     p = argparse.ArgumentParser(prog="rpl-sql replica",
                                 description="Follow the channels' sources continuously: land, apply and keep the "
                                             "replica tables, obeying START/STOP REPLICA from any client.")
