@@ -231,8 +231,8 @@ class ReplicaTables:
         raise StatementDML(
             1105, "HY000", "ER_UNKNOWN_ERROR",
             f"Statement-format DML at seq {ev['seq']} would change the replica table(s) {names}: "
-            f"'{(ev['statement'] or '')[:300]}'. rpl_sql applies row events only; set binlog_format=ROW on the "
-            "source, or skip this transaction with SET GLOBAL sql_replica_skip_counter = 1 and START REPLICA")
+            f"'{(ev['statement'] or '')[:300]}'. rpl_sql applies row events only: set binlog_format=ROW on the "
+            "source. The replica tables stay at the event before it; rpl_sql cannot skip a transaction yet")
 
     def _target(self, ev: dict, kind: type) -> tuple[object, tuple[str, str] | None]:
         """The statement read by `ddl.parse` (if it is a `kind`) and the table it acts on (sqlglot's reading,
