@@ -17,7 +17,7 @@ CORE = {"errors", "rules", "statements", "lexer", "parser", "evaluate", "state",
         "performance_schema", "applier_state", "gtid", "render", "progress", "compile", "grammar"}
 LAYERS = [  # (layer, top-level names under rpl_sql)
     ("core", CORE),
-    ("io", {"stderr", "delta", "state_table", "store", "service_status"}),
+    ("io", {"stderr", "delta", "state_table", "store", "service_status", "replica_catalog"}),
     ("session", {"session"}),
     ("spark", {"spark"}),
     ("pipeline", {"pipeline"}),

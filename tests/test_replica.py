@@ -8,10 +8,12 @@ import datetime as dt
 import pytest
 from deltalake import DeltaTable
 
+import rpl_sql
+
 from mariadb import MariaDBServer, _require, two_channels
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.binlog import ingest_channel
-from rpl_sql.pipeline.replica.catalog import Catalog
+from rpl_sql.replica_catalog import Catalog
 from rpl_sql.store import DeltaStore
 
 
@@ -172,7 +174,21 @@ def test_replica_tables_equal_a_mariadb_replica(spark, warehouse, mariadb_pair, 
     orders = Catalog.load(warehouse, "a").table("crm", "orders")
     schema = DeltaTable(Catalog.load(warehouse, "a").data_path(orders)).to_pyarrow_table().schema
     assert str(schema.field("u64").type) == "decimal128(20, 0)" and str(schema.field("d").type) == "decimal128(30, 4)"
-    assert session is not None
+
+    # By name in Spark, typed and current; a table created later appears at the session's next statement.
+    s = rpl_sql.register(spark, session=session)
+    got = spark.sql("SELECT id, title, u64, dtm FROM crm.orders ORDER BY id").collect()
+    assert [r.id for r in got] == sorted(r[0] for r in ours[("crm", "orders")][1:])
+    assert got[0].title == "renamed" and got[0].u64 == 2 ** 64 - 1
+    types = {r.col_name: r.data_type for r in spark.sql("DESCRIBE crm.orders").collect()}
+    assert (types["u64"], types["dtm"], types["ts"], types["b"]) == ("decimal(20,0)", "timestamp_ntz", "timestamp",
+                                                                     "binary")
+    assert spark.sql("SELECT count(*) AS n FROM inv1.stock").collect()[0].n == len(ours[("inv1", "stock")]) - 1
+    m1.execute("SET SESSION binlog_format = ROW", "CREATE TABLE shop.later (k INT PRIMARY KEY)",
+               "INSERT INTO shop.later VALUES (5)")
+    ingest_channel(warehouse, "a")
+    apply(spark, warehouse, ["a"], tables=True)
+    assert [r.k for r in s.sql("SELECT k FROM crm.later").collect()] == [5]
 
 
 def test_replica_tables_resume_exactly_after_a_crash_between_commits(spark, warehouse, mariadb_pair):

@@ -13,7 +13,7 @@ import pytest
 
 import rpl_sql
 from mariadb import MariaDBServer, _require
-from rpl_sql.pipeline.replica.catalog import Catalog
+from rpl_sql.replica_catalog import Catalog
 from rpl_sql.store import DeltaStore
 from test_replica import _normal, _ours
 

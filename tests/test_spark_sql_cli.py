@@ -160,6 +160,27 @@ def expected_functions(state) -> tuple[list[list[str]], list[list[str]]]:
     return rows, stmts
 
 
+REPLICA_QUERY = "SELECT id, note, amount FROM shop.orders ORDER BY id"
+
+
+def replica_rows(wh: Path, rows, seq: int) -> None:
+    """Insert `rows` into the replica table shop.orders of channel 'a' (as the replica service would)."""
+    from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create
+    from rpl_sql.replica_catalog import Catalog
+
+    cols = [{"name": "id", "type": "int", "pk": True}, {"name": "note", "type": "text"},
+            {"name": "amount", "type": "decimal", "precision": 9, "scale": 2}]
+    cat = Catalog.load(str(wh), "a")
+    entry = cat.table("shop", "orders") or cat.add_table("shop", "orders", cols)
+    path = cat.data_path(entry)
+    if seq == 1:
+        create(path, cols, "a", 0)
+    ch = Changes(cols)
+    ch.add(seq, "write_rows", [{"before": None, "after": dict(zip(("id", "note", "amount"), r))} for r in rows])
+    apply_changes(path, ch, "a", strict=True, table_label="shop.orders")
+    cat.commit(seq)
+
+
 @pytest.mark.spark
 def test_exported_script_in_spark_sql(tmp_path):
     """Views equal the Python API's rows and are live; functions equal the reference, and once the filters
@@ -169,8 +190,11 @@ def test_exported_script_in_spark_sql(tmp_path):
     session.execute(SETUP)
     before = session.state
 
+    replica_rows(wh, [(1, "ünï ✓", "1.50"), (2, None, None)], seq=1)
+
     # the CLI entry point writes the script (no Spark involved)
     init, text = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path)
+    assert "CREATE TABLE `shop`.`orders` (`id` int COMMENT 'rpl_sql replica table " in text
     assert "USING rpl_sql OPTIONS (path " + script_literal(str(wh.resolve())) in text
     assert "CREATE OR REPLACE TEMPORARY FUNCTION should_apply" in text
     assert text.splitlines()[3] == f"--   PYSPARK_PYTHON={sys.executable} spark-sql -i rpl_init.sql"
@@ -183,8 +207,12 @@ def test_exported_script_in_spark_sql(tmp_path):
         ("channels", "SELECT * FROM rpl_sql_channels ORDER BY CHANNEL_NAME"),
         ("history", "SELECT count(*), count(DISTINCT VERSION) FROM rpl_sql_filter_history"),
         ("describe", "DESCRIBE replication_applier_filters"),
+        ("replica", REPLICA_QUERY), ("replica_types", "DESCRIBE shop.orders"),
     ] + function_sections()
     first, _ = run_spark_sql(tmp_path, init, sections)
+    assert first["replica"] == [["1", "ünï ✓", "1.50"], ["2", "NULL", "NULL"]]
+    assert [[c.strip() for c in r[:2]] for r in first["replica_types"]] == [
+        ["id", "int"], ["note", "string"], ["amount", "decimal(9,2)"]]
 
     assert first["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert first["global"] == [[cell(v) for v in r[:3]] for r in session.global_filters()]
@@ -205,8 +233,11 @@ def test_exported_script_in_spark_sql(tmp_path):
     session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db2) FOR CHANNEL 'ch1'")
     assert decide(session.state.channel("ch1").filters, RowEvent("db2", "t1")).apply
     fresh, _ = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path, "fresh.sql")
+    replica_rows(wh, [(3, "new", "3.00")], seq=2)
     second, err = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections()[:1] + [
-        ("refresh", f"source {fresh}"), ("rows_after", function_sections()[0][1])], ignore_errors=True)
+        ("refresh", f"source {fresh}"), ("rows_after", function_sections()[0][1]), ("replica", REPLICA_QUERY)],
+        ignore_errors=True)
+    assert second["replica"] == [["1", "ünï ✓", "1.50"], ["2", "NULL", "NULL"], ["3", "new", "3.00"]]  # live
     assert second["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert ["ch1", "REPLICATE_DO_DB", "db2"] in [r[:3] for r in second["filters"]]  # live
     assert second["rows"] == []  # stale: an error instead of the old verdicts

@@ -233,6 +233,8 @@ class Session:
 
     def _spark_sql(self, stmt: OtherSQL) -> Result:
         spark = self.spark
+        if self.surface is not None and self.surface.replica is not None:
+            self.surface.replica.sync()  # replica tables created since the last statement appear by name
         try:
             with quiet_spark_errors():
                 df = spark.sql(stmt.text)

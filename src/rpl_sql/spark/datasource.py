@@ -26,7 +26,7 @@ HISTORY_SCHEMA = ("VERSION BIGINT NOT NULL, COMMITTED_AT TIMESTAMP NOT NULL, CHA
 # The state's version and ServerState.filters_fingerprint(): exported functions compare it with their own.
 STATE_VERSION_SCHEMA = "VERSION BIGINT, FILTERS_FINGERPRINT STRING NOT NULL"
 
-TABLES = ("filters", "global_filters", "channels", "filter_history", "state_version")
+TABLES = ("filters", "global_filters", "channels", "filter_history", "state_version", "replica")
 
 
 def _check_table(table: str) -> str:
@@ -70,9 +70,27 @@ def table_rows(warehouse: str, table: str) -> list[tuple]:
     return pfs.channel_rows(state)
 
 
+def _replica_table(warehouse: str, db: str, name: str):
+    """The Delta table of the replica table `db`.`name` now (after any RENAME or re-CREATE), or a clear error."""
+    from deltalake import DeltaTable
+
+    from rpl_sql.replica_catalog import Catalog, find_table
+
+    found = find_table(warehouse, db, name)
+    if found is None:
+        raise ValueError(f"rpl_sql data source: the replica has no table {db}.{name} (dropped or renamed?)")
+    channel, entry = found
+    path = Catalog(warehouse, channel).data_path(entry)
+    if not DeltaTable.is_deltatable(path):
+        raise ValueError(f"rpl_sql data source: {db}.{name} has no columns yet (its CREATE TABLE was not readable;"
+                         " the next row event defines it)")
+    return DeltaTable(path)
+
+
 class DefaultSource(DataSource):
     """Options: `path` (the warehouse directory) and `table` (filters | global_filters | channels |
-    filter_history | state_version; default filters)."""
+    filter_history | state_version | replica; default filters); for `replica` also `db` and `name`, the
+    replica table (read live: every query sees its latest commit)."""
 
     @classmethod
     def name(cls) -> str:
@@ -81,14 +99,115 @@ class DefaultSource(DataSource):
     def _table(self) -> str:
         return _check_table(self.options.get("table", "filters"))
 
-    def schema(self) -> str:
-        return table_schema(self._table())
-
-    def reader(self, schema) -> "RplSqlReader":
+    def _path(self) -> str:
         path = self.options.get("path")
         if not path:
             raise ValueError("rpl_sql data source: option path (the warehouse directory) is required")
-        return RplSqlReader(path, self._table())
+        # CREATE TABLE ... USING turns the path option into a location URI (file:/abs/dir)
+        from urllib.parse import unquote, urlparse
+
+        if path.startswith("file:"):
+            path = unquote(urlparse(path).path)
+        return path
+
+    def schema(self):
+        if self._table() == "replica":
+            from rpl_sql.spark.deltaread import spark_schema
+
+            dt = _replica_table(self._path(), self.options.get("db", ""), self.options.get("name", ""))
+            return spark_schema(_plain(dt.schema().to_arrow()))
+        return table_schema(self._table())
+
+    def reader(self, schema) -> "DataSourceReader":
+        ident = table_identity(schema)  # a catalog table: Spark passes no options, its columns carry them
+        if ident is not None:
+            return ReplicaReader(ident["path"], ident["db"], ident["name"], schema)
+        if self._table() == "replica":
+            return ReplicaReader(self._path(), self.options.get("db", ""), self.options.get("name", ""), schema)
+        return RplSqlReader(self._path(), self._table())
+
+
+IDENTITY = "rpl_sql replica table "  # first column's comment of a replica table in a Spark catalog
+
+
+def identity_comment(warehouse: str, db: str, name: str) -> str:
+    """The comment that names a replica table for the data source: Spark gives a catalog table's reader its
+    schema (with comments) but not its OPTIONS."""
+    import json
+
+    return IDENTITY + json.dumps({"path": warehouse, "db": db, "name": name}, ensure_ascii=False)
+
+
+def table_identity(schema) -> dict | None:
+    import json
+
+    fields = getattr(schema, "fields", None) or []
+    comment = (fields[0].metadata or {}).get("comment", "") if fields else ""
+    if isinstance(comment, str) and comment.startswith(IDENTITY):
+        return json.loads(comment[len(IDENTITY):])
+    return None
+
+
+def replica_columns_ddl(warehouse: str, db: str, name: str) -> str:
+    """The Spark column list of a replica table now, its identity in the first column's comment."""
+    from rpl_sql.compile.literals import sql_str
+    from rpl_sql.spark.deltaread import spark_schema
+
+    dt = _replica_table(warehouse, db, name)
+    st = spark_schema(_plain(dt.schema().to_arrow()))
+    cols = []
+    for i, f in enumerate(st.fields):
+        col = "`" + f.name.replace("`", "``") + "` " + f.dataType.simpleString()
+        if i == 0:
+            col += " COMMENT " + sql_str(identity_comment(warehouse, db, name), script_safe=True)
+        cols.append(col)
+    return ", ".join(cols)
+
+
+def _plain(schema):
+    """A delta-rs (arro3) schema as a pyarrow one, strings and binaries as plain (not view) types."""
+    import pyarrow as pa
+
+    s = pa.schema(schema)
+    fields = []
+    for f in s:
+        t = f.type
+        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+            t = pa.string()
+        elif pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+            t = pa.binary()
+        fields.append(pa.field(f.name, t))
+    return pa.schema(fields)
+
+
+class ReplicaReader(DataSourceReader):
+    """One partition per data file of the table's latest version; Arrow batches in the requested columns."""
+
+    def __init__(self, path: str, db: str, name: str, schema):
+        self.path, self.db, self.name = path, db, name
+        self.columns = [f.name for f in schema.fields]
+
+    def partitions(self) -> list[InputPartition]:
+        dt = _replica_table(self.path, self.db, self.name)
+        files = dt.file_uris()
+        return [InputPartition((dt.version(), f)) for f in files] or [InputPartition((dt.version(), None))]
+
+    def read(self, partition) -> Iterator:
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        version, uri = partition.value
+        dt = _replica_table(self.path, self.db, self.name)
+        dt.load_as_version(version)
+        want = _plain(dt.schema().to_arrow())
+        names = [n for n in self.columns if n in want.names]
+        target = pa.schema([want.field(n) for n in names])
+        if uri is None:
+            return
+        # every live file has the table's current columns: merges write them so, an ALTER rewrites the table
+        for batch in ds.dataset(uri, format="parquet", schema=want).to_batches(columns=names):
+            yield pa.RecordBatch.from_arrays([batch.column(i).cast(f.type) for i, f in enumerate(target)],
+                                             schema=target)
 
 
 class RplSqlReader(DataSourceReader):

@@ -16,7 +16,9 @@ from datetime import datetime, timezone
 
 from rpl_sql.compile import SET_MAP_MIN, Guard, compile_functions
 from rpl_sql.compile.literals import escape_char, sql_str
+from rpl_sql.replica_catalog import all_tables
 from rpl_sql.spark.functions import compile_flags
+from rpl_sql.spark.replica_tables import create_statements
 
 __all__ = ["export_sql", "harden", "VIEW_TABLES"]
 
@@ -205,6 +207,13 @@ def export_sql(session, stale_check: bool = True) -> str:
     for view, table in VIEW_TABLES + ((STATE_VIEW, "state_version"),):
         body.append(f"CREATE OR REPLACE TEMPORARY VIEW {view}\n"
                     f"  USING rpl_sql OPTIONS (path {sql_str(warehouse, script_safe=True)}, table '{table}');")
+    tables = sorted({(e.db, e.name) for _, e in all_tables(warehouse) if e.columns is not None})
+    if tables:
+        body.append("")
+        body.append(f"-- The replica tables by name ({len(tables)} as of this export; their rows are read live). "
+                    "Re-export to see tables created later.")
+        for db, name in tables:
+            body.extend(harden(stmt) + ";" for stmt in create_statements(warehouse, db, name, script_safe=True))
     body.append("")
     body.append(f"-- Functions compiled from {source}.")
     for text in compiled.statements:

@@ -3,6 +3,7 @@
 >>> session = rpl_sql.register(spark, "/path/to/warehouse")  # doctest: +SKIP
 >>> spark.sql("SELECT * FROM replication_applier_filters").show()  # doctest: +SKIP
 >>> spark.sql("SELECT count_if(should_apply(channel, db, tbl)) FROM events").show()  # doctest: +SKIP
+>>> spark.sql("SELECT * FROM crm.orders").show()  # a replica table, by name  # doctest: +SKIP
 
 After every statement the session commits, the views and functions are rebuilt from the new state;
 `Session.refresh()` picks up commits made by other processes.
@@ -17,6 +18,7 @@ from rpl_sql.compile.literals import sql_str
 from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
 from rpl_sql.spark.env import ensure_worker_python, local_spark
 from rpl_sql.spark.functions import FunctionInstaller
+from rpl_sql.spark.replica_tables import ReplicaTables
 from rpl_sql.state import ServerState
 
 FILTERS_VIEW = "replication_applier_filters"
@@ -36,6 +38,7 @@ class SparkSurface:
         self.spark = spark
         self.functions = FunctionInstaller(spark)
         self.jit_huge_methods = self.functions.flags["jit_huge_methods"]
+        self.replica: ReplicaTables | None = None  # the replica tables by name (`register` sets it)
 
     def refresh(self, state: ServerState) -> None:
         for name, (schema, rows) in VIEWS.items():
@@ -83,6 +86,8 @@ def register(spark: Any, warehouse: Any = None, session: Any = None):
         session._set_spark(spark)
     _register_history_view(spark, session.warehouse)
     surface = SparkSurface(spark)
+    surface.replica = ReplicaTables(spark, session.warehouse)
+    surface.replica.sync()
     session.surface = surface
     session.on_change(surface.refresh)
     surface.refresh(session.state)

@@ -35,7 +35,7 @@ from rpl_sql.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica import ddl
-from rpl_sql.pipeline.replica.catalog import Catalog, TableEntry
+from rpl_sql.replica_catalog import Catalog, TableEntry
 from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, reshape, table_seq
 from rpl_sql.rules import FilterType
 from rpl_sql.state import channel_key

@@ -145,6 +145,33 @@ class Catalog:
         self.seq = seq
 
 
+def catalog_versions(warehouse: str) -> tuple:
+    """A cheap fingerprint of every channel's catalog (names and log versions): changes when any DDL lands."""
+    base = f"{replica_root(os.fspath(warehouse))}/_catalog"
+    if "://" in base or not os.path.isdir(base):
+        return ()
+    out = []
+    for name in sorted(os.listdir(base)):
+        log_dir = os.path.join(base, name, "_delta_log")
+        try:
+            out.append((name, max((f for f in os.listdir(log_dir) if f.endswith(".json")), default="")))
+        except OSError:
+            continue
+    return tuple(out)
+
+
+def find_table(warehouse: str, db: str, name: str) -> tuple[str, TableEntry] | None:
+    """(channel, entry) of the replica table `db`.`name` (exact spelling first, then case-insensitively)."""
+    tables = all_tables(warehouse)
+    for ch, e in tables:
+        if (e.db, e.name) == (db, name):
+            return ch, e
+    for ch, e in tables:
+        if (e.db.lower(), e.name.lower()) == (db.lower(), name.lower()):
+            return ch, e
+    return None
+
+
 def all_tables(warehouse: str) -> list[tuple[str, TableEntry]]:
     """(channel, entry) for every table of every channel's replica, as the catalogs say now."""
     base = f"{replica_root(os.fspath(warehouse))}/_catalog"
