@@ -24,6 +24,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from rpl_sql.errors import MySQLError, SparkSQLError, error_text
 from rpl_sql.spark.env import WorkerPythonError
 from rpl_sql.spark.surface import register
+from rpl_sql.store import resolve_warehouse
 
 DEFAULT_MAX_ROWS = 1000
 _OPTION = re.compile(r"""\s*--(warehouse|max-rows)(?:\s*=\s*|\s+)("[^"]*"|'[^']*'|\S+)""")
@@ -115,7 +116,6 @@ class RplSqlMagics(Magics):
     def session(self, warehouse: str | None = None):
         """The Session of `warehouse` (resolved like the CLI), registered in the active SparkSession."""
         from rpl_sql.session import Session
-        from rpl_sql.store import resolve_warehouse
         key = os.path.abspath(resolve_warehouse(warehouse))
         spark = _active_spark()
         session = self._sessions.get(key)

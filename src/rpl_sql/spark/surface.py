@@ -16,6 +16,7 @@ from typing import Any, Callable
 from rpl_sql import performance_schema as pfs
 from rpl_sql.compile.literals import sql_str
 from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
+from rpl_sql.spark.datasource import DefaultSource
 from rpl_sql.spark.env import ensure_worker_python, local_spark
 from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.spark.replica_tables import ReplicaTables
@@ -61,7 +62,6 @@ def _register_history_view(spark: Any, warehouse: str) -> None:
     """
     import os
 
-    from rpl_sql.spark.datasource import DefaultSource
     spark.dataSource.register(DefaultSource)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {HISTORY_VIEW} USING rpl_sql "
               f"OPTIONS (path {sql_str(os.path.abspath(warehouse), script_safe=True)}, table 'filter_history')")
