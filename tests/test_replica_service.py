@@ -238,3 +238,72 @@ def test_sigkilled_twenty_times_the_replica_equals_a_mariadb_replica(warehouse, 
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, servers):
+    """A source with data: `rpl-sql snapshot` copies the applied tables (interrupted once and resumed, with
+    writes going on while it copies), the service streams from there, and the result equals a MariaDB
+    replica that replayed the whole binlog. Rows older than the channel are updated and deleted."""
+    import threading
+
+    from rpl_sql.cli.commands import snapshot_main
+    from rpl_sql.pipeline.replica.snapshot import Snapshot
+    from test_replica import ROW_1, ROW_2, TYPES
+
+    src, oracle = servers
+    src.reset()
+    oracle.stop_following()
+    oracle.reset()
+    oracle.execute("CREATE DATABASE crm")
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE hr", "USE shop",
+                f"CREATE TABLE typed ({TYPES})", f"INSERT INTO typed VALUES {ROW_1}, {ROW_2}",
+                "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(20), n BIGINT)",
+                "INSERT INTO big SELECT seq, CONCAT('v', seq), seq * 7 FROM seq_1_to_3000",
+                "CREATE TABLE keyless (a INT, b TEXT)", "INSERT INTO keyless VALUES (1, 'x'), (1, 'x'), (2, NULL)",
+                "USE hr", "CREATE TABLE people (id INT PRIMARY KEY)", "INSERT INTO people VALUES (1)")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((shop, crm)), "
+                    "REPLICATE_IGNORE_DB = (hr) FOR CHANNEL 'a'")
+    oracle.follow(src, "a", {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
+
+    def stop_after_first(pr):
+        if pr.tables_done == 1:
+            raise KeyboardInterrupt  # a crash in the middle of the snapshot
+    with pytest.raises(KeyboardInterrupt):
+        Snapshot(warehouse, "a", batch_rows=500, progress=stop_after_first).run()
+    busy = threading.Event()
+
+    def writes():  # the source keeps changing while the rest is copied
+        conn = src.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                for i in range(1, 200):
+                    cur.execute("UPDATE shop.big SET n = n + 1 WHERE id = %s", (i * 13 % 3000 + 1,))
+                    cur.execute("INSERT INTO shop.keyless VALUES (%s, 'w')", (i,))
+                    conn.commit()
+        finally:
+            conn.close()
+            busy.set()
+    worker = threading.Thread(target=writes)
+    worker.start()
+    assert snapshot_main(["--warehouse", warehouse, "--channel", "a", "-q"]) == 0
+    worker.join()
+    cat = Catalog.load(warehouse, "a")
+    assert {(e.db, e.name) for e in cat.tables.values()} == {("crm", "typed"), ("crm", "big"), ("crm", "keyless")}
+    assert all(e.since is not None for e in cat.tables.values()) and "hr" not in cat.databases
+    # later changes, including to rows the channel never saw being inserted
+    src.execute("SET SESSION binlog_format = ROW", "UPDATE shop.big SET v = 'old row, updated' WHERE id <= 10",
+                "DELETE FROM shop.big WHERE id BETWEEN 11 AND 20", "DELETE FROM shop.keyless WHERE a = 1 LIMIT 1",
+                "UPDATE shop.typed SET v = 'after' WHERE id = 1", "INSERT INTO shop.big VALUES (5000, 'new', 0)")
+    session.execute("START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    try:
+        caught_up(warehouse, src)
+        oracle.caught_up(src, "a")
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _normal(oracle.contents())
+        assert len(ours[("crm", "big")]) == 1 + 3000 - 10 + 1
+        assert ours == theirs
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)

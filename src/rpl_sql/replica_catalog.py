@@ -22,7 +22,7 @@ from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 
 SCHEMA = pa.schema([("kind", pa.string()), ("db", pa.string()), ("name", pa.string()), ("path", pa.string()),
-                    ("columns", pa.string())])
+                    ("columns", pa.string()), ("since", pa.string())])
 
 
 def replica_root(warehouse: str) -> str:
@@ -31,6 +31,11 @@ def replica_root(warehouse: str) -> str:
 
 def catalog_path(warehouse: str, channel: str) -> str:
     return f"{replica_root(warehouse)}/_catalog/{hashlib.sha1(channel.encode('utf-8')).hexdigest()[:16]}"
+
+
+def new_table_path() -> str:
+    """Where a new table's data goes, relative to the replica root: opaque, so any name is safe on disk."""
+    return f"tables/{uuid.uuid4().hex}"
 
 
 def app_id(channel: str) -> str:
@@ -44,6 +49,7 @@ class TableEntry:
     path: str                      # relative to the replica root
     columns: list[dict] | None     # None: created by a statement the replica could not read; the next table map
     #                                of the table gives them (until then the table has no Delta data)
+    since: tuple[str, int] | None = None  # copied by a snapshot at this binlog position: events up to it are in it
 
 
 @dataclass
@@ -75,10 +81,12 @@ class Catalog:
     def add_database(self, db: str) -> None:
         self.databases.setdefault(self.fold(db), self.fold(db) if self.lctn else db)
 
-    def add_table(self, db: str, name: str, columns: list[dict] | None) -> TableEntry:
+    def add_table(self, db: str, name: str, columns: list[dict] | None,
+                  since: tuple[str, int] | None = None, path: str | None = None) -> TableEntry:
+        """A new table (its data under `path`, relative to the replica root, default a fresh one)."""
         self.add_database(db)
         e = TableEntry(self.fold(db) if self.lctn else db, self.fold(name) if self.lctn else name,
-                       f"tables/{uuid.uuid4().hex}", columns)
+                       path or new_table_path(), columns, since)
         self.tables[self.key(db, name)] = e
         return e
 
@@ -123,15 +131,15 @@ class Catalog:
             if r["kind"] == "database":
                 cat.databases[cat.fold(r["db"])] = r["db"]
             else:
-                cols = json.loads(r["columns"]) if r["columns"] else None
-                cat.tables[cat.key(r["db"], r["name"])] = TableEntry(r["db"], r["name"], r["path"], cols)
+                cat.tables[cat.key(r["db"], r["name"])] = _entry(r)
         return cat
 
     def to_arrow(self) -> pa.Table:
-        rows = [{"kind": "database", "db": d, "name": None, "path": None, "columns": None}
+        rows = [{"kind": "database", "db": d, "name": None, "path": None, "columns": None, "since": None}
                 for d in sorted(self.databases.values())]
         rows += [{"kind": "table", "db": e.db, "name": e.name, "path": e.path,
-                  "columns": json.dumps(e.columns, ensure_ascii=False) if e.columns is not None else None}
+                  "columns": json.dumps(e.columns, ensure_ascii=False) if e.columns is not None else None,
+                  "since": f"{e.since[0]}:{e.since[1]}" if e.since else None}
                  for e in sorted(self.tables.values(), key=lambda e: (e.db, e.name))]
         return pa.Table.from_pylist(rows, schema=SCHEMA)
 
@@ -143,6 +151,13 @@ class Catalog:
                            metadata={"rpl_sql.replica.channel": self.channel, "rpl_sql.replica.seq": str(seq)},
                            app=(app_id(self.channel), seq))
         self.seq = seq
+
+
+def _entry(r: dict) -> TableEntry:
+    cols = json.loads(r["columns"]) if r["columns"] else None
+    since = r.get("since")
+    pos = (since.rsplit(":", 1)[0], int(since.rsplit(":", 1)[1])) if since else None
+    return TableEntry(r["db"], r["name"], r["path"], cols, pos)
 
 
 def catalog_versions(warehouse: str) -> tuple:
@@ -188,6 +203,5 @@ def all_tables(warehouse: str) -> list[tuple[str, TableEntry]]:
         channel = meta.get("rpl_sql.replica.channel", name)
         for r in dt.to_pyarrow_table().to_pylist():
             if r["kind"] == "table":
-                cols = json.loads(r["columns"]) if r["columns"] else None
-                out.append((channel, TableEntry(r["db"], r["name"], r["path"], cols)))
+                out.append((channel, _entry(r)))
     return out

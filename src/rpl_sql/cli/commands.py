@@ -1,4 +1,4 @@
-"""The `rpl-sql` subcommands that run the pipeline: ingest, apply, debezium, replica."""
+"""The `rpl-sql` subcommands that run the pipeline: ingest, apply, debezium, replica, snapshot."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,7 @@ from rpl_sql.applier_state import ApplyError
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.replica.service import ReplicaService, ServiceError
+from rpl_sql.pipeline.replica.snapshot import Snapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.pipeline.debezium import ingest_debezium_file
@@ -152,6 +153,41 @@ def replica_main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"rpl-sql replica: {e}\n")
         return 1
     sys.stderr.write("rpl-sql replica: stopped\n")
+    return 0
+
+
+def snapshot_main(argv: list[str] | None = None) -> int:
+    """`rpl-sql snapshot --channel C`: provision a new channel's replica tables from its source's data."""
+    p = argparse.ArgumentParser(prog="rpl-sql snapshot",
+                                description="Copy the tables a channel's filters apply from its source, each in a "
+                                            "consistent read tied to its binlog position; the channel then "
+                                            "streams from there (rpl-sql replica).")
+    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    p.add_argument("--channel", required=True, help="the channel (stopped, with no events landed yet)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    args = p.parse_args(argv)
+    display = Display()
+
+    def show(pr: SnapshotProgress) -> None:
+        display.show(f"[snapshot {args.channel!r}] table {min(pr.tables_done + 1, pr.tables)}/{pr.tables} "
+                     f"{pr.table}", bar(pr.rows, pr.estimate, 0.0, "rows"))
+
+    try:
+        report = Snapshot(args.warehouse, args.channel, progress=None if args.quiet else show).run()
+    except MySQLError as e:
+        display.close()
+        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        return 1
+    except Exception as e:  # the source's (pymysql) or Delta's
+        display.close()
+        sys.stderr.write(f"rpl-sql snapshot: {type(e).__name__}: {e}\n(run it again to resume: copied tables "
+                         "are kept)\n")
+        return 1
+    display.close()
+    at = f"{report.start[0]}:{report.start[1]}" if report.start else "(no table copied)"
+    sys.stdout.write(f"channel {report.channel!r}: {report.tables} tables copied ({report.rows:,} rows), "
+                     f"{report.skipped} already copied, {len(report.databases)} databases, in "
+                     f"{report.seconds:.1f}s; the channel streams from {at}: START REPLICA and rpl-sql replica\n")
     return 0
 
 

@@ -247,7 +247,7 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 
-SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "repair", "upkeep")
+SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "repair", "upkeep")
 
 
 def _subcommand(name: str):

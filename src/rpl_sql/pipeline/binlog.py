@@ -62,6 +62,35 @@ def _images(ev, etype: str) -> list[dict]:
     return [{"before": r["values"], "after": None} for r in ev.rows]
 
 
+def source_settings(state: ServerState, channel: str) -> tuple[dict, dict]:
+    """pymysql connection settings of the channel's source (from CHANGE REPLICATION SOURCE) and the origin
+    facts recorded with every commit."""
+    ch = state.channel(channel)
+    if ch is None or not ch.configured:
+        raise IngestError(f"channel {channel!r} is not configured (CHANGE REPLICATION SOURCE TO "
+                          f"SOURCE_HOST=... FOR CHANNEL '{channel}')")
+    settings = {"host": str(ch.option("SOURCE_HOST")), "port": int(ch.option("SOURCE_PORT") or 3306),
+                "user": str(ch.option("SOURCE_USER") or ""), "password": str(ch.option("SOURCE_PASSWORD") or ""),
+                "connect_timeout": 30}
+    if ch.option("SOURCE_BIND"):
+        settings["bind_address"] = str(ch.option("SOURCE_BIND"))
+    if str(ch.option("SOURCE_SSL") or "0") == "1":  # required TLS; otherwise pymysql's "preferred" mode
+        tls = {"ssl_ca": ch.option("SOURCE_SSL_CA"), "ssl_cert": ch.option("SOURCE_SSL_CERT"),
+               "ssl_key": ch.option("SOURCE_SSL_KEY")}
+        settings.update({k: str(v) for k, v in tls.items() if v})
+        settings["ssl_verify_cert"] = str(ch.option("SOURCE_SSL_VERIFY_SERVER_CERT") or "0") == "1"
+        if not any(tls.values()) and not settings["ssl_verify_cert"]:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            settings["ssl"] = ctx  # encrypted, unverified: SOURCE_SSL=1 without a CA
+    origin = {"source_host": settings["host"], "source_port": str(settings["port"]),
+              "origin_file": str(ch.option("SOURCE_LOG_FILE") or ""),
+              "origin_pos": str(ch.option("SOURCE_LOG_POS") or "")}
+    return settings, origin
+
+
 class _Source:
     """Connection facts of the channel's source, read once on a control connection."""
 
@@ -108,30 +137,7 @@ class BinlogIngest:
     # ---------------------------------------------------------------- setup
 
     def _channel_settings(self, state: ServerState) -> tuple[dict, dict]:
-        ch = state.channel(self.channel)
-        if ch is None or not ch.configured:
-            raise IngestError(f"channel {self.channel!r} is not configured (CHANGE REPLICATION SOURCE TO "
-                              f"SOURCE_HOST=... FOR CHANNEL '{self.channel}')")
-        settings = {"host": str(ch.option("SOURCE_HOST")), "port": int(ch.option("SOURCE_PORT") or 3306),
-                    "user": str(ch.option("SOURCE_USER") or ""), "password": str(ch.option("SOURCE_PASSWORD") or ""),
-                    "connect_timeout": 30}
-        if ch.option("SOURCE_BIND"):
-            settings["bind_address"] = str(ch.option("SOURCE_BIND"))
-        if str(ch.option("SOURCE_SSL") or "0") == "1":  # required TLS; otherwise pymysql's "preferred" mode
-            tls = {"ssl_ca": ch.option("SOURCE_SSL_CA"), "ssl_cert": ch.option("SOURCE_SSL_CERT"),
-                   "ssl_key": ch.option("SOURCE_SSL_KEY")}
-            settings.update({k: str(v) for k, v in tls.items() if v})
-            settings["ssl_verify_cert"] = str(ch.option("SOURCE_SSL_VERIFY_SERVER_CERT") or "0") == "1"
-            if not any(tls.values()) and not settings["ssl_verify_cert"]:
-                import ssl
-
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-                settings["ssl"] = ctx  # encrypted, unverified: SOURCE_SSL=1 without a CA
-        origin = {"source_host": settings["host"], "source_port": str(settings["port"]),
-                  "origin_file": str(ch.option("SOURCE_LOG_FILE") or ""),
-                  "origin_pos": str(ch.option("SOURCE_LOG_POS") or "")}
-        return settings, origin
+        return source_settings(state, self.channel)
 
     def _start_position(self, pos: ChannelPosition | None, origin: dict, source: _Source) -> tuple[str, int]:
         """Resume where the last commit says. A first ingest, or a new explicit SOURCE_LOG_FILE/POS set with

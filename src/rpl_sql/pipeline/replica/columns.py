@@ -181,3 +181,100 @@ def to_arrow(columns: list[dict], images: list[dict]) -> pa.Table:
     convs = converters(columns)
     data = {n: [None if (v := img.get(n)) is None else f(v) for img in images] for n, f in convs}
     return pa.table({n: pa.array(data[n], type=arrow_type(c)) for (n, _), c in zip(convs, columns)})
+
+
+# ---------------------------------------------------------------- a snapshot: information_schema and client values
+
+_IS_INTS = {"tinyint", "smallint", "mediumint", "int", "bigint"}
+_IS_BLOB = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point",
+            "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection"}
+
+
+def _members(column_type: str) -> list[str]:
+    """The members of `enum('a','b')` / `set('x','y')` as information_schema spells them."""
+    inner = column_type[column_type.index("(") + 1:column_type.rindex(")")]
+    out, cur, i = [], None, 0
+    while i < len(inner):
+        c = inner[i]
+        if cur is None:
+            if c == "'":
+                cur = ""
+        elif c == "'" and i + 1 < len(inner) and inner[i + 1] == "'":
+            cur += "'"
+            i += 1
+        elif c == "\\" and i + 1 < len(inner):
+            cur += inner[i + 1]
+            i += 1
+        elif c == "'":
+            out.append(cur)
+            cur = None
+        else:
+            cur += c
+        i += 1
+    return out
+
+
+def from_information_schema(rows: Iterable[dict]) -> list[dict]:
+    """Columns of one table from information_schema.COLUMNS rows (in ORDINAL_POSITION order), in the same
+    vocabulary a binlog table map gives, so the first row event after a snapshot changes nothing."""
+    out = []
+    for r in rows:
+        dt, ct = r["DATA_TYPE"].lower(), r["COLUMN_TYPE"].lower()
+        d: dict[str, Any] = {"name": r["COLUMN_NAME"]}
+        if dt in _IS_INTS:
+            d["type"] = dt
+            if "unsigned" in ct:
+                d["unsigned"] = True
+        elif dt in ("decimal", "numeric"):
+            d.update(type="decimal", precision=int(r["NUMERIC_PRECISION"]), scale=int(r["NUMERIC_SCALE"] or 0))
+        elif dt in ("float", "double"):
+            d["type"] = dt
+        elif dt == "date":
+            d["type"] = "date"
+        elif dt in ("datetime", "timestamp", "time"):
+            d.update(type=dt, fsp=int(r.get("DATETIME_PRECISION") or 0))
+        elif dt == "year":
+            d["type"] = "year"
+        elif dt == "bit":
+            d.update(type="bit", bits=int(r["NUMERIC_PRECISION"]))
+        elif dt == "json":
+            d["type"] = "json"
+        elif dt in ("enum", "set"):
+            d.update(type=dt, values=_members(r["COLUMN_TYPE"]))
+        elif dt in _IS_BLOB:
+            d["type"] = "blob"
+        else:
+            d["type"] = "text"
+        if r.get("COLUMN_KEY") == "PRI":
+            d["pk"] = True
+        out.append(d)
+    return out
+
+
+def _time_text(v: _dt.timedelta) -> str:
+    sign = "-" if v < _dt.timedelta(0) else ""
+    us = abs(v) // _dt.timedelta(microseconds=1)
+    s, us = divmod(us, 1_000_000)
+    return f"{sign}{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}" + (f".{us:06d}" if us else "")
+
+
+def client_converter(c: dict) -> Callable[[Any], Any]:
+    """From a value as pymysql returns it (session time_zone '+00:00') to the Python value of its Arrow type."""
+    t = c["type"]
+    if t in ("date", "datetime"):
+        return lambda v: v if isinstance(v, (_dt.date, _dt.datetime)) else converter(c)(v)
+    if t == "timestamp":
+        return lambda v: v.replace(tzinfo=_dt.timezone.utc) if isinstance(v, _dt.datetime) else converter(c)(v)
+    if t == "time":
+        return lambda v: _time_text(v) if isinstance(v, _dt.timedelta) else str(v)
+    if t == "bit":
+        conv = decimal.Decimal if pa.types.is_decimal(arrow_type(c)) else int
+        return lambda v: conv(int.from_bytes(v, "big")) if isinstance(v, (bytes, bytearray)) else conv(v)
+    if t == "blob":
+        return lambda v: bytes(v) if isinstance(v, (bytes, bytearray)) else str(v).encode("utf-8")
+    if t in ("text", "enum", "json"):
+        return lambda v: v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
+    if t == "set":
+        joined = converter(c)  # members in definition order, as MySQL shows them
+        return lambda v: joined(list(v)) if isinstance(v, (set, frozenset)) else str(v)
+    return converter(c)

@@ -47,7 +47,7 @@ DML_COMMANDS = frozenset({"INSERT", "INSERT_SELECT", "UPDATE", "UPDATE_MULTI", "
                           "REPLACE_SELECT", "LOAD"})
 _TEMPORARY = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:CREATE|DROP)\s+TEMPORARY\b", re.I | re.S)
 _READ_COLUMNS = ["seq", "event_type", "command", "statement_kind", "default_db", "db_name", "table_name", "tables",
-                 "statement", "rows", "applied_db", "columns"]
+                 "statement", "rows", "applied_db", "columns", "binlog_file", "binlog_pos"]
 
 
 class StatementDML(MySQLError):
@@ -137,6 +137,8 @@ class ReplicaTables:
         if cols is None:  # landed without a table map (Debezium, or before rpl_sql recorded table maps)
             cols = [{"name": k, "type": "text"} for k in _image_names(images)]
         entry = self.cat.table(db, name)
+        if entry is not None and _in_snapshot(entry, ev):
+            return
         if entry is None:
             entry = self.cat.add_table(db, name, cols)
             log.info("channel %r: %s.%s created from its table map", self.channel, db, name)
@@ -215,10 +217,17 @@ class ReplicaTables:
             return  # indexes, views, triggers, grants: no effect on the replica tables' rows or columns
         if _TEMPORARY.match(ev["statement"] or ""):
             return
+        if cmd != "CREATE_DB" and cmd != "DROP_DB" and self._snapshotted(ev):
+            return  # every table it names was copied by a snapshot taken after it
         self._flush_all()
         handler(ev)
         self.report.ddl += 1
         self.cat.commit(ev["seq"])
+
+    def _snapshotted(self, ev: dict) -> bool:
+        refs = ev["tables"] or []
+        entries = [self.cat.table(*self._resolve(t["db"], t["name"], ev)) for t in refs]
+        return bool(entries) and all(e is not None and _in_snapshot(e, ev) for e in entries)
 
     def _statement_dml(self, ev: dict) -> None:
         tables = [self._resolve(t["db"], t["name"], ev) for t in (ev["tables"] or []) if t.get("updating")]
@@ -360,8 +369,21 @@ class ReplicaTables:
             self.cat.add_database(ev["default_db"])
 
     def _drop_db(self, ev: dict) -> None:
-        if ev["default_db"]:
-            self.cat.drop_database(ev["default_db"])
+        db = ev["default_db"]
+        if not db:
+            return
+        kept = [e for e in self.cat.tables.values() if self.cat.fold(e.db) == self.cat.fold(db) and _in_snapshot(e, ev)]
+        self.cat.drop_database(db)
+        for e in kept:  # copied by a snapshot taken after this DROP DATABASE: they exist
+            self.cat.tables[self.cat.key(e.db, e.name)] = e
+            self.cat.add_database(e.db)
+
+
+def _in_snapshot(entry: TableEntry, ev: dict) -> bool:
+    """The event is already in the table's snapshot copy (it ends at or before the snapshot's position)."""
+    if entry.since is None or ev.get("binlog_file") is None or ev.get("binlog_pos") is None:
+        return False
+    return (ev["binlog_file"], int(ev["binlog_pos"])) <= entry.since
 
 
 def _image_names(images: list[dict]) -> list[str]:
