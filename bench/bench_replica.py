@@ -1,0 +1,243 @@
+"""The replica service against a local MariaDB: catch-up throughput, end-to-end lag, memory. Prints, asserts nothing.
+
+    .venv/bin/python bench/bench_replica.py [--catchup-rows 100000] [--rate 5000] [--seconds 60]
+
+1. Catch-up. `--catchup-rows` row changes are generated in the server (a stored procedure, transactions of
+   `--per-txn` single-row INSERTs/UPDATEs into two tables) before the service starts; then, side by side:
+   python-mysql-replication alone decoding the same binlog (every row image read), and `rpl-sql replica`
+   (a separate process) from start until its replica tables hold everything. Rows/s of each and their ratio.
+2. Lag. The service runs while a client inserts at a steady `--rate` rows/s for `--seconds` (one multi-row
+   INSERT every 20 ms); each row's id is timed at its COMMIT. A sampler reads the replica table's highest id
+   from its Delta log every 50 ms: a row's lag is the time it became visible minus its commit. p50/p99.
+3. Memory: the service's RSS every 5 s during the lag run (first, middle, last, max).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from mariadb import MariaDBServer, binaries  # noqa: E402
+
+import rpl_sql  # noqa: E402
+from rpl_sql import service_status  # noqa: E402
+from rpl_sql.replica_catalog import Catalog  # noqa: E402
+from rpl_sql.store import DeltaStore  # noqa: E402
+
+GEN = """
+CREATE PROCEDURE bench.gen(IN n INT, IN per_txn INT)
+BEGIN
+  DECLARE i INT DEFAULT 0;
+  DECLARE j INT;
+  WHILE i * per_txn < n DO
+    START TRANSACTION;
+    SET j = 0;
+    WHILE j < per_txn DO
+      IF (i + j) % 4 = 3 THEN
+        UPDATE app.orders SET v = REPEAT('u', 32), k = k + 1 WHERE id = 1 + (i * 7 + j) % GREATEST(1, i);
+      ELSE
+        INSERT INTO app.orders (k, v, at) VALUES (i, REPEAT('a', 32), NOW());
+      END IF;
+      SET j = j + 1;
+    END WHILE;
+    COMMIT;
+    SET i = i + 1;
+  END WHILE;
+END
+"""
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def service(warehouse: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rpl_sql.cli", "replica", "--warehouse", warehouse],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def wait_caught_up(warehouse: str, m: MariaDBServer, timeout: float = 3600) -> None:
+    end = m.binlog_end()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ch = DeltaStore(warehouse).load().state.channel("a")
+        if (ch.applier.source_log_file, ch.applier.source_log_pos) == end and \
+                Catalog.load(warehouse, "a").seq == ch.applier.seq:
+            return
+        time.sleep(0.1)
+    raise TimeoutError("the service did not catch up")
+
+
+def bare_reader(m: MariaDBServer) -> tuple[int, float]:
+    """python-mysql-replication alone: every row image of the binlog decoded. (rows, seconds)"""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    t = time.monotonic()
+    stream = BinLogStreamReader(connection_settings={"host": "127.0.0.1", "port": m.port, "user": "root",
+                                                     "passwd": ""}, server_id=4242, blocking=False,
+                                only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+                                freeze_schema=True, log_file=m.execute("SHOW BINARY LOGS")[0][0], log_pos=4,
+                                resume_stream=True)
+    rows = 0
+    for ev in stream:
+        rows += len(ev.rows)
+    stream.close()
+    return rows, time.monotonic() - t
+
+
+def configure(warehouse: str, m: MariaDBServer) -> None:
+    rpl_sql.connect(warehouse).execute(m.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = "
+                                       "((app, crm)) FOR CHANNEL 'a';\nSTART REPLICA")
+
+
+def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int) -> None:
+    m.reset()
+    m.execute("CREATE DATABASE bench", "CREATE DATABASE app",
+              "CREATE TABLE app.orders (id INT AUTO_INCREMENT PRIMARY KEY, k INT, v VARCHAR(64), at DATETIME)", GEN)
+    t = time.monotonic()
+    m.execute("SET SESSION binlog_format=ROW", f"CALL bench.gen({n}, {per_txn})", timeout=3600)
+    print(f"1. catch-up: {n:,} row changes generated in {time.monotonic() - t:.1f} s "
+          f"({per_txn} per transaction, 1/4 UPDATEs)")
+    rows, bare_s = bare_reader(m)
+    wh = f"{base}/catchup"
+    configure(wh, m)
+    proc = service(wh)
+    try:
+        while (st := service_status.read_status(wh, "a")) is None or st.sql != "Yes":  # the process is up
+            time.sleep(0.02)
+        t = time.monotonic()
+        wait_caught_up(wh, m)
+        ours_s = time.monotonic() - t
+    finally:
+        proc.terminate()
+        proc.wait()
+    print(f"   python-mysql-replication alone: {rows:,} row images in {bare_s:.1f} s = {rows / bare_s:,.0f} rows/s")
+    print(f"   rpl-sql replica (threads running to replica tables current): {ours_s:.1f} s = "
+          f"{rows / ours_s:,.0f} rows/s = {bare_s / ours_s:.2f} x the bare reader")
+
+
+def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
+    m.reset()
+    m.execute("CREATE DATABASE app", "CREATE TABLE app.ticks (id INT PRIMARY KEY, v VARCHAR(32))")
+    wh = f"{base}/lag"
+    configure(wh, m)
+    proc = service(wh)
+    committed: dict[int, float] = {}
+    visible: dict[int, float] = {}
+    mem: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        conn = m.connect()
+        per = max(1, rate // 50)  # one INSERT of `per` rows every 20 ms
+        nxt, i, t0 = time.monotonic(), 0, time.monotonic()
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format=ROW")
+            while time.monotonic() - t0 < seconds:
+                vals = ",".join(f"({i + k}, 'x')" for k in range(per))
+                cur.execute(f"INSERT INTO app.ticks VALUES {vals}")
+                conn.commit()
+                now = time.monotonic()
+                for k in range(per):
+                    committed[i + k] = now
+                i += per
+                nxt += 0.02
+                time.sleep(max(0.0, nxt - time.monotonic()))
+        conn.close()
+
+    def sampler() -> None:
+        from deltalake import DeltaTable
+
+        seen = -1
+        while not stop.is_set():
+            cat = Catalog.load(wh, "a")
+            e = cat.table("crm", "ticks")
+            if e is not None:
+                try:
+                    import pyarrow as pa
+
+                    actions = pa.table(DeltaTable(cat.data_path(e)).get_add_actions(flatten=True)).to_pydict()
+                    top = max((v for v in actions.get("max.id", []) if v is not None), default=-1)
+                except Exception:
+                    top = seen
+                now = time.monotonic()
+                for j in range(seen + 1, top + 1):
+                    visible[j] = now
+                seen = max(seen, top)
+            time.sleep(0.05)
+
+    def memory() -> None:
+        t0 = time.monotonic()
+        while not stop.is_set():
+            mem.append((time.monotonic() - t0, rss_mb(proc.pid)))
+            stop.wait(5)
+
+    threads = [threading.Thread(target=f) for f in (sampler, memory)]
+    for th in threads:
+        th.start()
+    try:
+        wait_caught_up(wh, m, 120)
+        w = threading.Thread(target=writer)
+        w.start()
+        w.join()
+        wait_caught_up(wh, m, 600)
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join()
+        proc.terminate()
+        proc.wait()
+    lags = sorted(visible[i] - committed[i] for i in committed if i in visible)
+    if len(lags) < 2:
+        print(f"2. lag: only {len(lags)} of {len(committed):,} rows were seen in the replica table")
+        return
+    q = statistics.quantiles(lags, n=100)
+    achieved = len(committed) / seconds
+    print(f"2. lag at {achieved:,.0f} rows/s for {seconds:.0f} s ({len(committed):,} rows, target {rate:,}/s): "
+          f"p50 {q[49]:.2f} s, p99 {q[98]:.2f} s, max {lags[-1]:.2f} s")
+    if mem:
+        mid = mem[len(mem) // 2][1]
+        print(f"3. service RSS: first {mem[0][1]:.0f} MB, middle {mid:.0f} MB, last {mem[-1][1]:.0f} MB, "
+              f"max {max(v for _, v in mem):.0f} MB ({len(mem)} samples over {mem[-1][0]:.0f} s)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--catchup-rows", type=int, default=100_000)
+    p.add_argument("--per-txn", type=int, default=5)
+    p.add_argument("--rate", type=int, default=5000)
+    p.add_argument("--seconds", type=float, default=60)
+    args = p.parse_args()
+    if binaries() is None:
+        sys.exit("mariadbd is not installed (apt-get install -y mariadb-server)")
+    base = tempfile.mkdtemp(prefix="bench_replica_")
+    print(f"rpl_sql replica bench: MariaDB, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}")
+    m = MariaDBServer(Path(base) / "m", server_id=11)
+    try:
+        m.start()
+        if args.catchup_rows:
+            catch_up(base, m, args.catchup_rows, args.per_txn)
+        if args.seconds:
+            lag(base, m, args.rate, args.seconds)
+    finally:
+        m.stop()
+
+
+if __name__ == "__main__":
+    main()
