@@ -55,7 +55,7 @@ def wait_for(pred, what, timeout=60.0):
         time.sleep(0.1)
 
 
-def caught_up(warehouse, source, channel="a"):
+def caught_up(warehouse, source, channel="a", timeout=60.0):
     """The service has applied the source's whole binlog and its replica tables hold it."""
     end = source.binlog_end()
 
@@ -63,7 +63,7 @@ def caught_up(warehouse, source, channel="a"):
         ch = DeltaStore(warehouse).load().state.channel(channel)
         return ((ch.applier.source_log_file, ch.applier.source_log_pos) == end
                 and Catalog.load(warehouse, channel).seq == ch.applier.seq)
-    wait_for(done, f"channel {channel!r} to reach {end}")
+    wait_for(done, f"channel {channel!r} to reach {end}", timeout)
 
 
 PHASE_1 = ["SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE hr", "USE shop",
@@ -307,3 +307,77 @@ def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, 
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
+
+
+def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(warehouse, servers):
+    """While the source writes without pause, another client runs STOP REPLICA SQL_THREAD; CHANGE REPLICATION
+    FILTER; START REPLICA SQL_THREAD eight times. STOP returns only once the service's batch is done, so the
+    applier position read right after it splits the events exactly: every event after one STOP and up to the
+    next is decided by the filters set in between, which the reference evaluator checks for every event."""
+    import threading
+
+    from deltalake import DeltaTable
+
+    from rpl_sql.evaluate import RowEvent, decide
+    from rpl_sql.pipeline.events import applied_path, events_path
+
+    src, _ = servers
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    sets = ["REPLICATE_WILD_IGNORE_TABLE = ('d.odd%')", "REPLICATE_WILD_IGNORE_TABLE = ('d.even%')"]
+    session.execute(src.channel_sql("a") + f";\nCHANGE REPLICATION FILTER {sets[0]} FOR CHANNEL 'a';\nSTART REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d",
+                *[f"CREATE TABLE d.{t} (k INT PRIMARY KEY AUTO_INCREMENT, v INT)" for t in ("odd1", "even1")])
+    stop = threading.Event()
+
+    def writes():
+        conn = src.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                while not stop.is_set():
+                    cur.execute("INSERT INTO d.odd1 (v) VALUES (1), (2)")
+                    cur.execute("INSERT INTO d.even1 (v) VALUES (1)")
+                    conn.commit()
+                    time.sleep(0.005)  # ~200 transactions/s: busy, and within what the service keeps up with
+        finally:
+            conn.close()
+    worker = threading.Thread(target=writes)
+    worker.start()
+    proc = start_service(warehouse, "--batch-size", "50")
+    cuts = [(0, sets[0])]
+    try:
+        wait_for(lambda: DeltaStore(warehouse).load().state.channel("a").applier.seq > 200, "a busy applier")
+        for i in range(1, 9):
+            session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
+            cuts.append((DeltaStore(warehouse).load().state.channel("a").applier.seq, sets[i % 2]))
+            session.execute(f"CHANGE REPLICATION FILTER {sets[i % 2]} FOR CHANNEL 'a';\n"
+                            "START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+            time.sleep(0.3)
+        stop.set()
+        worker.join()
+        caught_up(warehouse, src, timeout=180)
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    # the applier was busy: it applied events under most of the filter sets (a set it applied nothing under
+    # shares its cut with the next one, which then decides from there)
+    assert len({seq for seq, _ in cuts}) >= 6, f"the applier was not busy between changes: {cuts}"
+    events = DeltaTable(events_path(warehouse)).to_pyarrow_table(columns=["seq", "event_type", "db_name",
+                                                                          "table_name"]).to_pylist()
+    applied = set(DeltaTable(applied_path(warehouse)).to_pyarrow_table(columns=["seq"]).column("seq").to_pylist())
+    filters = {}
+    for text in sets:
+        s = rpl_sql.connect(warehouse + "_probe_" + str(len(filters)))
+        s.execute(src.channel_sql("a") + f";\nCHANGE REPLICATION FILTER {text} FOR CHANNEL 'a'")
+        filters[text] = s.state.channel("a").filters
+    checked = 0
+    for ev in events:
+        if ev["event_type"] != "write_rows":
+            continue
+        text = [t for seq, t in cuts if seq < ev["seq"]][-1]
+        want = decide(filters[text], RowEvent(ev["db_name"], ev["table_name"])).apply
+        assert (ev["seq"] in applied) == want, (ev, text)
+        checked += 1
+    assert checked > 500

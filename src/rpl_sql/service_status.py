@@ -32,6 +32,8 @@ class ChannelStatus:
     read_file: str = ""                   # Source_Log_File / Read_Source_Log_Pos: what the receiver landed
     read_pos: int = 0
     retrieved_gtid_set: str = ""
+    io_version: int = -1                  # the state table version each thread last acted on: STOP REPLICA,
+    sql_version: int = -1                 # committed as version V, waits until the thread says "No" as of >= V
     last_io_error: list = field(default_factory=lambda: [0, "", ""])   # errno, message, timestamp text
     last_sql_error: list = field(default_factory=lambda: [0, "", ""])
 

@@ -173,8 +173,8 @@ class Session:
 
         outcome, version = self.store.transact(step, self._metadata(type(stmt).__name__, stmt.text))
         self._changed(version)
-        if isinstance(stmt, StopReplica):
-            self._wait_stopped(outcome.state, stmt)
+        if isinstance(stmt, StopReplica) and version is not None:
+            self._wait_stopped(outcome.state, stmt, version)
         res = outcome.result
         return Result(stmt, res.columns if res else (), list(res.rows) if res else [], outcome.warnings, version)
 
@@ -196,7 +196,7 @@ class Session:
 
         return result_frame(spark, last)
 
-    def _wait_stopped(self, state: ServerState, stmt: StopReplica, timeout: float = 60.0) -> None:
+    def _wait_stopped(self, state: ServerState, stmt: StopReplica, version: int, timeout: float = 60.0) -> None:
         """As MySQL's STOP REPLICA does: return once a running service has stopped the threads (it finishes the
         batch it is in), so a CHANGE REPLICATION FILTER that follows never meets a batch still being decided."""
         threads = stmt.threads or frozenset({"IO", "SQL"})
@@ -207,7 +207,9 @@ class Session:
                 st = service_status.read_status(self.warehouse, name)
                 if st is None or not st.live():
                     break
-                if ("SQL" not in threads or st.sql == "No") and ("IO" not in threads or st.io == "No"):
+                sql_done = st.sql == "No" and st.sql_version >= version
+                io_done = st.io == "No" and st.io_version >= version
+                if ("SQL" not in threads or sql_done) and ("IO" not in threads or io_done):
                     break
                 if time.monotonic() > deadline:
                     log.warning("channel %r: the replica service has not stopped after %.0f s", name, timeout)

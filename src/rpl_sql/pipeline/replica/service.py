@@ -52,15 +52,20 @@ class _State:
     """The state table, re-read at most every STATE_EVERY seconds (shared by a channel's two loops)."""
 
     def __init__(self, store: DeltaStore):
-        self.store, self.at, self.value = store, 0.0, None
+        self.store, self.at, self.value, self.version = store, 0.0, None, -1
         self.lock = threading.Lock()
 
     def get(self) -> ServerState:
+        return self.versioned()[0]
+
+    def versioned(self) -> tuple[ServerState, int]:
+        """The state and its table version (-1 before the first commit)."""
         with self.lock:
             now = time.monotonic()
             if self.value is None or now - self.at >= STATE_EVERY:
-                self.value, self.at = self.store.load().state, now
-            return self.value
+                snap = self.store.load()
+                self.value, self.version, self.at = snap.state, -1 if snap.version is None else snap.version, now
+            return self.value, self.version
 
 
 class ChannelLoops:
@@ -79,18 +84,37 @@ class ChannelLoops:
     def channel_state(self):
         return self.svc.state.get().channel(self.channel)
 
+    def _stopped(self, thread: str, version: int) -> None:
+        """The thread is stopped as of state `version`; said at once (STOP REPLICA is waiting for it)."""
+        st = self.status
+        changed = False
+        if thread == "sql":
+            changed = st.sql != "No" or st.sql_version != version
+            st.sql, st.sql_state, st.seconds_behind = "No", "", None
+            st.sql_version = version
+        else:
+            changed = st.io != "No" or st.io_version != version
+            st.io, st.io_state = "No", ""
+            st.io_version = version
+        if changed:
+            self.svc.publish(self)
+
     # ------------------------------------------------------------ receiver (IO thread)
 
     def _io_wanted(self) -> bool:
-        ch = self.channel_state()
-        return not self.svc.stopping.is_set() and ch is not None and ch.configured and ch.io_running
+        state, version = self.svc.state.versioned()
+        ch = state.channel(self.channel)
+        wanted = not self.svc.stopping.is_set() and ch is not None and ch.configured and ch.io_running
+        if wanted:
+            self.status.io_version = version
+        return wanted
 
     def _receiver(self) -> None:
         backoff = 1.0
         st = self.status
         while not self.svc.stopping.is_set():
             if not self._io_wanted():
-                st.io, st.io_state = "No", ""
+                self._stopped("io", self.svc.state.versioned()[1])
                 self.svc.stopping.wait(STATE_EVERY)
                 continue
             st.io, st.io_state = "Connecting", "Connecting to source"
@@ -118,7 +142,7 @@ class ChannelLoops:
                 log.warning("channel %r: receiver: %s; retrying in %.0f s", self.channel, e, backoff)
                 self.svc.stopping.wait(backoff)
                 backoff = min(MAX_BACKOFF, backoff * 2)
-        st.io, st.io_state = "No", ""
+        self._stopped("io", self.svc.state.versioned()[1])
 
     # ------------------------------------------------------------ applier (SQL thread)
 
@@ -127,12 +151,14 @@ class ChannelLoops:
         local = LocalApplier(self.svc.warehouse, batch_size=self.svc.batch_size)
         started = False
         while not self.svc.stopping.is_set():
-            state = self.svc.state.get()
+            state, version = self.svc.state.versioned()
             ch = state.channel(self.channel)
             if ch is None or not ch.configured or not ch.sql_running:
-                st.sql, st.sql_state, st.seconds_behind, started = "No", "", None, False
+                started = False
+                self._stopped("sql", version)
                 self.svc.stopping.wait(STATE_EVERY)
                 continue
+            st.sql_version = version  # acting on this version: a STOP committed later waits for the loop
             tables = ReplicaTables(self.svc.warehouse, self.channel, lctn=state.lower_case_table_names,
                                    exec_mode=self.svc.exec_mode)
             try:
@@ -150,12 +176,13 @@ class ChannelLoops:
                     continue
                 st.sql_state = "Applying batch"
                 tables.catch_up(rec.end)
+                st.sql_version = version
                 if local.last_event_time is not None:
                     st.seconds_behind = max(0, int(time.time() - local.last_event_time)) if local.more else 0
             except (ApplyError, MySQLError, IngestError) as e:
                 self._sql_error(e)
                 started = False
-        st.sql, st.sql_state = "No", ""
+        self._stopped("sql", self.svc.state.versioned()[1])
 
     def _sql_error(self, e: Exception) -> None:
         """What a MySQL SQL thread does on an error: stop (in the state, as STOP REPLICA SQL_THREAD) and say why."""
@@ -173,9 +200,12 @@ class ChannelLoops:
                 return state, None
             return state.with_channel(replace(ch, sql_running=False)), None
 
-        self.svc.store.transact(stop, {"operation": "STOP REPLICA SQL_THREAD",
-                                       "statement": f"SQL thread error {code} FOR CHANNEL '{self.channel}'"})
-        service_status.write_status(self.svc.warehouse, st)
+        meta = {"operation": "STOP REPLICA SQL_THREAD",
+                "statement": f"SQL thread error {code} FOR CHANNEL '{self.channel}'"}
+        _, version = self.svc.store.transact(stop, meta)
+        if version is not None:
+            st.sql_version = version
+        self.svc.publish(self)
 
 
 class ReplicaService:
@@ -191,6 +221,7 @@ class ReplicaService:
         self.batch_size, self.batch_rows, self.batch_seconds = batch_size, batch_rows, batch_seconds
         self.poll, self.exec_mode = poll, exec_mode.upper()
         self.stopping = threading.Event()
+        self.write_lock = threading.Lock()
         self.loops: list[ChannelLoops] = []
 
     def stop(self) -> None:
@@ -239,9 +270,13 @@ class ReplicaService:
                 lp.lock.release()
 
     def _heartbeat(self) -> None:
-        now = time.time()
         for lp in self.loops:
-            lp.status.updated = now
+            self.publish(lp)
+
+    def publish(self, lp: ChannelLoops) -> None:
+        """Write a channel's status now (the heartbeat, and at once when a thread stops)."""
+        with self.write_lock:
+            lp.status.updated = time.time()
             service_status.write_status(self.warehouse, lp.status)
 
 
