@@ -32,11 +32,21 @@ def servers(tmp_path_factory):
         oracle.stop()
 
 
-def start_service(warehouse, *args):
+def start_service(warehouse, *args, capture=False):
+    """`rpl-sql replica` as its own process (its log in the warehouse's service.log unless `capture`)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    out = subprocess.PIPE if capture else open(os.path.join(warehouse, "service.log"), "a")
     return subprocess.Popen([sys.executable, "-m", "rpl_sql.cli", "replica", "--warehouse", warehouse, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            stdout=out, stderr=subprocess.STDOUT if not capture else subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+
+
+def service_running(warehouse, channel="a") -> bool:
+    """The service has written its first heartbeat (until then SHOW REPLICA STATUS shows the flags)."""
+    from rpl_sql import service_status
+
+    st = service_status.read_status(warehouse, channel)
+    return st is not None and st.live()
 
 
 def status(session, channel="a") -> dict:
@@ -90,9 +100,9 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
     oracle.follow(src, "a", {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
     proc = start_service(warehouse)
     try:
-        wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes" and
+        wait_for(lambda: service_running(warehouse) and status(session)["Replica_IO_Running"] == "Yes" and
                  status(session)["Replica_SQL_Running"] == "Yes", "the service's threads")
-        second = start_service(warehouse, "--channel", "A")  # one service per channel
+        second = start_service(warehouse, "--channel", "A", capture=True)  # one service per channel
         try:
             out, err = second.communicate(timeout=60)
         finally:
@@ -381,3 +391,37 @@ def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(wareh
         assert (ev["seq"] in applied) == want, (ev, text)
         checked += 1
     assert checked > 500
+
+
+def test_statement_format_dml_stops_the_channel_and_the_skip_counter_goes_past_it(warehouse, servers):
+    """An UPDATE logged as a statement on a replica table: the SQL thread stops before it (1105, naming the
+    statement and the way out) with the replica tables at the event before; SET GLOBAL
+    sql_replica_skip_counter = 1 and START REPLICA SQL_THREAD skip exactly that transaction."""
+    src, _ = servers
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nSTART REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (k INT PRIMARY KEY, v INT)",
+                "INSERT INTO d.t VALUES (1, 1), (2, 2)",
+                "SET SESSION binlog_format = STATEMENT", "UPDATE d.t SET v = v + 100 WHERE k = 1",
+                "SET SESSION binlog_format = ROW", "INSERT INTO d.t VALUES (3, 3)")
+    proc = start_service(warehouse)
+    try:
+        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
+        assert row["Last_SQL_Errno"] == 1105 and "UPDATE d.t SET v = v + 100" in row["Last_SQL_Error"]
+        assert "sql_replica_skip_counter" in row["Last_SQL_Error"] and row["Replica_SQL_Running"] == "No"
+        cat = Catalog.load(warehouse, "a")
+        from deltalake import DeltaTable
+
+        def rows():
+            t = DeltaTable(cat.data_path(Catalog.load(warehouse, "a").table("d", "t"))).to_pyarrow_table()
+            return sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist()))
+        assert rows() == [(1, 1), (2, 2)]
+        session.execute("SET GLOBAL sql_replica_skip_counter = 1;\nSTART REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        caught_up(warehouse, src)
+        assert rows() == [(1, 1), (2, 2), (3, 3)]  # the UPDATE skipped, the rest applied
+        row = status(session)
+        assert (row["Skip_Counter"], row["Last_SQL_Errno"], row["Replica_SQL_Running"]) == (0, 0, "Yes")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)

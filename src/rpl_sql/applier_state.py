@@ -122,6 +122,7 @@ class BatchRecord:
     last_pos: int | None
     events_version: int
     source_dropped: int = 0  # events of the range the ingest dropped at the source (their hits are in counts)
+    skipped: int = 0         # events skipped by the channel's skip counter (whole transactions; not decided)
 
     def to_meta(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -129,6 +130,15 @@ class BatchRecord:
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> "BatchRecord":
         return cls(**{k: meta[k] for k in cls.__dataclass_fields__ if k in meta})
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Where an applier batch must stop (`seq`, excluded with its transaction) and the error its SQL thread
+    stops with when nothing comes before it."""
+
+    seq: int
+    error: Exception
 
 
 def slot_signature(filters: Filters, ftype: FilterType) -> str:
@@ -154,7 +164,8 @@ def record_batch(state: ServerState, rec: BatchRecord) -> ServerState:
     applier = ApplierPosition(rec.end, gtids,
                               rec.last_file if rec.last_file is not None else ch.applier.source_log_file,
                               rec.last_pos if rec.last_pos is not None else ch.applier.source_log_pos)
-    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts), applier=applier))
+    skip = max(0, ch.skip_counter - rec.skipped)  # whole transactions: a skip batch ends at a boundary
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts), applier=applier, skip_counter=skip))
 
 
 def applier_status(state: ServerState) -> dict[str, dict]:

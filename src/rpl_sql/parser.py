@@ -28,6 +28,7 @@ from rpl_sql.statements import (
     ResetReplica,
     SetDefaultConnection,
     SetReplicationVariable,
+    SetSkipCounter,
     ShowReplicaStatus,
     ShowReplicationFilterHistory,
     ShowVariables,
@@ -184,7 +185,7 @@ def route(code: str) -> Route:
     m = _SET_REPLICATION.match(code)
     if m:
         var = m.group("var").lower()
-        if var in SET_FILTER_VARIABLES or var == "default_master_connection":
+        if var in SET_FILTER_VARIABLES or var == "default_master_connection" or var.endswith("_skip_counter"):
             return Route("grammar")
         return Route("unsupported", what=f"SET {var}",
                      hint="set filters with CHANGE REPLICATION FILTER ... [FOR CHANNEL '...']")
@@ -470,6 +471,13 @@ def _variable_statement(code: str, text: str, line: int) -> Statement:
         return SetDefaultConnection(text=text, line=line, connection=channel_key(value or ""))
     if scope not in ("GLOBAL", "PERSIST", "PERSIST_ONLY"):
         raise _at_line(MySQLError.of("ER_GLOBAL_VARIABLE", var), line)
+    if var.endswith("_skip_counter"):
+        if value is None:
+            value = "0"
+        if raw[0] in "'\"" or not value.isdigit() or int(value) > 2 ** 32 - 1:
+            raise _at_line(MySQLError(1232, "42000", "ER_WRONG_TYPE_FOR_VAR",
+                                      f"Incorrect argument type to variable '{var}'"), line)
+        return SetSkipCounter(text=text, line=line, value=int(value), connection=conn)
     return SetReplicationVariable(text=text, line=line, variable=var, connection=conn, value=value)
 
 

@@ -99,7 +99,7 @@ def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
         "Relay_Source_Log_File": a.get("relay_source_log_file", o("SOURCE_LOG_FILE", "")),
         "Replica_IO_Running": a.get("replica_io_running", _yes(ch.io_running)),
         "Replica_SQL_Running": a.get("replica_sql_running", _yes(ch.sql_running)),
-        "Last_Errno": sql_err[0], "Last_Error": sql_err[1], "Skip_Counter": 0,
+        "Last_Errno": sql_err[0], "Last_Error": sql_err[1], "Skip_Counter": ch.skip_counter,
         "Exec_Source_Log_Pos": a.get("exec_source_log_pos", o("SOURCE_LOG_POS", 4)),
         "Relay_Log_Space": 0, "Until_Condition": "None", "Until_Log_File": "", "Until_Log_Pos": 0,
         "Source_SSL_Allowed": "Yes" if o("SOURCE_SSL", 0) else "No",

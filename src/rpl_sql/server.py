@@ -30,6 +30,7 @@ from rpl_sql.statements import (
     ChangeReplicationSource,
     ResetReplica,
     SetReplicationVariable,
+    SetSkipCounter,
     ShowReplicaStatus,
     StartReplica,
     Statement,
@@ -193,8 +194,25 @@ def start_stop_replica(state: ServerState, stmt: StartReplica | StopReplica, now
                 warnings.append(Warning.of("ER_REPLICA_CHANNEL_WAS_RUNNING" if start
                                            else "ER_REPLICA_CHANNEL_WAS_NOT_RUNNING", ch.name, level="Note"))
             continue
-        new = new.with_channel(replace(ch, io_running=want_io, sql_running=want_sql))
+        moved = replace(ch, io_running=want_io, sql_running=want_sql)
+        if want_sql and not ch.sql_running and new.skip_counter:  # the starting SQL thread takes the counter
+            moved = replace(moved, skip_counter=new.skip_counter)
+            new = replace(new, skip_counter=0)
+        new = new.with_channel(moved)
     return Outcome(new, warnings=tuple(warnings))
+
+
+# ---------------------------------------------------------------- sql_replica_skip_counter
+
+def set_skip_counter(state: ServerState, stmt: SetSkipCounter) -> Outcome:
+    """MySQL's global counter, taken by the next channel whose SQL thread starts; MariaDB's `conn.` form sets
+    that channel's own."""
+    if stmt.connection is None:
+        return Outcome(replace(state, skip_counter=stmt.value))
+    ch = state.channel(stmt.connection)
+    if ch is None:
+        raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.connection)
+    return Outcome(state.with_channel(replace(ch, skip_counter=stmt.value)))
 
 
 # ---------------------------------------------------------------- SHOW REPLICA STATUS
@@ -280,6 +298,8 @@ def execute(state: ServerState, stmt: Statement, now: int, applier: dict | None 
         return start_stop_replica(state, stmt, now)
     if isinstance(stmt, ShowReplicaStatus):
         return show_replica_status(state, stmt, applier)
+    if isinstance(stmt, SetSkipCounter):
+        return set_skip_counter(state, stmt)
     raise TypeError(f"not a replication statement for the server: {type(stmt).__name__}")
 
 

@@ -44,6 +44,7 @@ class Channel:
     sql_running: bool = False
     filters: Filters = field(default_factory=Filters)
     applier: ApplierPosition = field(default_factory=ApplierPosition)
+    skip_counter: int = 0  # landed events its SQL thread skips next (whole transactions), from sql_replica_skip_counter
 
     @property
     def configured(self) -> bool:
@@ -87,6 +88,7 @@ class ServerState:
     startup_options: tuple[str, ...] = ()
     started_at: int = 0  # µs UTC of the last start-up
     filter_mode: str = "mysql"  # or 'effective_database' (WL#2516, opt-in)
+    skip_counter: int = 0  # SET GLOBAL sql_replica_skip_counter: taken by the next channel whose SQL thread starts
 
     @property
     def matching(self) -> Matching:

@@ -81,12 +81,11 @@ def state_to_table(state: ServerState) -> pa.Table:
                 filter_rule=format_rule(ftype, slot.values), filter_values=_dumps(_jsonable(slot.values)),
                 configured_by=slot.configured_by, active_since=slot.active_since or None, counter=slot.counter)
 
-    add(kind=SERVER, payload=_dumps({
-        "lower_case_table_names": state.lower_case_table_names,
-        "startup_options": list(state.startup_options),
-        "started_at": state.started_at,
-        "filter_mode": state.filter_mode,
-    }))
+    server = {"lower_case_table_names": state.lower_case_table_names, "startup_options": list(state.startup_options),
+              "started_at": state.started_at, "filter_mode": state.filter_mode}
+    if state.skip_counter:  # only when set: older tables stay byte-identical
+        server["skip_counter"] = state.skip_counter
+    add(kind=SERVER, payload=_dumps(server))
     add_filters(GLOBAL_FILTER, None, state.global_filters)
     seen: set[str] = set()
     for ch in state.channels:
@@ -98,6 +97,8 @@ def state_to_table(state: ServerState) -> pa.Table:
             payload["applier"] = {"seq": ch.applier.seq, "executed_gtid_set": ch.applier.executed_gtid_set,
                                   "source_log_file": ch.applier.source_log_file,
                                   "source_log_pos": ch.applier.source_log_pos}
+        if ch.skip_counter:
+            payload["skip_counter"] = ch.skip_counter
         add(kind=CHANNEL, channel_name=ch.name, payload=_dumps(payload))
         add_filters(CHANNEL_FILTER, ch.name, ch.filters)
 
@@ -171,9 +172,11 @@ def state_from_table(table: pa.Table) -> ServerState:
                     options=tuple((k, _tuples(v)) for k, v in p["options"].items()),
                     io_running=p["io_running"], sql_running=p["sql_running"],
                     filters=channel_filters.get(name, Filters()),
-                    applier=ApplierPosition(**p["applier"]) if "applier" in p else ApplierPosition())
+                    applier=ApplierPosition(**p["applier"]) if "applier" in p else ApplierPosition(),
+                    skip_counter=p.get("skip_counter", 0))
             for name, p in channels.items()),
         startup_options=tuple(server["startup_options"]),
         started_at=server["started_at"],
         filter_mode=server["filter_mode"],
+        skip_counter=server.get("skip_counter", 0),
     )

@@ -72,6 +72,15 @@ class ShowReplicationFilterHistory(Statement):
 
 
 @dataclass(frozen=True)
+class SetSkipCounter(Statement):
+    """`SET GLOBAL sql_replica_skip_counter = N` (or sql_slave_skip_counter; MariaDB's `connection.` prefix sets
+    that channel's directly)."""
+
+    value: int = 0
+    connection: str | None = None
+
+
+@dataclass(frozen=True)
 class SetReplicationVariable(Statement):
     """MariaDB's `SET GLOBAL [connection.]replicate_* = 'v1,v2'`: one filter type of one channel (the session's
     default_master_connection when `connection` is None); `value` None is DEFAULT (empty)."""

@@ -28,6 +28,7 @@ from rpl_sql.evaluate import (
     rewrite_db,
 )
 from rpl_sql.pipeline.applier.commits import BatchCommits
+from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, Progress
 from rpl_sql.pipeline.applier.shapes import (
     DATA_DIR,
@@ -180,7 +181,10 @@ class _Applier:
                 report.status, report.note = "stopped", "SQL thread stopped during the run"
                 break
             pos = ch.applier.seq
-            rec = self.batch(events, state, ch, pos, version)
+            if ch.skip_counter > 0:  # sql_replica_skip_counter: the same skip batch as the service's
+                rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
+            else:
+                rec = self.batch(events, state, ch, pos, version)
             if rec is None:
                 break
             self.materialize(channel)

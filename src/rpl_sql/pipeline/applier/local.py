@@ -13,6 +13,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,7 +21,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, slot_signature
+from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, Stop, slot_signature
 from rpl_sql.evaluate import decide, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape
@@ -53,18 +54,22 @@ class LocalApplier:
         self.store = store or DeltaStore(self.warehouse)
         self.batch_size = batch_size
         self.commits = BatchCommits(self.store, applied_path(self.warehouse))
+        # stop_before(applied events of a batch) -> Stop | None: the first event the batch must not pass
+        # (the replica tables cannot take statement-format DML); the batch ends before its transaction
+        self.stop_before: Callable[[list[dict]], Stop | None] | None = None
         self.last_event_time: float | None = None  # the last applied event's source time (epoch seconds)
         self.more = False                           # the last batch left events for the next
 
-    def _read(self, channel: str, lo: int) -> _Read | None:
+    def _read(self, channel: str, lo: int, through: int | None = None) -> _Read | None:
         try:
             dt = DeltaTable(events_path(self.warehouse))
         except TableNotFoundError:
             return None
         dset = dt.to_pyarrow_dataset()
         chan = ds.field("channel") == channel if channel else ds.field("channel").is_null()
-        hi = lo + self.batch_size
-        t = dset.to_table(filter=chan & (ds.field("seq") > lo) & (ds.field("seq") <= hi + 100_000))
+        hi = lo + self.batch_size if through is None else through
+        cap = hi + 100_000 if through is None else through
+        t = dset.to_table(filter=chan & (ds.field("seq") > lo) & (ds.field("seq") <= cap))
         if t.num_rows == 0:
             return None
         t = t.sort_by("seq")  # '' reads back NULL from a Delta partition: restore the channel's name
@@ -77,7 +82,7 @@ class LocalApplier:
                 n += 1
         return _Read(t.slice(0, n), dt.version(), n < t.num_rows)
 
-    def run_batch(self, channel: str) -> BatchRecord | None:
+    def run_batch(self, channel: str, through: int | None = None) -> BatchRecord | None:
         """Decide and commit the next batch of `channel`; None when its SQL thread is stopped or nothing is new."""
         channel = channel_key(channel)
         state = self.store.load().state
@@ -85,16 +90,18 @@ class LocalApplier:
         if ch is None or not ch.configured or not ch.sql_running:
             return None
         lo = ch.applier.seq
-        got = self._read(channel, lo)
+        got = self._read(channel, lo, through)
         if got is None:
             return None
+        if ch.skip_counter > 0:
+            return self._skip(channel, state, got)
         t = got.table
         seqs = t.column("seq").to_pylist()
         if seqs[0] != lo + 1 or seqs[-1] - lo != len(seqs):
             raise ApplyError(f"events {lo + 1}..{seqs[-1]} are not gapless ({len(seqs)} events, first seq "
                              f"{seqs[0]}): ingest must write seq 1, 2, 3, ... per channel", channel)
-        cols = {k: t.column(k).to_pylist() for k in ("event_type", "db_name", "table_name", "command",
-                                                     "default_db", "tables", "gtid", "binlog_file", "binlog_pos")}
+        cols = {k: t.column(k).to_pylist() for k in ("event_type", "db_name", "table_name", "command", "default_db",
+                                                     "tables", "gtid", "binlog_file", "binlog_pos", "statement")}
         shapes: dict[tuple, Shape] = {}
         which: list[Shape] = []
         for i, s in enumerate(seqs):
@@ -121,6 +128,17 @@ class LocalApplier:
                 raise ApplyError(f"seq {sh.min_seq}: {sh.describe()}: {e}", channel) from e
             sh.apply, sh.decided_by, sh.hits = d.apply, d.decided_by, d.hits
             sh.applied_db = rewrite_db(ch.filters, sh.db, lctn)
+        if self.stop_before is not None and through is None:
+            bad = self.stop_before([
+                {"seq": s, "event_type": cols["event_type"][i], "command": cols["command"][i],
+                 "default_db": cols["default_db"][i], "tables": cols["tables"][i], "applied_db": which[i].applied_db,
+                 "statement": cols["statement"][i]}
+                for i, s in enumerate(seqs) if which[i].apply])
+            if bad is not None:
+                start = seqs[_transaction_starts(t)[seqs.index(bad.seq)]]
+                if start == lo + 1:
+                    raise bad.error  # the transaction is first: nothing to commit before it
+                return self.run_batch(channel, through=start - 1)
         last = seqs[-1]
         try:
             batches = source_filtered(self.warehouse, channel, after_seq=lo, through_seq=last)
@@ -168,6 +186,49 @@ class LocalApplier:
         ts = t.column("event_time")[t.num_rows - 1].as_py()
         self.last_event_time, self.more = (ts.timestamp() if ts is not None else None), got.more
         return rec
+
+
+    def _skip(self, channel: str, state, got: _Read) -> BatchRecord:
+        """sql_replica_skip_counter: whole transactions from the position on, until at least that many events
+        are passed over; they are not decided, not counted, and their GTIDs are executed (as a skip does)."""
+        t = got.table
+        ch = state.channel(channel)
+        lo = ch.applier.seq
+        starts = _transaction_starts(t)
+        n = 0
+        while n < t.num_rows and (n < ch.skip_counter or starts[n] == starts[n - 1]):
+            n += 1
+        t = t.slice(0, n)
+        seqs = t.column("seq").to_pylist()
+        rec = BatchRecord(
+            channel=channel, start=lo, end=seqs[-1], events=n, applied=0, ignored=n, gtid_only=0, counts={},
+            filters={f.value: slot_signature(ch.filters, f) for f in TYPES}, by_rule={"SKIPPED": [0, n]},
+            gtids=str(_gtids(t.column("gtid").to_pylist(), channel)),
+            last_file=t.column("binlog_file")[n - 1].as_py(), last_pos=t.column("binlog_pos")[n - 1].as_py(),
+            events_version=got.version, skipped=n)
+        self.commits.commit_applied_rows(rec, APPLIED_SCHEMA.empty_table())
+        self.commits.commit_state(rec)
+        return rec
+
+
+def _transaction_starts(t: pa.Table) -> list[int]:
+    """Per event, the index of the first event of its transaction: the same GTID, or BEGIN ... COMMIT, or a
+    statement on its own."""
+    gtids = t.column("gtid").to_pylist()
+    cmds = t.column("command").to_pylist()
+    out: list[int] = []
+    start, open_ = 0, False
+    for i, (g, c) in enumerate(zip(gtids, cmds)):
+        if g is not None:
+            if i == 0 or g != gtids[i - 1]:
+                start = i
+        elif not open_:
+            start = i
+            open_ = c in ("BEGIN", "XA_START")
+        elif c in ("COMMIT", "ROLLBACK", "XA_COMMIT", "XA_ROLLBACK", "XA_PREPARE"):
+            open_ = False
+        out.append(start)
+    return out
 
 
 def _conform(t: pa.Table) -> pa.Table:

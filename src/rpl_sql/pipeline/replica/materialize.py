@@ -30,6 +30,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from rpl_sql.applier_state import Stop
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path
@@ -230,18 +231,37 @@ class ReplicaTables:
         return bool(entries) and all(e is not None and _in_snapshot(e, ev) for e in entries)
 
     def _statement_dml(self, ev: dict) -> None:
-        tables = [self._resolve(t["db"], t["name"], ev) for t in (ev["tables"] or []) if t.get("updating")]
-        held = [t for t in tables if self.cat.table(*t) is not None]
+        held = self._touched(ev, set())
         if not held:
             return  # touches no replica table (e.g. a temporary one): nothing to diverge
         self._flush_all()
         self.cat.commit(ev["seq"] - 1)
-        names = ", ".join(f"{d}.{n}" for d, n in held)
-        raise StatementDML(
-            1105, "HY000", "ER_UNKNOWN_ERROR",
-            f"Statement-format DML at seq {ev['seq']} would change the replica table(s) {names}: "
-            f"'{(ev['statement'] or '')[:300]}'. rpl_sql applies row events only: set binlog_format=ROW on the "
-            "source. The replica tables stay at the event before it; rpl_sql cannot skip a transaction yet")
+        raise statement_dml_error(ev, held, self.channel)
+
+    def _touched(self, ev: dict, created: set) -> list[tuple[str, str]]:
+        """The replica tables (or tables `created` earlier in the batch) a DML statement updates."""
+        tables = [self._resolve(t["db"], t["name"], ev) for t in (ev["tables"] or []) if t.get("updating")]
+        return [t for t in tables if self.cat.table(*t) is not None or self.cat.key(*t) in created]
+
+    def statement_conflict(self, events: list[dict]) -> Stop | None:
+        """For the applier, before it commits a batch (its applied events, in order): the first statement-format
+        DML that would change a replica table, so the batch stops before it and the SQL thread stops on it."""
+        if not any(e["event_type"] == "query" and e["command"] in DML_COMMANDS for e in events):
+            return None
+        self.cat = Catalog.load(self.warehouse, self.channel, self.lctn)
+        created: set = set()
+        for ev in events:
+            if ev["event_type"] != "query":
+                continue
+            cmd = ev["command"]
+            if cmd in ("CREATE_TABLE", "RENAME_TABLE"):
+                refs = [self._resolve(t["db"], t["name"], ev) for t in ev["tables"] or []]
+                created.update(self.cat.key(*r) for r in (refs[1::2] if cmd == "RENAME_TABLE" else refs[:1]))
+            elif cmd in DML_COMMANDS and not _TEMPORARY.match(ev.get("statement") or ""):
+                held = self._touched(ev, created)
+                if held:
+                    return Stop(ev["seq"], statement_dml_error(ev, held, self.channel))
+        return None
 
     def _target(self, ev: dict, kind: type) -> tuple[object, tuple[str, str] | None]:
         """The statement read by `ddl.parse` (if it is a `kind`) and the table it acts on (sqlglot's reading,
@@ -377,6 +397,17 @@ class ReplicaTables:
         for e in kept:  # copied by a snapshot taken after this DROP DATABASE: they exist
             self.cat.tables[self.cat.key(e.db, e.name)] = e
             self.cat.add_database(e.db)
+
+
+def statement_dml_error(ev: dict, tables: list[tuple[str, str]], channel: str) -> StatementDML:
+    names = ", ".join(f"{d}.{n}" for d, n in tables)
+    q = "'" + channel.replace("'", "''") + "'"
+    return StatementDML(
+        1105, "HY000", "ER_UNKNOWN_ERROR",
+        f"Statement-format DML at seq {ev['seq']} would change the replica table(s) {names}: "
+        f"'{(ev.get('statement') or '')[:300]}'. rpl_sql applies row events only: set binlog_format=ROW on the "
+        f"source. To go past this transaction: SET GLOBAL sql_replica_skip_counter = 1; START REPLICA SQL_THREAD "
+        f"FOR CHANNEL {q}")
 
 
 def _in_snapshot(entry: TableEntry, ev: dict) -> bool:

@@ -161,6 +161,7 @@ class ChannelLoops:
             st.sql_version = version  # acting on this version: a STOP committed later waits for the loop
             tables = ReplicaTables(self.svc.warehouse, self.channel, lctn=state.lower_case_table_names,
                                    exec_mode=self.svc.exec_mode)
+            local.stop_before = tables.statement_conflict  # statement-format DML stops the batch before it
             try:
                 if not started:  # START clears the last error (MySQL); recovery of a crashed batch first
                     st.last_sql_error = [0, "", ""]
@@ -179,7 +180,9 @@ class ChannelLoops:
                 st.sql_version = version
                 if local.last_event_time is not None:
                     st.seconds_behind = max(0, int(time.time() - local.last_event_time)) if local.more else 0
-            except (ApplyError, MySQLError, IngestError) as e:
+            except Exception as e:  # ours (ApplyError, MySQL's errors) or a bug: the SQL thread stops and says why
+                if not isinstance(e, (ApplyError, MySQLError, IngestError)):
+                    log.exception("channel %r: SQL thread", self.channel)
                 self._sql_error(e)
                 started = False
         self._stopped("sql", self.svc.state.versioned()[1])
@@ -187,7 +190,8 @@ class ChannelLoops:
     def _sql_error(self, e: Exception) -> None:
         """What a MySQL SQL thread does on an error: stop (in the state, as STOP REPLICA SQL_THREAD) and say why."""
         code = e.code if isinstance(e, MySQLError) else 13117
-        msg = e.message if isinstance(e, MySQLError) else str(e)
+        msg = e.message if isinstance(e, MySQLError) else \
+            str(e) if isinstance(e, (ApplyError, IngestError)) else f"{type(e).__name__}: {e}"
         st = self.status
         st.last_sql_error = [code, f"Error executing row event: '{msg}'"[:2000] if code in (1032, 1062) else msg,
                              _stamp()]
