@@ -44,7 +44,7 @@ def test_spark_statements_go_to_spark(text):
     assert isinstance(parse_statement(text), OtherSQL)
 
 
-@pytest.mark.parametrize("text", ["SET GLOBAL replicate_same_server_id = 1", "SET GLOBAL sql_replica_skip_counter = 1",
+@pytest.mark.parametrize("text", ["SET GLOBAL replicate_same_server_id = 1",
                                   "SET GLOBAL conn1.replicate_events_marked_for_skip='x'", "SHOW MASTER STATUS",
                                   "RESET MASTER", "SHOW BINARY LOGS"])
 def test_replication_forms_rpl_sql_lacks_are_1235_not_spark(text):
