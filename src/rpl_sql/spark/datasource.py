@@ -70,23 +70,6 @@ def table_rows(warehouse: str, table: str) -> list[tuple]:
     return pfs.channel_rows(state)
 
 
-def _replica_table(warehouse: str, db: str, name: str):
-    """The Delta table of the replica table `db`.`name` now (after any RENAME or re-CREATE), or a clear error."""
-    from deltalake import DeltaTable
-
-    from rpl_sql.replica_catalog import Catalog, find_table
-
-    found = find_table(warehouse, db, name)
-    if found is None:
-        raise ValueError(f"rpl_sql data source: the replica has no table {db}.{name} (dropped or renamed?)")
-    channel, entry = found
-    path = Catalog(warehouse, channel).data_path(entry)
-    if not DeltaTable.is_deltatable(path):
-        raise ValueError(f"rpl_sql data source: {db}.{name} has no columns yet (its CREATE TABLE was not readable;"
-                         " the next row event defines it)")
-    return DeltaTable(path)
-
-
 class DefaultSource(DataSource):
     """Options: `path` (the warehouse directory) and `table` (filters | global_filters | channels |
     filter_history | state_version | replica; default filters); for `replica` also `db` and `name`, the
@@ -113,71 +96,21 @@ class DefaultSource(DataSource):
     def schema(self):
         if self._table() == "replica":
             from rpl_sql.spark.deltaread import spark_schema
+            from rpl_sql.spark.replica_tables import plain_schema, replica_delta_table
 
-            dt = _replica_table(self._path(), self.options.get("db", ""), self.options.get("name", ""))
-            return spark_schema(_plain(dt.schema().to_arrow()))
+            dt = replica_delta_table(self._path(), self.options.get("db", ""), self.options.get("name", ""))
+            return spark_schema(plain_schema(dt.schema().to_arrow()))
         return table_schema(self._table())
 
     def reader(self, schema) -> "DataSourceReader":
+        from rpl_sql.spark.replica_tables import table_identity
+
         ident = table_identity(schema)  # a catalog table: Spark passes no options, its columns carry them
         if ident is not None:
             return ReplicaReader(ident["path"], ident["db"], ident["name"], schema)
         if self._table() == "replica":
             return ReplicaReader(self._path(), self.options.get("db", ""), self.options.get("name", ""), schema)
         return RplSqlReader(self._path(), self._table())
-
-
-IDENTITY = "rpl_sql replica table "  # first column's comment of a replica table in a Spark catalog
-
-
-def identity_comment(warehouse: str, db: str, name: str) -> str:
-    """The comment that names a replica table for the data source: Spark gives a catalog table's reader its
-    schema (with comments) but not its OPTIONS."""
-    import json
-
-    return IDENTITY + json.dumps({"path": warehouse, "db": db, "name": name}, ensure_ascii=False)
-
-
-def table_identity(schema) -> dict | None:
-    import json
-
-    fields = getattr(schema, "fields", None) or []
-    comment = (fields[0].metadata or {}).get("comment", "") if fields else ""
-    if isinstance(comment, str) and comment.startswith(IDENTITY):
-        return json.loads(comment[len(IDENTITY):])
-    return None
-
-
-def replica_columns_ddl(warehouse: str, db: str, name: str) -> str:
-    """The Spark column list of a replica table now, its identity in the first column's comment."""
-    from rpl_sql.compile.literals import sql_str
-    from rpl_sql.spark.deltaread import spark_schema
-
-    dt = _replica_table(warehouse, db, name)
-    st = spark_schema(_plain(dt.schema().to_arrow()))
-    cols = []
-    for i, f in enumerate(st.fields):
-        col = "`" + f.name.replace("`", "``") + "` " + f.dataType.simpleString()
-        if i == 0:
-            col += " COMMENT " + sql_str(identity_comment(warehouse, db, name), script_safe=True)
-        cols.append(col)
-    return ", ".join(cols)
-
-
-def _plain(schema):
-    """A delta-rs (arro3) schema as a pyarrow one, strings and binaries as plain (not view) types."""
-    import pyarrow as pa
-
-    s = pa.schema(schema)
-    fields = []
-    for f in s:
-        t = f.type
-        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-            t = pa.string()
-        elif pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-            t = pa.binary()
-        fields.append(pa.field(f.name, t))
-    return pa.schema(fields)
 
 
 class ReplicaReader(DataSourceReader):
@@ -188,7 +121,9 @@ class ReplicaReader(DataSourceReader):
         self.columns = [f.name for f in schema.fields]
 
     def partitions(self) -> list[InputPartition]:
-        dt = _replica_table(self.path, self.db, self.name)
+        from rpl_sql.spark.replica_tables import replica_delta_table
+
+        dt = replica_delta_table(self.path, self.db, self.name)
         files = dt.file_uris()
         return [InputPartition((dt.version(), f)) for f in files] or [InputPartition((dt.version(), None))]
 
@@ -196,10 +131,12 @@ class ReplicaReader(DataSourceReader):
         import pyarrow as pa
         import pyarrow.dataset as ds
 
+        from rpl_sql.spark.replica_tables import plain_schema, replica_delta_table
+
         version, uri = partition.value
-        dt = _replica_table(self.path, self.db, self.name)
+        dt = replica_delta_table(self.path, self.db, self.name)
         dt.load_as_version(version)
-        want = _plain(dt.schema().to_arrow())
+        want = plain_schema(dt.schema().to_arrow())
         names = [n for n in self.columns if n in want.names]
         target = pa.schema([want.field(n) for n in names])
         if uri is None:

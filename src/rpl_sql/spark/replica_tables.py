@@ -8,19 +8,94 @@ Spark statement it runs, so tables created by the service appear without restart
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
 
 from rpl_sql.compile.literals import sql_str
-from rpl_sql.replica_catalog import all_tables, catalog_versions
-from rpl_sql.spark.datasource import replica_columns_ddl
+from rpl_sql.replica_catalog import Catalog, all_tables, catalog_versions, find_table
 
 log = logging.getLogger(__name__)
 
 
+IDENTITY = "rpl_sql replica table "  # first column's comment of a replica table in a Spark catalog
+
+
 def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def replica_delta_table(warehouse: str, db: str, name: str):
+    """The Delta table of the replica table `db`.`name` now (after any RENAME or re-CREATE), or a clear error."""
+    from deltalake import DeltaTable
+
+    found = find_table(warehouse, db, name)
+    if found is None:
+        raise ValueError(f"rpl_sql: the replica has no table {db}.{name} (dropped or renamed?)")
+    channel, entry = found
+    path = Catalog(warehouse, channel).data_path(entry)
+    if not DeltaTable.is_deltatable(path):
+        raise ValueError(f"rpl_sql: {db}.{name} has no columns yet (its CREATE TABLE was not readable; the next "
+                         "row event defines it)")
+    return DeltaTable(path)
+
+
+def plain_schema(schema):
+    """A delta-rs (arro3) schema as a pyarrow one, strings and binaries as plain (not view) types."""
+    import pyarrow as pa
+
+    fields = []
+    for f in pa.schema(schema):
+        t = f.type
+        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+            t = pa.string()
+        elif pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+            t = pa.binary()
+        fields.append(pa.field(f.name, t))
+    return pa.schema(fields)
+
+
+def identity_comment(warehouse: str, db: str, name: str) -> str:
+    """The comment that names a replica table for the data source: Spark gives a catalog table's reader its
+    schema (with comments) but not its OPTIONS."""
+    return IDENTITY + json.dumps({"path": warehouse, "db": db, "name": name}, ensure_ascii=False)
+
+
+def table_identity(schema) -> dict | None:
+    fields = getattr(schema, "fields", None) or []
+    comment = (fields[0].metadata or {}).get("comment", "") if fields else ""
+    if isinstance(comment, str) and comment.startswith(IDENTITY):
+        return json.loads(comment[len(IDENTITY):])
+    return None
+
+
+def _spark_type(t) -> str:
+    """Spark SQL's name of an Arrow type of a replica table (no pyspark needed: the export runs without it)."""
+    import pyarrow as pa
+
+    simple = {pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",
+              pa.float32(): "float", pa.float64(): "double", pa.date32(): "date", pa.string(): "string",
+              pa.binary(): "binary", pa.bool_(): "boolean"}
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    raise ValueError(f"no Spark type for {t}")
+
+
+def replica_columns_ddl(warehouse: str, db: str, name: str) -> str:
+    """The Spark column list of a replica table now, its identity in the first column's comment."""
+    schema = plain_schema(replica_delta_table(warehouse, db, name).schema().to_arrow())
+    cols = []
+    for i, f in enumerate(schema):
+        col = _q(f.name) + " " + _spark_type(f.type)
+        if i == 0:
+            col += " COMMENT " + sql_str(identity_comment(warehouse, db, name), script_safe=True)
+        cols.append(col)
+    return ", ".join(cols)
 
 
 def create_statements(warehouse: str, db: str, name: str, script_safe: bool = False) -> list[str]:
