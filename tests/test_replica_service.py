@@ -32,6 +32,20 @@ def servers(tmp_path_factory):
         oracle.stop()
 
 
+def fresh_pair(warehouse, src, oracle, filters: str, oracle_filters: dict, start: str = "START REPLICA"):
+    """A reset source, the oracle following it from its first binlog with `oracle_filters` (the rewrite target
+    crm created, as a MySQL-family replica needs), and channel 'a' with `filters`; returns the Session."""
+    src.reset()
+    oracle.stop_following()
+    oracle.reset()
+    oracle.execute("CREATE DATABASE crm")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + f";\nCHANGE REPLICATION FILTER {filters} FOR CHANNEL 'a'"
+                    + (f";\n{start}" if start else ""))
+    oracle.follow(src, "a", oracle_filters)
+    return session
+
+
 def start_service(warehouse, *args, capture=False):
     """`rpl-sql replica` as its own process (its log in the warehouse's service.log unless `capture`)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -90,14 +104,8 @@ PHASE_2 = ["SET SESSION binlog_format = ROW", "INSERT INTO shop.orders VALUES (4
 
 def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_replica(warehouse, servers):
     src, oracle = servers
-    src.reset()
-    oracle.stop_following()
-    oracle.reset()
-    oracle.execute("CREATE DATABASE crm")
-    session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((shop, crm)), "
-                    "REPLICATE_IGNORE_DB = (hr) FOR CHANNEL 'a';\nSTART REPLICA FOR CHANNEL 'a'")
-    oracle.follow(src, "a", {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_IGNORE_DB = (hr)",
+                         {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
     proc = start_service(warehouse)
     try:
         wait_for(lambda: service_running(warehouse) and status(session)["Replica_IO_Running"] == "Yes" and
@@ -184,14 +192,9 @@ def test_sigkilled_twenty_times_the_replica_equals_a_mariadb_replica(warehouse, 
     import threading
 
     src, oracle = servers
-    src.reset()
-    oracle.stop_following()
-    oracle.reset()
-    oracle.execute("CREATE DATABASE crm")
-    session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((shop, crm)), "
-                    "REPLICATE_WILD_IGNORE_TABLE = ('crm.skip%') FOR CHANNEL 'a';\nSTART REPLICA")
-    oracle.follow(src, "a", {"replicate_rewrite_db": "shop->crm", "replicate_wild_ignore_table": "crm.skip%"})
+    fresh_pair(warehouse, src, oracle,
+               "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_WILD_IGNORE_TABLE = ('crm.skip%')",
+               {"replicate_rewrite_db": "shop->crm", "replicate_wild_ignore_table": "crm.skip%"})
     src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",
                 "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT, note VARCHAR(30) CHARACTER SET utf8mb4)",
                 "CREATE TABLE journal (a INT, b VARCHAR(10))", "CREATE TABLE skip_me (k INT PRIMARY KEY)")
@@ -261,20 +264,14 @@ def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, 
     from test_replica import ROW_1, ROW_2, TYPES
 
     src, oracle = servers
-    src.reset()
-    oracle.stop_following()
-    oracle.reset()
-    oracle.execute("CREATE DATABASE crm")
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_IGNORE_DB = (hr)",
+                         {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"}, start="")
     src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE hr", "USE shop",
                 f"CREATE TABLE typed ({TYPES})", f"INSERT INTO typed VALUES {ROW_1}, {ROW_2}",
                 "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(20), n BIGINT)",
                 "INSERT INTO big SELECT seq, CONCAT('v', seq), seq * 7 FROM seq_1_to_3000",
                 "CREATE TABLE keyless (a INT, b TEXT)", "INSERT INTO keyless VALUES (1, 'x'), (1, 'x'), (2, NULL)",
                 "USE hr", "CREATE TABLE people (id INT PRIMARY KEY)", "INSERT INTO people VALUES (1)")
-    session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = ((shop, crm)), "
-                    "REPLICATE_IGNORE_DB = (hr) FOR CHANNEL 'a'")
-    oracle.follow(src, "a", {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
 
     def stop_after_first(pr):
         if pr.tables_done == 1:

@@ -37,6 +37,7 @@ from rpl_sql.pipeline.applier.shapes import (
     VERIFY_MAX_SHAPES,
     Shape,
     _rewrite_index,
+    batch_record,
     decision_columns,
     derive_hits,
     not_running,
@@ -245,26 +246,8 @@ class _Applier:
             self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
         dropped, settled = self._settle_source_filtering(state, ch, lo, last)
 
-        counts: dict[str, int] = {t.value: n for t, n in settled.items()}
-        by_rule: dict[str, list[int]] = {}
-        applied = ignored = gtid_only = 0
-        for s in shapes:
-            if s.kind == "gtid":
-                gtid_only += s.count
-                continue
-            for h in s.hits:
-                counts[h.value] = counts.get(h.value, 0) + s.count
-            cur = by_rule.setdefault(s.decided_by, [0, 0])
-            cur[0 if s.apply else 1] += s.count
-            if s.apply:
-                applied += s.count
-            else:
-                ignored += s.count
-        rec = BatchRecord(
-            channel=ch.name, start=lo, end=last, events=total, applied=applied, ignored=ignored, gtid_only=gtid_only,
-            counts=counts, filters={t.value: slot_signature(ch.filters, t) for t in TYPES}, by_rule=by_rule,
-            gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
-            source_dropped=dropped)
+        rec = batch_record(ch, shapes, settled, channel=ch.name, start=lo, end=last, events=total, gtids=str(gtids),
+                           last_file=last_file, last_pos=last_pos, events_version=version, source_dropped=dropped)
         with _timed("write", ch.name):
             actions = self._write(ev, shapes, rec)
         with _timed("commit applied", ch.name):

@@ -24,7 +24,7 @@ from deltalake.exceptions import TableNotFoundError
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, Stop, slot_signature
 from rpl_sql.evaluate import decide, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record
 from rpl_sql.pipeline.events import applied_path, events_path
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.writer import SourceFilterConflict
@@ -145,25 +145,9 @@ class LocalApplier:
             _, settled = settle_source_filtering(state, channel, batches) if batches else (None, {})
         except SourceFilterConflict as e:
             raise ApplyError(str(e), channel) from None
-        counts: dict[str, int] = {t_.value: n for t_, n in settled.items()}
-        by_rule: dict[str, list[int]] = {}
-        applied = ignored = gtid_only = 0
-        for sh in shapes.values():
-            if sh.kind == "gtid":
-                gtid_only += sh.count
-                continue
-            for h in sh.hits:
-                counts[h.value] = counts.get(h.value, 0) + sh.count
-            cur = by_rule.setdefault(sh.decided_by, [0, 0])
-            cur[0 if sh.apply else 1] += sh.count
-            if sh.apply:
-                applied += sh.count
-            else:
-                ignored += sh.count
-        rec = BatchRecord(
-            channel=channel, start=lo, end=last, events=len(seqs), applied=applied, ignored=ignored,
-            gtid_only=gtid_only, counts=counts, filters={f.value: slot_signature(ch.filters, f) for f in TYPES},
-            by_rule=by_rule, gtids=str(_gtids(cols["gtid"], channel)), last_file=cols["binlog_file"][-1],
+        rec = batch_record(
+            ch, shapes.values(), settled, channel=channel, start=lo, end=last, events=len(seqs),
+            gtids=str(_gtids(cols["gtid"], channel)), last_file=cols["binlog_file"][-1],
             last_pos=cols["binlog_pos"][-1], events_version=got.version,
             source_dropped=sum(n for b in batches for n in b.dropped.values()))
         keep = pa.array([bool(sh.apply) for sh in which])

@@ -22,9 +22,7 @@ from rpl_sql.evaluate import (
     statement_event,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES
-from rpl_sql.rules import Filters, FilterType, fold
-
-log = logging.getLogger(__name__)
+from rpl_sql.rules import TYPES, Filters, FilterType, fold
 
 log = logging.getLogger(__name__)
 
@@ -167,3 +165,24 @@ class Shape:
         return f"event_type {et!r}"
 
 
+def batch_record(ch, shapes, settled: dict, **fields) -> BatchRecord:
+    """The record of a decided batch: COUNTER hits and verdicts summed over its shapes (plus `settled`, the hits
+    of events dropped at the source), the channel's filter signatures, and `fields` (channel, start, end,
+    events, gtids, last_file, last_pos, events_version, source_dropped)."""
+    counts: dict[str, int] = {t.value: n for t, n in settled.items()}
+    by_rule: dict[str, list[int]] = {}
+    applied = ignored = gtid_only = 0
+    for s in shapes:
+        if s.kind == "gtid":
+            gtid_only += s.count
+            continue
+        for h in s.hits:
+            counts[h.value] = counts.get(h.value, 0) + s.count
+        cur = by_rule.setdefault(s.decided_by, [0, 0])
+        cur[0 if s.apply else 1] += s.count
+        if s.apply:
+            applied += s.count
+        else:
+            ignored += s.count
+    return BatchRecord(applied=applied, ignored=ignored, gtid_only=gtid_only, counts=counts, by_rule=by_rule,
+                       filters={t.value: slot_signature(ch.filters, t) for t in TYPES}, **fields)
