@@ -144,3 +144,23 @@ def test_reshape_adds_with_default_renames_and_drops(tmp_path):
     reshape(p, COLS, new, "c", 2, renames={HOSTILE[1]: "renamed"}, defaults={"n": "7"})
     assert _rows(p, ["i`d", "renamed", "n"]) == [(1, "a", 7)]
     assert DeltaTable(p).to_pyarrow_table().column_names == ["i`d", "renamed", "n"]
+
+
+def test_keys_are_found_in_any_file_when_lookups_read_only_files_that_can_hold_them(tmp_path):
+    """Integer keys: only files whose min/max can hold a touched key are read; old rows are still found."""
+    cols = [{"name": "k", "type": "bigint", "pk": True}, {"name": "v", "type": "text"}]
+    p = str(tmp_path / "t t%")  # a path that percent-encoding would change
+    create(p, cols, "c", 0)
+    seq = 1
+    for lo in (1, 11, 21):
+        apply_changes(p, _changes(cols, *[("write", None, (k, "x")) for k in range(lo, lo + 10)], seq=seq), "c",
+                      strict=True, table_label="d.t")
+        seq += 10
+    assert len(DeltaTable(p).get_add_actions(flatten=True)) >= 3
+    with pytest.raises(ReplicaRowError) as e:
+        apply_changes(p, _changes(cols, ("write", None, (15, "dup")), seq=seq), "c", strict=True, table_label="d.t")
+    assert e.value.code == 1062
+    apply_changes(p, _changes(cols, ("delete", (5, "x"), None), ("update", (25, "x"), (40, "moved")), seq=seq), "c",
+                  strict=True, table_label="d.t")
+    keys = sorted(k for k, _ in _rows(p, ["k", "v"]))
+    assert keys == [k for k in range(1, 31) if k not in (5, 25)] + [40]

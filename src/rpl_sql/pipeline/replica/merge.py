@@ -9,13 +9,16 @@ overwrites and skips instead. The net effect is one merge commit carrying the ta
 from __future__ import annotations
 
 import base64
+import os
 import datetime as _dt
 import decimal
 from collections import Counter
+from urllib.parse import unquote
 from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
@@ -89,16 +92,25 @@ class Changes:
         return len(self.items)
 
 
-def _lookup(dt: DeltaTable, columns: list[dict], key_idx: list[int], keys: set[tuple]) -> Counter:
+def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], keys: set[tuple]) -> Counter:
     """How many rows the table holds per key (PK: 0 or 1; whole-row keys: any count)."""
     if not keys or dt is None:
         return Counter()
     names = [columns[i]["name"] for i in key_idx]
     first = names[0]
     vals = [k[0] for k in keys]
-    # The key column is read whole and filtered here: delta-rs' file statistics for strings are typed
-    # string while its scan reads string_view, which a pushed-down filter cannot compare.
-    t = dt.to_pyarrow_dataset().to_table(columns=names)
+    # The key columns are read and filtered here (delta-rs' file statistics for strings are typed string
+    # while its scan reads string_view, which a pushed-down filter cannot compare); for an integer key only
+    # the files whose min/max statistics can hold a touched key are read (keys that grow skip all but the
+    # newest files).
+    files = _files_for(dt, root, first, [v for v in vals if v is not None], any(v is None for v in vals)) \
+        if pa.types.is_integer(C.arrow_type(columns[key_idx[0]])) and "://" not in root else None
+    if files is not None:
+        if not files:
+            return Counter()
+        t = ds.dataset(files, format="parquet").to_table(columns=names)
+    else:
+        t = dt.to_pyarrow_dataset().to_table(columns=names)
     col = t.column(first)
     if pa.types.is_string_view(col.type) or pa.types.is_binary_view(col.type):
         col = col.cast(pa.string() if pa.types.is_string_view(col.type) else pa.binary())
@@ -110,6 +122,28 @@ def _lookup(dt: DeltaTable, columns: list[dict], key_idx: list[int], keys: set[t
     t = t.filter(mask)
     got = Counter(zip(*(t.column(n).to_pylist() for n in names))) if t.num_rows else Counter()
     return Counter({k: got[k] for k in keys if got.get(k)})
+
+
+def _files_for(dt: DeltaTable, root: str, column: str, values: list, nulls: bool) -> list[str] | None:
+    """The table's data files whose statistics for `column` (an integer) allow one of `values`; None when a
+    file has no statistics (then every file is read)."""
+    acts = pa.table(dt.get_add_actions(flatten=True))
+    lo_name, hi_name, nn_name = f"min.{column}", f"max.{column}", f"null_count.{column}"
+    if lo_name not in acts.column_names or hi_name not in acts.column_names:
+        return None
+    lo_v, hi_v = (min(values), max(values)) if values else (None, None)
+    out = []
+    for path, lo, hi, nn in zip(acts.column("path").to_pylist(), acts.column(lo_name).to_pylist(),
+                                acts.column(hi_name).to_pylist(),
+                                acts.column(nn_name).to_pylist() if nn_name in acts.column_names
+                                else [None] * acts.num_rows):
+        if lo is None or hi is None:
+            if nn is None or not values or nulls:  # no statistics, or an all-NULL file that a NULL key may hit
+                out.append(path)
+            continue
+        if (values and hi >= lo_v and lo <= hi_v) or (nulls and (nn is None or nn > 0)):
+            out.append(path)
+    return [os.path.join(root, unquote(p)) for p in out]  # log paths are relative and percent-encoded
 
 
 def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, table_label: str) -> int:
@@ -128,7 +162,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
             if r is not None:
                 touched.add(key(r))
     dt = open_table(path)
-    held = _lookup(dt, cols, key_idx, touched)
+    held = _lookup(dt, path, cols, key_idx, touched)
     count: dict[tuple, int] = {}
     final: dict[tuple, tuple | None] = {}  # PK tables: the row a key ends with (None: deleted)
     added: dict[tuple, list[tuple]] = {}   # whole-row keys: rows to insert
