@@ -173,7 +173,7 @@ def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, serve
     try:
         session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
         caught_up(warehouse, src)
-        assert status(session)["Last_SQL_Errno"] == 0
+        wait_for(lambda: status(session)["Last_SQL_Errno"] == 0, "START to clear the error", 10)
         cat = Catalog.load(warehouse, "a")
         from deltalake import DeltaTable
 
@@ -241,7 +241,7 @@ def test_sigkilled_twenty_times_the_replica_equals_a_mariadb_replica(warehouse, 
             proc = start_service(warehouse)
         worker.join()
         assert not failed, failed
-        caught_up(warehouse, src)
+        caught_up(warehouse, src, timeout=180)
         oracle.caught_up(src, "a")
         ours, theirs = _normal(_ours(warehouse, ["a"])), _normal(oracle.contents())
         assert ("crm", "acct") in ours and len(ours[("crm", "journal")]) > 400 and ("crm", "skip_me") not in ours

@@ -111,9 +111,8 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], 
         t = ds.dataset(files, format="parquet").to_table(columns=names)
     else:
         t = dt.to_pyarrow_dataset().to_table(columns=names)
+    t = _plain(t)  # delta-rs writes and reads strings as views, which filter/take do not take
     col = t.column(first)
-    if pa.types.is_string_view(col.type) or pa.types.is_binary_view(col.type):
-        col = col.cast(pa.string() if pa.types.is_string_view(col.type) else pa.binary())
     non_null = [v for v in vals if v is not None]
     mask = pc.is_in(col, value_set=pa.array(non_null, type=col.type)) if non_null else \
         pa.array([False] * t.num_rows)
@@ -122,6 +121,19 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], 
     t = t.filter(mask)
     got = Counter(zip(*(t.column(n).to_pylist() for n in names))) if t.num_rows else Counter()
     return Counter({k: got[k] for k in keys if got.get(k)})
+
+
+def _plain(t: pa.Table) -> pa.Table:
+    fields = []
+    for f in t.schema:
+        typ = f.type
+        if pa.types.is_string_view(typ) or pa.types.is_large_string(typ):
+            typ = pa.string()
+        elif pa.types.is_binary_view(typ) or pa.types.is_large_binary(typ):
+            typ = pa.binary()
+        fields.append(pa.field(f.name, typ))
+    schema = pa.schema(fields)
+    return t if schema == t.schema else t.cast(schema)
 
 
 def _files_for(dt: DeltaTable, root: str, column: str, values: list, nulls: bool) -> list[str] | None:

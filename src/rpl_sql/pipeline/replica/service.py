@@ -58,6 +58,11 @@ class _State:
     def get(self) -> ServerState:
         return self.versioned()[0]
 
+    def invalidate(self) -> None:
+        """The next read goes to the table (after this process committed to it)."""
+        with self.lock:
+            self.at = 0.0
+
     def versioned(self) -> tuple[ServerState, int]:
         """The state and its table version (-1 before the first commit)."""
         with self.lock:
@@ -80,6 +85,7 @@ class ChannelLoops:
         self.threads = [threading.Thread(target=self._receiver, name=f"io-{channel}", daemon=True),
                         threading.Thread(target=self._applier, name=f"sql-{channel}", daemon=True)]
         self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
+        self.error_version = -1  # the state version of this SQL thread's own stop on an error
 
     def channel_state(self):
         return self.svc.state.get().channel(self.channel)
@@ -153,8 +159,8 @@ class ChannelLoops:
         while not self.svc.stopping.is_set():
             state, version = self.svc.state.versioned()
             ch = state.channel(self.channel)
-            if ch is None or not ch.configured or not ch.sql_running:
-                started = False
+            if ch is None or not ch.configured or not ch.sql_running or version <= self.error_version:
+                started = False  # (a state read before this thread's own error stopped it is not a START)
                 self._stopped("sql", version)
                 self.svc.stopping.wait(STATE_EVERY)
                 continue
@@ -166,6 +172,7 @@ class ChannelLoops:
                 if not started:  # START clears the last error (MySQL); recovery of a crashed batch first
                     st.last_sql_error = [0, "", ""]
                     st.sql, st.sql_state = "Yes", "Applying batch"
+                    self.svc.publish(self)
                     local.commits.recover(self.channel, ChannelReport(self.channel))
                     tables.catch_up(self.svc.store.load().state.channel(self.channel).applier.seq)
                     started = True
@@ -208,7 +215,8 @@ class ChannelLoops:
                 "statement": f"SQL thread error {code} FOR CHANNEL '{self.channel}'"}
         _, version = self.svc.store.transact(stop, meta)
         if version is not None:
-            st.sql_version = version
+            st.sql_version = self.error_version = version
+        self.svc.state.invalidate()
         self.svc.publish(self)
 
 
