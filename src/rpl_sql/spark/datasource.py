@@ -96,7 +96,8 @@ class DefaultSource(DataSource):
     def schema(self):
         if self._table() == "replica":
             from rpl_sql.spark.deltaread import spark_schema
-            from rpl_sql.spark.replica_tables import plain_schema, replica_delta_table
+            from rpl_sql.replica_catalog import plain_schema
+            from rpl_sql.spark.replica_tables import replica_delta_table
 
             dt = replica_delta_table(self._path(), self.options.get("db", ""), self.options.get("name", ""))
             return spark_schema(plain_schema(dt.schema().to_arrow()))
@@ -131,7 +132,8 @@ class ReplicaReader(DataSourceReader):
         import pyarrow as pa
         import pyarrow.dataset as ds
 
-        from rpl_sql.spark.replica_tables import plain_schema, replica_delta_table
+        from rpl_sql.replica_catalog import plain_schema
+        from rpl_sql.spark.replica_tables import replica_delta_table
 
         version, uri = partition.value
         dt = replica_delta_table(self.path, self.db, self.name)

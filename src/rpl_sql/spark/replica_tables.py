@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from rpl_sql.compile.literals import sql_str
-from rpl_sql.replica_catalog import Catalog, all_tables, catalog_versions, find_table
+from rpl_sql.replica_catalog import Catalog, all_tables, catalog_versions, find_table, plain_schema
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +39,6 @@ def replica_delta_table(warehouse: str, db: str, name: str):
         raise ValueError(f"rpl_sql: {db}.{name} has no columns yet (its CREATE TABLE was not readable; the next "
                          "row event defines it)")
     return DeltaTable(path)
-
-
-def plain_schema(schema):
-    """A delta-rs (arro3) schema as a pyarrow one, strings and binaries as plain (not view) types."""
-    import pyarrow as pa
-
-    fields = []
-    for f in pa.schema(schema):
-        t = f.type
-        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-            t = pa.string()
-        elif pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-            t = pa.binary()
-        fields.append(pa.field(f.name, t))
-    return pa.schema(fields)
 
 
 def identity_comment(warehouse: str, db: str, name: str) -> str:

@@ -25,6 +25,7 @@ from deltalake.exceptions import TableNotFoundError
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.replica import columns as C
+from rpl_sql.replica_catalog import plain_schema
 
 OP = "__rpl_sql_op"
 
@@ -124,15 +125,7 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], 
 
 
 def _plain(t: pa.Table) -> pa.Table:
-    fields = []
-    for f in t.schema:
-        typ = f.type
-        if pa.types.is_string_view(typ) or pa.types.is_large_string(typ):
-            typ = pa.string()
-        elif pa.types.is_binary_view(typ) or pa.types.is_large_binary(typ):
-            typ = pa.binary()
-        fields.append(pa.field(f.name, typ))
-    schema = pa.schema(fields)
+    schema = plain_schema(t.schema)
     return t if schema == t.schema else t.cast(schema)
 
 
