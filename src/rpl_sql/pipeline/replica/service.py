@@ -87,9 +87,6 @@ class ChannelLoops:
         self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
         self.error_version = -1  # the state version of this SQL thread's own stop on an error
 
-    def channel_state(self):
-        return self.svc.state.get().channel(self.channel)
-
     def _stopped(self, thread: str, version: int) -> None:
         """The thread is stopped as of state `version`; said at once (STOP REPLICA is waiting for it)."""
         st = self.status
