@@ -235,9 +235,10 @@ class EventsWriter:
         return version
 
     def _check_owner(self, cause: Exception | None) -> None:
-        """After a commit (or a failed one): the channel's app transaction must still be ours."""
-        fresh = DeltaTable(self.path)
-        now = fresh.transaction_version(app_id(self.channel)) or 0
+        """After a commit (or a failed one): the channel's app transaction must still be ours (the table is
+        brought up to date with the log entries after the one it holds)."""
+        self.dt.update_incremental()
+        now = self.dt.transaction_version(app_id(self.channel)) or 0
         if now != self.last_seq:
             raise ConcurrentIngest(f"channel {self.channel!r}: another writer moved it to seq {now} "
                                    f"(this ingest was at {self.last_seq})") from cause
@@ -409,6 +410,7 @@ class IngestReport:
     start: tuple[str, int] | None = None
     end: tuple[str, int] | None = None      # the committed resume position after the run
     gtid: str | None = None                 # the last GTID landed
+    gtid_set: str = ""                      # every GTID landed on the channel (Retrieved_Gtid_Set)
     first_seq: int | None = None            # seqs landed by this run (None: nothing landed)
     last_seq: int | None = None
     events_read: int = 0                    # binlog events handled (Table_map and housekeeping events are

@@ -17,15 +17,13 @@ from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, Stop, slot_signature
+from rpl_sql.delta.scan import Followed, read_range
 from rpl_sql.evaluate import decide, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record
-from rpl_sql.pipeline.events import applied_path, events_path
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.writer import SourceFilterConflict
 from rpl_sql.rules import TYPES
@@ -54,33 +52,48 @@ class LocalApplier:
         self.store = store or DeltaStore(self.warehouse)
         self.batch_size = batch_size
         self.commits = BatchCommits(self.store, applied_path(self.warehouse))
+        self.events = Followed(events_path(self.warehouse))  # kept open: each batch reads only new log entries
         # stop_before(applied events of a batch) -> Stop | None: the first event the batch must not pass
         # (the replica tables cannot take statement-format DML); the batch ends before its transaction
         self.stop_before: Callable[[list[dict]], Stop | None] | None = None
         self.last_event_time: float | None = None  # the last applied event's source time (epoch seconds)
         self.more = False                           # the last batch left events for the next
+        self.last_applied: tuple[int, pa.Table] | None = None  # (seq before, applied events) of the last batch
 
     def _read(self, channel: str, lo: int, through: int | None = None) -> _Read | None:
-        try:
-            dt = DeltaTable(events_path(self.warehouse))
-        except TableNotFoundError:
+        dt = self.events.table()
+        if dt is None:
             return None
-        dset = dt.to_pyarrow_dataset()
-        chan = ds.field("channel") == channel if channel else ds.field("channel").is_null()
         hi = lo + self.batch_size if through is None else through
-        cap = hi + 100_000 if through is None else through
-        t = dset.to_table(filter=chan & (ds.field("seq") > lo) & (ds.field("seq") <= cap))
+
+        def read(a: int, b: int) -> pa.Table:
+            got = read_range(dt, self.events.path, EVENTS_SCHEMA, {"channel": channel or None}, "seq", a, b)
+            return got.sort_by("seq")
+
+        t = read(lo, hi)
         if t.num_rows == 0:
             return None
-        t = t.sort_by("seq")  # '' reads back NULL from a Delta partition: restore the channel's name
+        more = False
+        if through is None and t.num_rows == hi - lo:  # extend the batch to the end of its last transaction
+            end = hi
+            while True:
+                nxt = read(end, end + 1000)
+                g = t.column("gtid")[t.num_rows - 1].as_py()
+                gtids = nxt.column("gtid").to_pylist()
+                k = 0
+                while g is not None and k < len(gtids) and gtids[k] == g:
+                    k += 1
+                if k:
+                    t = pa.concat_tables([t, nxt.slice(0, k)])
+                if k < nxt.num_rows:
+                    more = True
+                    break
+                if nxt.num_rows == 0:
+                    break
+                end += nxt.num_rows
+        # '' reads back NULL from a Delta partition: restore the channel's name
         t = t.set_column(t.schema.get_field_index("channel"), "channel", pa.array([channel] * t.num_rows, pa.string()))
-        seqs = t.column("seq").to_numpy()
-        n = int((seqs <= hi).sum())
-        if n < t.num_rows:  # extend the batch to the end of the transaction of its last event
-            g = t.column("gtid")[n - 1].as_py()
-            while g is not None and n < t.num_rows and t.column("gtid")[n].as_py() == g:
-                n += 1
-        return _Read(t.slice(0, n), dt.version(), n < t.num_rows)
+        return _Read(t, dt.version(), more)
 
     def run_batch(self, channel: str, through: int | None = None) -> BatchRecord | None:
         """Decide and commit the next batch of `channel`; None when its SQL thread is stopped or nothing is new."""
@@ -167,6 +180,7 @@ class LocalApplier:
                              "nothing of it was committed", channel)
         self.commits.commit_applied_rows(rec, out)
         self.commits.commit_state(rec)
+        self.last_applied = (lo, out)
         ts = t.column("event_time")[t.num_rows - 1].as_py()
         self.last_event_time, self.more = (ts.timestamp() if ts is not None else None), got.more
         return rec
@@ -192,6 +206,7 @@ class LocalApplier:
             events_version=got.version, skipped=n)
         self.commits.commit_applied_rows(rec, APPLIED_SCHEMA.empty_table())
         self.commits.commit_state(rec)
+        self.last_applied = (lo, APPLIED_SCHEMA.empty_table())
         return rec
 
 

@@ -39,7 +39,7 @@ from rpl_sql.pipeline.replica import ddl
 from rpl_sql.replica_catalog import Catalog, TableEntry
 from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, reshape, table_seq
 from rpl_sql.rules import FilterType
-from rpl_sql.state import channel_key
+from rpl_sql.state import ServerState, channel_key
 from rpl_sql.store import DeltaStore
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,11 @@ class ReplicaTables:
         if exec_mode.upper() not in ("STRICT", "IDEMPOTENT"):
             raise ValueError("exec_mode must be STRICT or IDEMPOTENT")
         self.strict = exec_mode.upper() == "STRICT"
+        # Kept between runs while they succeed (this process is the channel's only writer of its replica):
+        # the catalog, each table's merged seq, and the seq through which everything is materialized.
+        self.cat: Catalog | None = None
+        self.table_seqs: dict[str, int] = {}
+        self.done_through = -1
 
     # ------------------------------------------------------------ reading
 
@@ -94,19 +99,38 @@ class ReplicaTables:
 
     # ------------------------------------------------------------ the run
 
-    def catch_up(self, through: int | None = None) -> MaterializeReport:
-        """Apply the applied events after the catalog's position (through `through`, default all)."""
+    def catch_up(self, through: int | None = None, *, handed: tuple[int, pa.Table] | None = None,
+                 state: ServerState | None = None) -> MaterializeReport:
+        """Apply the applied events after the catalog's position (through `through`, default all).
+
+        `handed` = (seq before it, the applier's batch as committed to the applied table): used instead of
+        reading the table back when everything through that seq is already materialized. `state`: the
+        state the caller just read (for the rewrite targets)."""
+        try:
+            return self._catch_up(through, handed, state)
+        except BaseException:
+            self.cat, self.table_seqs, self.done_through = None, {}, -1  # read everything again next time
+            raise
+
+    def _catch_up(self, through: int | None, handed: tuple[int, pa.Table] | None,
+                  state: ServerState | None) -> MaterializeReport:
         self.report = MaterializeReport(self.channel)
-        self.cat = Catalog.load(self.warehouse, self.channel, self.lctn)
-        ch = DeltaStore(self.warehouse).load().state.channel(self.channel)
+        if self.cat is None:
+            self.cat = Catalog.load(self.warehouse, self.channel, self.lctn)
+            self.done_through = self.cat.seq
+        ch = (state if state is not None else DeltaStore(self.warehouse).load().state).channel(self.channel)
         # REPLICATE_REWRITE_DB targets exist on the replica: on a MySQL replica the user creates them
         self.rewrite_targets = {self.cat.fold(dst) for _, dst in ch.filters.values(FilterType.REWRITE_DB)} \
             if ch is not None else set()
-        events = self._events(self.cat.seq, through)
+        if handed is not None and handed[0] == self.done_through:
+            events = handed[1].select(_READ_COLUMNS)
+        else:
+            events = self._events(self.cat.seq, through)
         if events.num_rows == 0:
+            if through is not None:
+                self.done_through = max(self.done_through, through)
             return self.report
         self.pending: dict[tuple[str, str], Changes] = {}
-        self.table_seqs: dict[str, int] = {}
         last = self.cat.seq
         for ev in events.to_pylist():
             self.report.events += 1
@@ -118,6 +142,7 @@ class ReplicaTables:
             last = seq
         self._flush_all()
         self.cat.commit(last)
+        self.done_through = last if through is None else max(last, through)
         return self.report
 
     # ------------------------------------------------------------ rows
@@ -248,7 +273,9 @@ class ReplicaTables:
         DML that would change a replica table, so the batch stops before it and the SQL thread stops on it."""
         if not any(e["event_type"] == "query" and e["command"] in DML_COMMANDS for e in events):
             return None
-        self.cat = Catalog.load(self.warehouse, self.channel, self.lctn)
+        if self.cat is None:
+            self.cat = Catalog.load(self.warehouse, self.channel, self.lctn)
+            self.done_through = self.cat.seq
         created: set = set()
         for ev in events:
             if ev["event_type"] != "query":
