@@ -514,3 +514,59 @@ def test_source_restart_reuses_table_ids(sources, warehouse):
            for r in landed(warehouse, "a") if r["event_type"] == "write_rows"]
     assert got == [("binlog.000001", "a", {"id": 1, "x": 1}), ("binlog.000002", "b", {"k": "k1"}),
                    ("binlog.000002", "a", {"id": 2, "x": 2})]
+
+
+def test_auto_position_resumes_by_gtid_on_another_source(mariadb_pair, warehouse, tmp_path):
+    """SOURCE_AUTO_POSITION = 1: after a failover to a server holding the same transactions at other binlog
+    positions (a MariaDB replica of the first source, with log_slave_updates), the receiver asks the new
+    source for the GTIDs it lacks: every transaction lands once, in order. Without auto-position the same
+    switch is refused (file positions of one server mean nothing on another)."""
+    from mariadb import LIGHT_OPTIONS, MariaDBServer
+
+    s1 = mariadb_pair[0]
+    s1.reset()
+    s2 = MariaDBServer(tmp_path / "s2", server_id=232, extra_options=LIGHT_OPTIONS + ("--log-slave-updates",))
+    s2.start()
+    try:
+        s1.execute("SET SESSION binlog_format=ROW", "CREATE DATABASE app",
+                   "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))",
+                   *[f"INSERT INTO app.t VALUES ({i}, 'first {i}')" for i in range(5)])
+        s2.execute("FLUSH BINARY LOGS")  # its copies of s1's transactions go to another file
+        s2.follow(s1, "up")
+        s2.caught_up(s1, "up")
+        session = rpl_sql.connect(warehouse)
+        plain = rpl_sql.connect(warehouse + "_plain")
+        for sess, auto in ((session, 1), (plain, 0)):
+            sess.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={s1.port}, "
+                         f"SOURCE_USER='root', SOURCE_AUTO_POSITION={auto} FOR CHANNEL 'a'")
+        ingest_channel(warehouse, "a")
+        ingest_channel(warehouse + "_plain", "a")
+        s1.execute("SET SESSION binlog_format=ROW",
+                   *[f"INSERT INTO app.t VALUES ({i}, 'second {i}')" for i in range(5, 10)],
+                   "UPDATE app.t SET v = 'changed' WHERE id = 2")
+        s2.caught_up(s1, "up")
+        assert s1.binlog_end() != s2.binlog_end()  # the same transactions at other positions
+        for sess in (session, plain):
+            sess.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_PORT={s2.port} FOR CHANNEL 'a'")
+        report = ingest_channel(warehouse, "a")
+        with pytest.raises(IngestError, match="the source changed"):
+            ingest_channel(warehouse + "_plain", "a")
+
+        rows = landed(warehouse, "a")
+        source_gtids = [g for (g,) in s1.execute("SELECT @@gtid_binlog_pos")][0]
+        gtids = []
+        for r in rows:
+            if r["gtid"] and (not gtids or gtids[-1] != r["gtid"]):
+                gtids.append(r["gtid"])
+        domain, server_id, last = map(int, source_gtids.split("-"))
+        assert gtids == [f"{domain}-{server_id}-{n}" for n in range(1, last + 1)]  # each once, in order
+        writes = [json.loads(r["rows"])[0]["after"]["v"] for r in rows if r["event_type"] == "write_rows"]
+        assert writes == [f"first {i}" for i in range(5)] + [f"second {i}" for i in range(5, 10)]
+        assert [json.loads(r["rows"])[0]["after"]["v"] for r in rows if r["event_type"] == "update_rows"] == \
+            ["changed"]
+        assert report.gtid_set == source_gtids
+        assert rows[-1]["binlog_file"] == s2.binlog_end()[0]  # positions now are the new source's
+        result = session.execute("SHOW REPLICA STATUS FOR CHANNEL 'a'")[-1]
+        assert dict(zip(result.columns, result.rows[0]))["Auto_Position"] == 1
+    finally:
+        s2.stop()

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from rpl_sql.applier_state import GtidSet
 from rpl_sql.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.replica.columns import UnsupportedColumn, columns_json, from_table_map
 from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
@@ -87,7 +88,8 @@ def source_settings(state: ServerState, channel: str) -> tuple[dict, dict]:
             settings["ssl"] = ctx  # encrypted, unverified: SOURCE_SSL=1 without a CA
     origin = {"source_host": settings["host"], "source_port": str(settings["port"]),
               "origin_file": str(ch.option("SOURCE_LOG_FILE") or ""),
-              "origin_pos": str(ch.option("SOURCE_LOG_POS") or "")}
+              "origin_pos": str(ch.option("SOURCE_LOG_POS") or ""),
+              "auto_position": "1" if str(ch.option("SOURCE_AUTO_POSITION") or "0") == "1" else "0"}
     return settings, origin
 
 
@@ -142,19 +144,27 @@ class BinlogIngest:
     def _start_position(self, pos: ChannelPosition | None, origin: dict, source: _Source) -> tuple[str, int]:
         """Resume where the last commit says. A first ingest, or a new explicit SOURCE_LOG_FILE/POS set with
         CHANGE REPLICATION SOURCE since the last commit, starts at the channel's position, else at the first
-        binlog (as a MySQL replica does)."""
+        binlog (as a MySQL replica does). With SOURCE_AUTO_POSITION = 1 and GTIDs landed, the source is asked
+        for the transactions missing from that set instead (`self.gtid_start`), so a new source host (a
+        failover) continues where the old one left off."""
         requested = (origin["origin_file"], origin["origin_pos"])
+        self.gtid_start = None
         if pos is not None:
             m = pos.metadata
             if m.get("source", "binlog") != "binlog" or pos.binlog is None:
                 raise IngestError(f"channel {self.channel!r} was fed by {m.get('source')!r}, not a binlog")
             new_request = bool(requested[0]) and requested != (m.get("origin_file", ""), m.get("origin_pos", ""))
+            landed = m.get("gtid_set") or m.get("gtid") or ""
+            if origin["auto_position"] == "1" and landed:
+                self.gtid_start = str(GtidSet.parse(landed))
+                return "", 4  # the source names the file in the first event it sends
             if not new_request:
                 if (m.get("source_host"), m.get("source_port")) not in \
                         ((None, None), (origin["source_host"], origin["source_port"])):
                     raise IngestError(f"channel {self.channel!r}: the source changed from {m.get('source_host')}:"
                                       f"{m.get('source_port')} to {origin['source_host']}:{origin['source_port']};"
-                                      " set SOURCE_LOG_FILE/SOURCE_LOG_POS to say where to start")
+                                      " set SOURCE_LOG_FILE/SOURCE_LOG_POS (or SOURCE_AUTO_POSITION = 1) to say "
+                                      "where to start")
                 return pos.binlog
             log.warning("channel %r: SOURCE_LOG_FILE/POS changed to %s:%s, starting there", self.channel, *requested)
         if requested[0]:
@@ -182,7 +192,10 @@ class BinlogIngest:
                             "(set binlog_row_metadata=FULL)", self.channel, source.row_metadata)
             start = self._start_position(writer.position, origin, source)
             self.report.start = self.report.end = start
-            self.report.gtid = (writer.position.metadata.get("gtid") or None) if writer.position else None
+            meta = writer.position.metadata if writer.position else {}
+            self.report.gtid = meta.get("gtid") or None
+            self.landed = GtidSet.parse(meta.get("gtid_set") or meta.get("gtid") or "")
+            self.report.gtid_set = str(self.landed)
             self._read(settings, start, t0)
         self.report.seconds = time.monotonic() - t0
         self.report.bytes_written = writer.bytes_written
@@ -196,6 +209,7 @@ class BinlogIngest:
         self.file, self.pos = start
         self.boundary = start            # position after the last complete transaction read
         self.last_gtid = self.report.gtid
+        self.new_gtids: list[str] = []   # landed since the last commit (joined into self.landed there)
         self.txn: _Txn | None = None
         self.last_flush = self.last_progress = time.monotonic()
         self.columns: dict[int, str | None] = {}  # table_id -> its table map's columns (JSON)
@@ -217,9 +231,13 @@ class BinlogIngest:
         # names one table definition while the server runs (ALTER/TRUNCATE get a new id); the map is cleared
         # at every binlog file start (`_event`), since a restarted source starts a new file and reuses ids.
         extra = {"slave_heartbeat": 1.0} if following else {}
+        if self.gtid_start is not None:  # SOURCE_AUTO_POSITION: the source sends what the set lacks
+            # (MariaDB: @slave_connect_state with strict mode; MySQL: COM_BINLOG_DUMP_GTID)
+            extra.update(auto_position=self.gtid_start, is_mariadb=self.report.flavor == "mariadb")
+        else:
+            extra.update(resume_stream=True, log_file=start[0], log_pos=start[1], is_mariadb=False)
         self.stream = stream = BinLogStreamReader(connection_settings=dict(settings), server_id=self.server_id,
-                                    blocking=following, resume_stream=True, log_file=start[0], log_pos=start[1],
-                                    is_mariadb=False, freeze_schema=True, only_events=wanted, **extra)
+                                    blocking=following, freeze_schema=True, only_events=wanted, **extra)
         try:
             for ev in stream:
                 if type(ev).__name__ != "HeartbeatLogEvent":
@@ -384,6 +402,7 @@ class BinlogIngest:
         self.report.transactions += 1
         if txn.gtid:
             self.last_gtid = txn.gtid
+            self.new_gtids.append(txn.gtid)
         if txn.dropped:
             n = sum(txn.dropped.values())
             self.report.dropped += n
@@ -408,15 +427,19 @@ class BinlogIngest:
             return
         w = self.writer
         first = w.last_seq + 1
+        if self.new_gtids:
+            self.landed = self.landed.union(GtidSet.parse(",".join(self.new_gtids)))
+            self.new_gtids = []
         meta = dict(self.meta_static, binlog_file=self.boundary[0], binlog_pos=str(self.boundary[1]),
-                    gtid=self.last_gtid or "", dropped=dropped_json(b.dropped) if b.dropped else "")
+                    gtid=self.last_gtid or "", gtid_set=str(self.landed),
+                    dropped=dropped_json(b.dropped) if b.dropped else "")
         n = len(b)
         w.commit(b.to_table(first), meta)
         r = self.report
         r.first_seq = r.first_seq or first
         r.last_seq = w.last_seq
         r.landed += n
-        r.end, r.gtid = self.boundary, self.last_gtid
+        r.end, r.gtid, r.gtid_set = self.boundary, self.last_gtid, str(self.landed)
         self.landed_run += n
         b.clear()
 
