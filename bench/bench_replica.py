@@ -9,7 +9,8 @@
 2. Lag. The service runs while a client inserts at a steady `--rate` rows/s for `--seconds` (one multi-row
    INSERT every 20 ms); each row's id is timed at its COMMIT. A sampler reads the replica table's highest id
    from its Delta log every 50 ms: a row's lag is the time it became visible minus its commit. p50/p99.
-3. Memory: the service's RSS every 5 s during the lag run (first, middle, last, max).
+3. Memory: the service's RSS (with its SQL-thread processes) every 5 s during the lag run (first sample
+   after it caught up, middle, last, max).
 """
 from __future__ import annotations
 
@@ -58,11 +59,28 @@ END
 
 
 def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    """RSS of the process and its descendants (the service runs each channel's SQL thread as a child)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return total
 
 
 def service(warehouse: str) -> subprocess.Popen:
@@ -141,6 +159,7 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
     visible: dict[int, float] = {}
     mem: list[tuple[float, float]] = []
     stop = threading.Event()
+    ready = threading.Event()  # the service is up and caught up: memory is sampled from here
 
     def writer() -> None:
         conn = m.connect()
@@ -182,6 +201,7 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
             time.sleep(0.05)
 
     def memory() -> None:
+        ready.wait()
         t0 = time.monotonic()
         while not stop.is_set():
             mem.append((time.monotonic() - t0, rss_mb(proc.pid)))
@@ -192,6 +212,7 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
         th.start()
     try:
         wait_caught_up(wh, m, 120)
+        ready.set()
         w = threading.Thread(target=writer)
         w.start()
         w.join()
@@ -199,6 +220,7 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
         time.sleep(0.2)
     finally:
         stop.set()
+        ready.set()
         for th in threads:
             th.join()
         proc.terminate()
@@ -213,7 +235,8 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
           f"p50 {q[49]:.2f} s, p99 {q[98]:.2f} s, max {lags[-1]:.2f} s")
     if mem:
         mid = mem[len(mem) // 2][1]
-        print(f"3. service RSS: first {mem[0][1]:.0f} MB, middle {mid:.0f} MB, last {mem[-1][1]:.0f} MB, "
+        print(f"3. service RSS (with its SQL-thread process): first {mem[0][1]:.0f} MB, middle {mid:.0f} MB, "
+              f"last {mem[-1][1]:.0f} MB, "
               f"max {max(v for _, v in mem):.0f} MB ({len(mem)} samples over {mem[-1][0]:.0f} s)")
 
 

@@ -139,9 +139,22 @@ def replica_main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=5000, help="events per applier batch (default 5,000)")
     p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
                    help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
+    p.add_argument("--one-process", action="store_true",
+                   help="run the SQL threads as threads of this process (default: a process per channel's SQL "
+                        "thread, so receiving and applying use separate cores)")
+    p.add_argument("--master", help="Spark master: the SQL threads decide with the Spark job on this cluster "
+                                    "(default: no Spark, the reference evaluator in Python)")
+    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show Spark's own log (default: a file in $TMPDIR)")
     args = p.parse_args(argv)
+    if any("=" not in c for c in args.conf):
+        p.error("--conf wants KEY=VALUE")
+    if args.conf and not args.master:
+        p.error("--conf is for Spark: give --master too")
     try:
-        service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode)
+        service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode,
+                                 processes=not args.one_process, master=args.master,
+                                 spark_conf=dict(c.split("=", 1) for c in args.conf), verbose=args.verbose)
         names = service.channels()
         sys.stderr.write(f"rpl-sql replica: running {', '.join(repr(n) for n in names)} "
                          f"(pid {os.getpid()}); SHOW REPLICA STATUS shows them, Ctrl-C stops\n")

@@ -14,6 +14,7 @@ at a transaction boundary; SIGKILL loses nothing, since every step is an atomic 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import signal
 import socket
@@ -24,12 +25,17 @@ from datetime import datetime, timezone
 
 from rpl_sql import service_status
 from rpl_sql.applier_state import ApplyError
+from rpl_sql.delta.scan import Followed
 from rpl_sql.errors import MySQLError
+from rpl_sql.pipeline.applier.job import apply
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.binlog import BinlogIngest
+from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.writer import ChannelLock, IngestError, IngestReport
+from rpl_sql.pipeline.writer import app_id as ingest_app_id
+from rpl_sql.spark.env import local_spark
 from rpl_sql.state import ServerState, channel_key
 from rpl_sql.store import DeltaStore, resolve_warehouse
 
@@ -82,8 +88,10 @@ class ChannelLoops:
         old = service_status.read_status(service.warehouse, channel)
         if old is not None:  # errors outlive the service, as MySQL keeps them until START REPLICA
             self.status.last_io_error, self.status.last_sql_error = old.last_io_error, old.last_sql_error
+        applier = self._applier_process if service.processes else \
+            self._applier_spark if service.master else self._applier
         self.threads = [threading.Thread(target=self._receiver, name=f"io-{channel}", daemon=True),
-                        threading.Thread(target=self._applier, name=f"sql-{channel}", daemon=True)]
+                        threading.Thread(target=applier, name=f"sql-{channel}", daemon=True)]
         self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
         self.error_version = -1  # the state version of this SQL thread's own stop on an error
 
@@ -129,8 +137,8 @@ class ChannelLoops:
             def progress(r: IngestReport) -> None:
                 if r.end:
                     st.read_file, st.read_pos = r.end[0], int(r.end[1])
-                if r.gtid:
-                    st.retrieved_gtid_set = r.gtid
+                if r.gtid_set or r.gtid:
+                    st.retrieved_gtid_set = r.gtid_set or r.gtid
 
             try:
                 BinlogIngest(self.svc.warehouse, self.channel, batch_rows=self.svc.batch_rows,
@@ -153,6 +161,7 @@ class ChannelLoops:
         st = self.status
         local = LocalApplier(self.svc.warehouse, batch_size=self.svc.batch_size)
         started = False
+        tables: ReplicaTables | None = None
         while not self.svc.stopping.is_set():
             state, version = self.svc.state.versioned()
             ch = state.channel(self.channel)
@@ -162,9 +171,10 @@ class ChannelLoops:
                 self.svc.stopping.wait(STATE_EVERY)
                 continue
             st.sql_version = version  # acting on this version: a STOP committed later waits for the loop
-            tables = ReplicaTables(self.svc.warehouse, self.channel, lctn=state.lower_case_table_names,
-                                   exec_mode=self.svc.exec_mode)
-            local.stop_before = tables.statement_conflict  # statement-format DML stops the batch before it
+            if not started or tables.lctn != state.lower_case_table_names:
+                tables = ReplicaTables(self.svc.warehouse, self.channel, lctn=state.lower_case_table_names,
+                                       exec_mode=self.svc.exec_mode)
+                local.stop_before = tables.statement_conflict  # statement-format DML stops the batch before it
             try:
                 if not started:  # START clears the last error (MySQL); recovery of a crashed batch first
                     st.last_sql_error = [0, "", ""]
@@ -180,7 +190,7 @@ class ChannelLoops:
                     self.svc.stopping.wait(self.svc.poll)
                     continue
                 st.sql_state = "Applying batch"
-                tables.catch_up(rec.end)
+                tables.catch_up(rec.end, handed=local.last_applied, state=state)
                 st.sql_version = version
                 if local.last_event_time is not None:
                     st.seconds_behind = max(0, int(time.time() - local.last_event_time)) if local.more else 0
@@ -189,6 +199,107 @@ class ChannelLoops:
                     log.exception("channel %r: SQL thread", self.channel)
                 self._sql_error(e)
                 started = False
+        self._stopped("sql", self.svc.state.versioned()[1])
+
+    # ------------------------------------------------------------ applier on a Spark cluster (--master)
+
+    def _applier_spark(self) -> None:
+        """The SQL thread with Spark deciding (`--master`): whenever events wait, the Spark job (`rpl-sql
+        apply`) applies them batch by batch on the cluster and keeps the replica tables; it is asked between
+        batches whether to go on, so STOP REPLICA waits for at most one batch."""
+        st = self.status
+        spark = None
+        started = False
+        events = Followed(events_path(self.svc.warehouse))
+
+        class Interrupted(Exception):
+            pass
+
+        while not self.svc.stopping.is_set():
+            state, version = self.svc.state.versioned()
+            ch = state.channel(self.channel)
+            if ch is None or not ch.configured or not ch.sql_running or version <= self.error_version:
+                started = False
+                self._stopped("sql", version)
+                self.svc.stopping.wait(STATE_EVERY)
+                continue
+            st.sql_version = version
+            try:
+                if not started:
+                    st.last_sql_error = [0, "", ""]
+                    st.sql, st.sql_state = "Yes", "Applying batch"
+                    self.svc.publish(self)
+                    started = True
+                dt = events.table()
+                landed = (dt.transaction_version(ingest_app_id(self.channel)) or 0) if dt is not None else 0
+                if landed <= ch.applier.seq:
+                    st.sql_state = "Replica has read all relay log; waiting for more updates"
+                    st.seconds_behind = 0
+                    self.svc.stopping.wait(self.svc.poll)
+                    continue
+                if spark is None:
+                    st.sql_state = "Starting Spark"
+                    spark = self.svc.spark()
+                st.sql_state = "Applying batch"
+
+                def between(_progress) -> None:
+                    now, _ = self.svc.state.versioned()
+                    c = now.channel(self.channel)
+                    if self.svc.stopping.is_set() or c is None or not c.sql_running:
+                        raise Interrupted()
+
+                apply(spark, self.svc.warehouse, [self.channel], batch_size=self.svc.batch_size, progress=between,
+                      tables=True, exec_mode=self.svc.exec_mode)
+                st.sql_version = version
+            except Interrupted:
+                continue
+            except Exception as e:
+                if not isinstance(e, (ApplyError, MySQLError, IngestError)):
+                    log.exception("channel %r: SQL thread", self.channel)
+                self._sql_error(e)
+                started = False
+        self._stopped("sql", self.svc.state.versioned()[1])
+
+    def _applier_process(self) -> None:
+        """The SQL thread in a child process (decoding and applying then use a second core instead of sharing
+        this process's GIL with the receiver); its status comes back over a pipe and is published from here.
+        A child that dies is started again, as an error the SQL thread reports."""
+        ctx = multiprocessing.get_context("spawn")  # no fork: delta-rs' runtime threads do not survive one
+        st = self.status
+        while not self.svc.stopping.is_set():
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_sql_process, name=f"rpl-sql-sql-{self.channel}", daemon=True,
+                               args=(self.svc.warehouse, self.channel, self.svc.settings(), theirs))
+            proc.start()
+            theirs.close()
+            asked = False
+            while True:
+                if self.svc.stopping.is_set() and not asked:
+                    try:
+                        mine.send("stop")
+                    except OSError:
+                        pass
+                    asked = True
+                try:
+                    ready = mine.poll(0.1)
+                    msg = mine.recv() if ready else None
+                except (EOFError, OSError):
+                    break
+                if msg is not None:
+                    for k, v in msg.items():
+                        setattr(st, k, v)
+                    self.svc.publish(self)
+                elif not proc.is_alive():
+                    break
+            proc.join()
+            if self.svc.stopping.is_set():
+                break
+            st.last_sql_error = [13117, f"the SQL thread's process ended (exit code {proc.exitcode}); started "
+                                        "again", _stamp()]
+            st.sql, st.sql_state, st.seconds_behind = "No", "", None
+            self.svc.publish(self)
+            log.error("channel %r: the SQL thread's process ended (exit code %s)", self.channel, proc.exitcode)
+            self.svc.stopping.wait(1.0)
         self._stopped("sql", self.svc.state.versioned()[1])
 
     def _sql_error(self, e: Exception) -> None:
@@ -222,8 +333,14 @@ class ReplicaService:
 
     def __init__(self, warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, *,
                  batch_size: int = 5000, batch_rows: int = 5000, batch_seconds: float = 0.2, poll: float = 0.1,
-                 exec_mode: str = "STRICT"):
+                 exec_mode: str = "STRICT", processes: bool = True, master: str | None = None,
+                 spark_conf: dict[str, str] | None = None, verbose: bool = False):
         self.warehouse = resolve_warehouse(warehouse)
+        self.processes = processes  # each channel's SQL thread in a process of its own
+        # master: the SQL threads decide with the Spark job on this cluster instead of in Python
+        self.master, self.spark_conf, self.verbose = master, dict(spark_conf or {}), verbose
+        self._spark = None
+        self._spark_lock = threading.Lock()
         self.store = DeltaStore(self.warehouse)
         self.state = _State(self.store)
         self.wanted = [channel_key(c) for c in channels] if channels else None
@@ -235,6 +352,19 @@ class ReplicaService:
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def settings(self) -> dict:
+        """What a SQL-thread process needs to run like this service's own thread."""
+        return {"batch_size": self.batch_size, "poll": self.poll, "exec_mode": self.exec_mode,
+                "master": self.master, "spark_conf": self.spark_conf, "verbose": self.verbose}
+
+    def spark(self):
+        """The SparkSession on `master` (one per process, started on first use)."""
+        with self._spark_lock:
+            if self._spark is None:
+                self._spark = local_spark(app_name="rpl_sql-replica", master=self.master, verbose=self.verbose,
+                                          **{"spark.ui.showConsoleProgress": "false", **self.spark_conf})
+            return self._spark
 
     def channels(self) -> list[str]:
         """The channels this service runs (named ones must exist and be configured: MySQL's errors)."""
@@ -292,3 +422,60 @@ class ReplicaService:
 def run_service(warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, **kw) -> None:
     """`ReplicaService(warehouse, channels, **kw).run()`: blocks until SIGTERM/SIGINT."""
     ReplicaService(warehouse, channels, **kw).run()
+
+
+_SQL_FIELDS = ("sql", "sql_state", "seconds_behind", "sql_version", "last_sql_error")
+
+
+class _ChildService(ReplicaService):
+    """The service as the SQL-thread process sees it: its publish sends the SQL fields to the parent."""
+
+    def __init__(self, warehouse: str, conn, **settings):
+        super().__init__(warehouse, processes=False, **settings)
+        self.conn = conn
+        self.sent: dict | None = None
+
+    def publish(self, lp: ChannelLoops, changed_only: bool = False) -> None:
+        with self.write_lock:
+            fields = {k: getattr(lp.status, k) for k in _SQL_FIELDS}
+            if not changed_only or fields != self.sent:
+                self.conn.send(fields)
+                self.sent = fields
+
+
+def _sql_process(warehouse: str, channel: str, settings: dict, conn) -> None:
+    """A channel's SQL thread as a process: runs until the parent says stop or goes away."""
+    _die_with_parent()
+    logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
+    svc = _ChildService(warehouse, conn, **settings)
+    lp = ChannelLoops(svc, channel)
+    parent = os.getppid()
+
+    def listen() -> None:  # the parent's stop, and this thread's heartbeat (what changed since it last said)
+        while not svc.stopping.is_set():
+            try:
+                if conn.poll(HEARTBEAT) and conn.recv() == "stop":
+                    break
+                svc.publish(lp, changed_only=True)
+            except (EOFError, OSError):
+                break
+            if os.getppid() != parent:
+                break
+        svc.stop()
+
+    threading.Thread(target=listen, daemon=True).start()
+    try:
+        (lp._applier_spark if svc.master else lp._applier)()
+    finally:
+        conn.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent dies (a SIGKILLed service leaves no SQL thread
+    running behind it)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
