@@ -1,4 +1,4 @@
-"""rpl_sql.pipeline.classify: statement text -> (command, kind, global table list) for the §5 decision procedure.
+"""rpl_sql.classify: statement text -> (command, kind, global table list) for the §5 decision procedure.
 
 Layout:
   1. spec §10 worked examples: classify(text) -> evaluate event equals the table's event, same verdict
@@ -21,9 +21,9 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rpl_sql.pipeline.classify import dispatch as classify_module
+from rpl_sql.classify import dispatch as classify_module
 from rpl_sql.lexer import expand_executable_comments
-from rpl_sql.pipeline.classify import KINDS, StatementInfo, classify
+from rpl_sql.classify import KINDS, StatementInfo, classify
 from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, TRANSACTION_CONTROL, RowEvent, StatementEvent,
                               TableRef, decide)
 from rpl_sql.rules import Filters
@@ -834,7 +834,7 @@ def test_generated_dml_matches_the_oracle_in_both_readers(case):
 
 def test_executable_comments_run_for_the_same_releases_as_in_the_shell():
     """One emulated release for both readers: a logged statement and a typed one agree on /*!NNNNN */."""
-    from rpl_sql.pipeline.classify import classify
+    from rpl_sql.classify import classify
     from rpl_sql.lexer import MYSQL_VERSION_ID
     from rpl_sql.parser import parse_statement
     from rpl_sql.statements import OtherSQL

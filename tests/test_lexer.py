@@ -5,7 +5,7 @@ import pytest
 
 from rpl_sql.lexer import MYSQL_VERSION_ID, expand_executable_comments, pieces, split_statements
 from rpl_sql.parser import parse_statement
-from rpl_sql.pipeline.classify import classify
+from rpl_sql.classify import classify
 from rpl_sql.statements import StartReplica
 
 NEWER, OLDER = MYSQL_VERSION_ID + 10, MYSQL_VERSION_ID - 10

@@ -308,7 +308,7 @@ class BinlogIngest:
         return self.txn
 
     def _query(self, ev) -> None:
-        from rpl_sql.pipeline.classify import classify
+        from rpl_sql.classify import classify
 
         sql = ev.query
         info = classify(sql, table_map_for_update=getattr(ev, "table_map_for_update", None))

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from rpl_sql.pipeline.classify import classify
+from rpl_sql.classify import classify
 from rpl_sql.pipeline.writer import Batch, EventsWriter, IngestError, IngestReport, tables_value
 from rpl_sql.state import channel_key
 

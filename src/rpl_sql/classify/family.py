@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlglot.tokens import Token
 
-from rpl_sql.pipeline.classify.tokens import _T, _Cur, _TokenTables
+from rpl_sql.classify.tokens import _T, _Cur, _TokenTables
 
 
 def _skip_definer(c: _Cur) -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from rpl_sql.evaluate import TableRef
 from rpl_sql.lexer import pieces
-from rpl_sql.pipeline.classify.family import _family, _statement_tokens
-from rpl_sql.pipeline.classify.info import _OTHER, StatementInfo, _info
-from rpl_sql.pipeline.classify.tables import (
+from rpl_sql.classify.family import _family, _statement_tokens
+from rpl_sql.classify.info import _OTHER, StatementInfo, _info
+from rpl_sql.classify.tables import (
     _Columns,
     _delete_flags,
     _refs_to_tables,
@@ -13,7 +13,7 @@ from rpl_sql.pipeline.classify.tables import (
     _seq,
     _update_entries,
 )
-from rpl_sql.pipeline.classify.tokens import _CLAUSE_STOPS, _T, _Cur, _TokenTables, _tools, _word
+from rpl_sql.classify.tokens import _CLAUSE_STOPS, _T, _Cur, _TokenTables, _tools, _word
 
 # ---------------------------------------------------------------- token-level readers, one per family
 

@@ -10,11 +10,11 @@ from sqlglot.tokens import Token
 
 from rpl_sql.evaluate import DROP_TEMPORARY_IF_EXISTS
 from rpl_sql.lexer import expand_executable_comments
-from rpl_sql.pipeline.classify.ast_readers import _ast_read
-from rpl_sql.pipeline.classify.family import _family, _statement_tokens
-from rpl_sql.pipeline.classify.info import _KIND_OF, _OTHER, DML, TABLE_DDL, TRANSACTION, StatementInfo, _info
-from rpl_sql.pipeline.classify.tables import _Columns
-from rpl_sql.pipeline.classify.token_readers import (
+from rpl_sql.classify.ast_readers import _ast_read
+from rpl_sql.classify.family import _family, _statement_tokens
+from rpl_sql.classify.info import _KIND_OF, _OTHER, DML, TABLE_DDL, TRANSACTION, StatementInfo, _info
+from rpl_sql.classify.tables import _Columns
+from rpl_sql.classify.token_readers import (
     _BIG_TEXT,
     _CACHE_MAX_LEN,
     _DELETE_MODIFIERS,
@@ -39,7 +39,7 @@ from rpl_sql.pipeline.classify.token_readers import (
     _tok_rename,
     _tok_update,
 )
-from rpl_sql.pipeline.classify.tokens import _LOCAL, _T, _cte_names_tokens, _Cur, _tools, _word
+from rpl_sql.classify.tokens import _LOCAL, _T, _cte_names_tokens, _Cur, _tools, _word
 
 # ---------------------------------------------------------------- dispatch
 

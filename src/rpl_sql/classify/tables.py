@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from rpl_sql.evaluate import TableRef
-from rpl_sql.pipeline.classify.tokens import _ci, _Ref
+from rpl_sql.classify.tokens import _ci, _Ref
 
 # ---------------------------------------------------------------- assembling the table list
 

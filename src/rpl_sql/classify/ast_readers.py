@@ -6,8 +6,8 @@ from typing import Iterable
 from sqlglot import exp
 
 from rpl_sql.evaluate import TableRef
-from rpl_sql.pipeline.classify.info import StatementInfo, _info
-from rpl_sql.pipeline.classify.tables import (
+from rpl_sql.classify.info import StatementInfo, _info
+from rpl_sql.classify.tables import (
     _Columns,
     _delete_flags,
     _refs_to_tables,
@@ -15,7 +15,7 @@ from rpl_sql.pipeline.classify.tables import (
     _seq,
     _update_entries,
 )
-from rpl_sql.pipeline.classify.tokens import _LOCAL, _Ref
+from rpl_sql.classify.tokens import _LOCAL, _Ref
 
 # ---------------------------------------------------------------- sqlglot AST readers
 

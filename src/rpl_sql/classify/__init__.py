@@ -8,7 +8,7 @@ family, else from a token-level recognizer; anything unrecognised is OTHER with 
 never raises. Executable comments are read by `rpl_sql.lexer`, as in the shell. Decisions and known limits
 (multi-table UPDATE, RENAME, ANALYZE, ...): docs/design/README.md#rpl_sqlpipelineclassify.
 """
-from rpl_sql.pipeline.classify.dispatch import classify
-from rpl_sql.pipeline.classify.info import KINDS, StatementInfo
+from rpl_sql.classify.dispatch import classify
+from rpl_sql.classify.info import KINDS, StatementInfo
 
 __all__ = ["KINDS", "StatementInfo", "classify"]
