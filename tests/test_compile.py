@@ -42,6 +42,21 @@ def lookup(state: ServerState, channel: str | None):
     return None if channel is None else state.channel(channel.lower())
 
 
+def explain_decision(state: ServerState, channel: str, event) -> tuple:
+    """(verdict, decided_by) of EXPLAIN REPLICATION FILTER's DECISION row: required equal to the reference's
+    here, so the compiled filter_decided_by is compared with what EXPLAIN shows on every generated event."""
+    from rpl_sql import server
+    from rpl_sql.statements import ExplainReplicationFilter
+
+    if isinstance(event, RowEvent):
+        stmt = ExplainReplicationFilter(channel=channel, table=(event.db, event.table))
+    else:
+        cmd, ddb, tables = _as_sql_statement(event)
+        stmt = ExplainReplicationFilter(channel=channel, command=cmd, default_db=ddb, tables=tuple(tables))
+    last = server.explain_filter(state, stmt).result.rows[-1]
+    return last[5] == "APPLY", last[4]
+
+
 def expect_row(state: ServerState, channel, db, tbl) -> tuple:
     """(verdict, decided_by, rewrite_db) as evaluate.py defines them, plus the NULL contract."""
     ch = lookup(state, channel)
@@ -55,6 +70,7 @@ def expect_row(state: ServerState, channel, db, tbl) -> tuple:
             return False, d.decided_by, rw
         return None, None, rw
     d = decide_row(ch.filters, RowEvent(db, tbl), lctn)
+    assert explain_decision(state, ch.name, RowEvent(db, tbl)) == (d.apply, d.decided_by)
     return d.apply, d.decided_by, rw
 
 
@@ -67,6 +83,7 @@ def expect_statement(state: ServerState, channel, command, ddb, tables) -> tuple
         return None, None
     ev = statement_event(command, ddb, [TableRef(t[0], t[1], bool(t[2])) for t in tables])
     d = decide_statement(ch.filters, ev, state.lower_case_table_names)
+    assert explain_decision(state, ch.name, ev) == (d.apply, d.decided_by)
     return d.apply, d.decided_by
 
 

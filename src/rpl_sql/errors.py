@@ -23,6 +23,7 @@ CATALOGUE: dict[str, ErrorSpec] = {s.name: s for s in (
           "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server "
           "version for the right syntax to use near '%s' at line %d"),
     _spec(1194, "HY000", "ER_CRASHED_ON_USAGE", "Table '%s' is marked as crashed and should be repaired"),
+    _spec(1210, "HY000", "ER_WRONG_ARGUMENTS", "Incorrect arguments to %s"),
     _spec(1200, "HY000", "ER_BAD_REPLICA",
           "The server is not configured as replica; fix in config file or with CHANGE REPLICATION SOURCE TO"),
     _spec(1227, "42000", "ER_SPECIFIC_ACCESS_DENIED_ERROR",

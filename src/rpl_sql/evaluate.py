@@ -85,13 +85,35 @@ class Decision:
     database: str | None = None  # the (rewritten) database the checks used
 
 
+@dataclass(frozen=True)
+class Step:
+    """One check of a decision as the evaluator made it (`decide(..., trace=[])`; EXPLAIN REPLICATION FILTER)."""
+
+    check: str              # what was checked: a filter type, or REWRITE / TABLE_LOOP / a label
+    subject: str            # the name it was checked on (db, db.table, the command)
+    outcome: str            # matched / no match / no rules / decides / ...
+    rule: str | None = None  # the rule value that matched
+    verdict: bool | None = None  # set on the step that decided
+
+
+def _note(trace: list | None, check: str, subject: str, outcome: str, rule: str | None = None,
+          verdict: bool | None = None) -> None:
+    if trace is not None:
+        trace.append(Step(check, subject, outcome, rule, verdict))
+
+
 # ---------------------------------------------------------------- building blocks
 
-def rewrite(filters: Filters, db: str, lctn: int = 0) -> tuple[str, tuple[str, str] | None]:
+def rewrite(filters: Filters, db: str, lctn: int = 0, trace: list | None = None
+            ) -> tuple[str, tuple[str, str] | None]:
     """First pair whose `from` equals `db` (already folded) gives the new name; no chaining."""
-    for src, dst in filters.values(T.REWRITE_DB):
+    pairs = filters.values(T.REWRITE_DB)
+    for src, dst in pairs:
         if fold(src, lctn) == db:
+            _note(trace, T.REWRITE_DB.value, db, f"rewritten to {dst!r} (the first matching pair; no chaining)",
+                  f"({src},{dst})")
             return dst, (src, dst)
+    _note(trace, T.REWRITE_DB.value, db, "no pair for this database" if pairs else "no rules")
     return db, None
 
 
@@ -117,21 +139,27 @@ def _wild(patterns: tuple, key: str, lctn: int) -> str | None:
     return None
 
 
-def _db_rules(filters: Filters, db: str, lctn: int, count: bool):
+def _db_rules(filters: Filters, db: str, lctn: int, count: bool, trace: list | None = None):
     """Database rules (do list wins over ignore list). Returns (verdict or None, label, rule, hits)."""
     do, ignore = filters.values(T.DO_DB), filters.values(T.IGNORE_DB)
     if do:
         hit = _in(db, do, lctn)
         if hit is None:
+            _note(trace, T.DO_DB.value, db, "no match: ignored", None, False)
             return False, T.DO_DB.value, None, ()
+        _note(trace, T.DO_DB.value, db, "matched: go on" + (" (REPLICATE_IGNORE_DB is not consulted)"
+                                                            if ignore else ""), hit)
         return None, T.DO_DB.value, hit, ((T.DO_DB,) if count else ())
     hit = _in(db, ignore, lctn)
     if hit is not None:
+        _note(trace, T.IGNORE_DB.value, db, "matched: ignored", hit, False)
         return False, T.IGNORE_DB.value, hit, ((T.IGNORE_DB,) if count else ())
+    _note(trace, T.IGNORE_DB.value, db, "no match: go on")
     return None, None, None, ()
 
 
-def tables_verdict(filters: Filters, tables: tuple[TableRef, ...], default_db: str, lctn: int = 0):
+def tables_verdict(filters: Filters, tables: tuple[TableRef, ...], default_db: str, lctn: int = 0,
+                   trace: list | None = None):
     """The per-table loop (spec §5.1): the first updated table matching any rule decides.
 
     Returns (apply, label, rule, hits).
@@ -140,32 +168,46 @@ def tables_verdict(filters: Filters, tables: tuple[TableRef, ...], default_db: s
     wdo, wign = filters.values(T.WILD_DO_TABLE), filters.values(T.WILD_IGNORE_TABLE)
     any_updating = False
     for t in tables:
+        key = (t.db if t.db is not None else default_db) + "." + t.name
         if not t.updating:
+            _note(trace, "TABLE_LOOP", key, "not updated by the statement: passed over")
             continue
         any_updating = True
-        key = (t.db if t.db is not None else default_db) + "." + t.name
         for ftype, values, verdict in ((T.DO_TABLE, do_t, True), (T.IGNORE_TABLE, ign_t, False)):
             hit = _in(key, values, lctn)
             if hit is not None:
+                _note(trace, ftype.value, key, "matched: " + ("applied" if verdict else "ignored"), hit, verdict)
                 return verdict, ftype.value, hit, (ftype,)
+            if values:
+                _note(trace, ftype.value, key, "no match")
         for ftype, values, verdict in ((T.WILD_DO_TABLE, wdo, True), (T.WILD_IGNORE_TABLE, wign, False)):
             hit = _wild(values, key, lctn)
             if hit is not None:
+                _note(trace, ftype.value, key, "matched: " + ("applied" if verdict else "ignored"), hit, verdict)
                 return verdict, ftype.value, hit, (ftype,)
+            if values:
+                _note(trace, ftype.value, key, "no match")
     if not any_updating:
+        _note(trace, NO_UPDATED_TABLE, "", "table rules exist and the statement updates no table: ignored",
+              None, False)
         return False, NO_UPDATED_TABLE, None, ()
-    return not (do_t or wdo), DEFAULT, None, ()
+    verdict = not (do_t or wdo)
+    _note(trace, DEFAULT, "", "no table rule matched: " + (
+        "ignored (a REPLICATE_DO_TABLE or REPLICATE_WILD_DO_TABLE rule exists)" if not verdict
+        else "applied (only ignore rules exist)"), None, verdict)
+    return verdict, DEFAULT, None, ()
 
 
 # ---------------------------------------------------------------- the two decision procedures
 
-def decide_statement(filters: Filters, ev: StatementEvent, lctn: int = 0) -> Decision:
+def decide_statement(filters: Filters, ev: StatementEvent, lctn: int = 0, trace: list | None = None) -> Decision:
     """Spec §5: a statement-based event on a channel whose filter object is `filters`."""
     cmd = ev.command.upper()
     if cmd in TRANSACTION_CONTROL:
+        _note(trace, TRANSACTION, cmd, "transaction control is never filtered: applied", None, True)
         return Decision(True, TRANSACTION)
     db = fold(ev.default_db or "", lctn)
-    db, pair = rewrite(filters, db, lctn)
+    db, pair = rewrite(filters, db, lctn, trace)
     hits: list[FilterType] = []
     if pair is not None and fold(pair[0], lctn) != db and cmd not in REWRITE_UNCOUNTED:
         hits.append(T.REWRITE_DB)
@@ -176,7 +218,7 @@ def decide_statement(filters: Filters, ev: StatementEvent, lctn: int = 0) -> Dec
 
     applied_by, applied_rule = NONE, None
     if filters.values(T.DO_DB) or filters.values(T.IGNORE_DB):
-        verdict, label, rule, db_hits = _db_rules(filters, db, lctn, cmd not in XA_UNCOUNTED)
+        verdict, label, rule, db_hits = _db_rules(filters, db, lctn, cmd not in XA_UNCOUNTED, trace)
         if verdict is False:
             return done(False, label, rule, db_hits)
         hits.extend(db_hits)
@@ -187,56 +229,76 @@ def decide_statement(filters: Filters, ev: StatementEvent, lctn: int = 0) -> Dec
         wdo, wign = filters.values(T.WILD_DO_TABLE), filters.values(T.WILD_IGNORE_TABLE)
         hit = _wild(wdo, key, lctn)
         if hit is not None:
+            _note(trace, T.WILD_DO_TABLE.value, key, "matched (database statement, no database rules): applied",
+                  hit, True)
             return done(True, T.WILD_DO_TABLE.value, hit, (T.WILD_DO_TABLE,))
+        if wdo:
+            _note(trace, T.WILD_DO_TABLE.value, key, "no match")
         hit = _wild(wign, key, lctn)
         if hit is not None:
+            _note(trace, T.WILD_IGNORE_TABLE.value, key, "matched (database statement, no database rules): "
+                  "ignored", hit, False)
             return done(False, T.WILD_IGNORE_TABLE.value, hit, (T.WILD_IGNORE_TABLE,))
+        if wign:
+            _note(trace, T.WILD_IGNORE_TABLE.value, key, "no match")
         if wdo:
+            _note(trace, DEFAULT, key, "no wild rule matched and a wild do rule exists: ignored", None, False)
             return done(False, DEFAULT)
         if wign:
             applied_by = DEFAULT
+    else:
+        _note(trace, "DATABASE_RULES", db, "no rules")
     db_hits = tuple(h for h in hits if h is not T.REWRITE_DB)
 
     tables = ev.tables
     if cmd == "DROP_TRIGGER":
         if ev.trigger_table is None:
+            _note(trace, TRIGGER_NOT_FOUND, cmd, "the trigger's table is unknown on the replica: ignored", None,
+                  False)
             return done(False, TRIGGER_NOT_FOUND, None, db_hits)
         tables = (TableRef(ev.trigger_table.db, ev.trigger_table.name, True),)
 
     exempt = cmd == "SET_OPTION" or ev.drop_temporary_if_exists or ev.in_stored_program
     if filters.table_rules_on and tables:
         if exempt:
+            _note(trace, EXEMPT, cmd, "exempt from table rules: applied", None, True)
             return done(True, EXEMPT, None, db_hits)
         folded = tuple(TableRef(None if t.db is None else fold(t.db, lctn), fold(t.name, lctn), t.updating)
                        for t in tables)
-        apply, label, rule, t_hits = tables_verdict(filters, folded, db, lctn)
+        apply, label, rule, t_hits = tables_verdict(filters, folded, db, lctn, trace)
         return done(apply, label, rule, db_hits + t_hits)
+    _note(trace, "TABLE_RULES", cmd, ("no rules" if not filters.table_rules_on else "the statement names no table")
+          + ": applied", None, True)
     return done(True, applied_by, applied_rule, db_hits)
 
 
-def decide_row(filters: Filters, ev: RowEvent, lctn: int = 0) -> Decision:
+def decide_row(filters: Filters, ev: RowEvent, lctn: int = 0, trace: list | None = None) -> Decision:
     """Spec §6: one Table_map of a row-based transaction; raises ER_XA_REPLICATION_FILTERS inside XA."""
     db, name = fold(ev.db, lctn), fold(ev.table, lctn)
-    db, pair = rewrite(filters, db, lctn)
+    db, pair = rewrite(filters, db, lctn, trace)
     hits: list[FilterType] = [T.REWRITE_DB] if pair is not None and fold(pair[0], lctn) != db else []
-    decision = _row_checks(filters, db, name, lctn, tuple(hits))
+    decision = _row_checks(filters, db, name, lctn, tuple(hits), trace)
     if ev.in_xa and not decision.apply:
         raise MySQLError.of("ER_XA_REPLICATION_FILTERS")
     return decision
 
 
-def _row_checks(filters: Filters, db: str, name: str, lctn: int, hits: tuple) -> Decision:
+def _row_checks(filters: Filters, db: str, name: str, lctn: int, hits: tuple,
+                trace: list | None = None) -> Decision:
     applied_by, applied_rule = NONE, None
     if filters.values(T.DO_DB) or filters.values(T.IGNORE_DB):
-        verdict, label, rule, db_hits = _db_rules(filters, db, lctn, True)
+        verdict, label, rule, db_hits = _db_rules(filters, db, lctn, True, trace)
         if verdict is False:
             return Decision(False, label, rule, hits + db_hits, db)
         hits += db_hits
         if label is not None:
             applied_by, applied_rule = label, rule
+    else:
+        _note(trace, "DATABASE_RULES", db, "no rules")
     if filters.table_rules_on:
-        apply, label, rule, t_hits = tables_verdict(filters, (TableRef(db, name, True),), db, lctn)
+        apply, label, rule, t_hits = tables_verdict(filters, (TableRef(db, name, True),), db, lctn, trace)
         return Decision(apply, label, rule, hits + t_hits, db)
+    _note(trace, "TABLE_RULES", db + "." + name, "no rules: applied", None, True)
     return Decision(True, applied_by, applied_rule, hits, db)
 
 
@@ -278,17 +340,22 @@ def decide_effective(filters: Filters, ev: Event, lctn: int = 0) -> Decision:
     return Decision(True, NONE, None, (), resolved[0][0] if resolved else None)
 
 
-def decide(filters: Filters, event: Event, lctn: int | Matching = 0, mode: str = "mysql") -> Decision:
+def decide(filters: Filters, event: Event, lctn: int | Matching = 0, mode: str = "mysql",
+           trace: list | None = None) -> Decision:
     """Decide one event with one channel's filters: MySQL 8.0 semantics, or WL#2516 when asked.
 
-    `lctn` is lower_case_table_names, or a `Matching` (a state's `.matching`) that also names the mode."""
+    `lctn` is lower_case_table_names, or a `Matching` (a state's `.matching`) that also names the mode.
+    `trace`: a list that receives a `Step` per check, in MySQL's order (the last one decided)."""
     if isinstance(lctn, Matching):
         lctn, mode = lctn.lower_case_table_names, lctn.filter_mode
     if mode == "effective_database":
-        return decide_effective(filters, event, lctn)
+        d = decide_effective(filters, event, lctn)
+        _note(trace, d.decided_by, "", "effective-database mode (WL#2516): the first matching do, then ignore "
+              "rule decides", d.rule, d.apply)
+        return d
     if isinstance(event, RowEvent):
-        return decide_row(filters, event, lctn)
-    return decide_statement(filters, event, lctn)
+        return decide_row(filters, event, lctn, trace)
+    return decide_statement(filters, event, lctn, trace)
 
 
 DROP_TEMPORARY_IF_EXISTS = "DROP_TEMPORARY_TABLE_IF_EXISTS"

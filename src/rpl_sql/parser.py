@@ -18,12 +18,14 @@ from typing import NamedTuple
 from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
 
 from rpl_sql.errors import CATALOGUE, MySQLError
+from rpl_sql.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS
 from rpl_sql.lexer import expand_executable_comments, pieces, split_statements
 from rpl_sql.rules import FilterType
 from rpl_sql.state import channel_key
 from rpl_sql.statements import (
     ChangeReplicationFilter,
     ChangeReplicationSource,
+    ExplainReplicationFilter,
     OtherSQL,
     ResetReplica,
     SetDefaultConnection,
@@ -31,6 +33,7 @@ from rpl_sql.statements import (
     SetSkipCounter,
     ShowReplicaStatus,
     ShowReplicationFilterHistory,
+    ShowReplicationFilters,
     ShowVariables,
     ShowWarnings,
     StartReplica,
@@ -207,6 +210,14 @@ def route(code: str) -> Route:
         if fix:  # not a dotted config key (RESET spark.sql.x): a misspelt RESET REPLICA, SHOW REPLICA ...
             return Route("typo", w[1][1], f"{first} {fix}")
         return Route("spark")
+    if first == "EXPLAIN":  # EXPLAIN REPLICATION FILTER / EXPLAIN CHANGE REPLICATION FILTER; Spark's EXPLAIN <query>
+        if second in ("REPLICATION", "CHANGE"):
+            return Route("grammar")
+        fix = _closest(second, ("REPLICATION",)) if second and second not in SPARK_LEADERS and \
+            second not in ("EXTENDED", "CODEGEN", "COST", "FORMATTED", "LOGICAL") else None
+        if fix:
+            return Route("typo", w[1][1], f"EXPLAIN {fix}")
+        return Route("spark")
     if first in SPARK_LEADERS:
         return Route("spark")
     fix = _closest(first, LEADERS)
@@ -218,6 +229,9 @@ def route(code: str) -> Route:
 
 
 # ---------------------------------------------------------------- building nodes
+
+EXPLAIN_COMMAND = re.compile(r"[A-Za-z_]+")
+EXPLAIN_COMMANDS = COMMANDS | {DROP_TEMPORARY_IF_EXISTS, "XA_PREPARE"}
 
 class _Span(NamedTuple):
     """Source offsets of START's unsupported clauses, turned into text once the text is known."""
@@ -413,6 +427,49 @@ class _Build(Transformer):
 
     def show_warnings(self, c):
         return ShowWarnings(limit=c[0])
+
+    # -- EXPLAIN REPLICATION FILTER
+
+    def explain_filter(self, c):
+        channel, as_of, event = c
+        return ExplainReplicationFilter(channel=channel, as_of=as_of, **event)
+
+    def show_filters(self, c):
+        global_, channel, as_of = c
+        if global_ is not None and channel is not None:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", "SHOW REPLICATION GLOBAL FILTERS (the global filters "
+                                "belong to no channel: drop FOR CHANNEL)")
+        return ShowReplicationFilters(channel=channel, global_=global_ is not None, as_of=as_of)
+
+    def as_of(self, c):
+        tok = c[0]
+        return _uint(tok) if tok.type == "UINT" else _no_newline(_string(tok))
+
+    def explain_row(self, c):
+        return {"table": (c[0], c[1])}
+
+    def explain_statement(self, c):
+        text, db, tables = c
+        value = _no_newline(_string(text)).strip()
+        if EXPLAIN_COMMAND.fullmatch(value):  # a command name (evaluate.COMMANDS), as should_apply_statement takes
+            if value.upper() not in EXPLAIN_COMMANDS:
+                raise MySQLError.of("ER_WRONG_ARGUMENTS", f"EXPLAIN REPLICATION FILTER (unknown command '{value}'; "
+                                    f"one of {', '.join(sorted(EXPLAIN_COMMANDS))}, or the statement's SQL text)")
+            return {"command": value.upper(), "default_db": db, "tables": tables or ()}
+        if tables is not None:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", "EXPLAIN REPLICATION FILTER (TABLES go with a command name "
+                                "such as 'UPDATE'; SQL text names its own tables)")
+        return {"sql": value, "default_db": db}
+
+    def explain_db(self, c):
+        return c[0]
+
+    def explain_tables(self, c):
+        return tuple(c)
+
+    def explain_table(self, c):
+        first, second, read = c
+        return (first, second, read is None) if second is not None else (None, first, read is None)
 
     def limit(self, c):
         return _uint(c[0])

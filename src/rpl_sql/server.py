@@ -10,7 +10,7 @@ from typing import Iterable
 
 from rpl_sql import performance_schema as pfs
 from rpl_sql.errors import MySQLError, Warning
-from rpl_sql.evaluate import Decision, Event, decide
+from rpl_sql.evaluate import Decision, Event, RowEvent, TableRef, decide, statement_event
 from rpl_sql.rules import (
     CHANGE_REPLICATION_FILTER,
     CHANGE_REPLICATION_FILTER_FOR_CHANNEL,
@@ -28,10 +28,12 @@ from rpl_sql.state import DEFAULT_CHANNEL, MAX_CHANNEL_NAME, MAX_CHANNELS, Chann
 from rpl_sql.statements import (
     ChangeReplicationFilter,
     ChangeReplicationSource,
+    ExplainReplicationFilter,
     ResetReplica,
     SetReplicationVariable,
     SetSkipCounter,
     ShowReplicaStatus,
+    ShowReplicationFilters,
     StartReplica,
     Statement,
     StopReplica,
@@ -236,6 +238,66 @@ def show_replica_status(state: ServerState, stmt: ShowReplicaStatus, applier: di
     return Outcome(state, ResultSet(columns, rows), warnings)
 
 
+# ---------------------------------------------------------------- EXPLAIN REPLICATION FILTER
+
+EXPLAIN_COLUMNS = ("Step", "Check", "Subject", "Outcome", "Rule", "Verdict")
+
+
+def explain_event(stmt: ExplainReplicationFilter) -> Event:
+    """The evaluator's event for what EXPLAIN names (SQL text is classified as the binlog ingest does)."""
+    if stmt.table is not None:
+        return RowEvent(*stmt.table)
+    if stmt.sql is not None:
+        from rpl_sql.classify import classify  # sqlglot: loaded only for this form
+
+        info = classify(stmt.sql)
+        db = info.database if info.kind == "DATABASE_DDL" and info.database is not None else stmt.default_db
+        return statement_event(info.command, db, info.tables)
+    return statement_event(stmt.command or "OTHER", stmt.default_db,
+                           tuple(TableRef(db, name, updating) for db, name, updating in stmt.tables))
+
+
+def explain_filter(state: ServerState, stmt: ExplainReplicationFilter) -> Outcome:
+    """Every check the event meets with the channel's filters, in MySQL's order, then the decision: the
+    reference evaluator's own trace (`decide(..., trace=...)`), so it cannot disagree with should_apply."""
+    name = stmt.channel
+    if name is None:
+        if len(state.channels) > 1:
+            raise MySQLError.of("ER_REPLICA_MULTIPLE_CHANNELS_CMD")
+        name = DEFAULT_CHANNEL
+    ch = state.channel(name)
+    if ch is None:
+        raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", name)
+    event = explain_event(stmt)
+    trace: list = []
+    d = decide(ch.filters, event, state.matching, trace=trace)
+    rows = [(i, st.check, st.subject, st.outcome, st.rule, None if st.verdict is None else
+             ("APPLY" if st.verdict else "IGNORE")) for i, st in enumerate(trace, 1)]
+    what = f"{event.db}.{event.table}" if isinstance(event, RowEvent) else event.command
+    rows.append((len(rows) + 1, "DECISION", what, f"{'applied' if d.apply else 'ignored'} on database "
+                 f"{d.database!r}" if d.database is not None else ("applied" if d.apply else "ignored"),
+                 d.decided_by, "APPLY" if d.apply else "IGNORE"))
+    return Outcome(state, ResultSet(EXPLAIN_COLUMNS, tuple(rows)))
+
+
+# ---------------------------------------------------------------- SHOW REPLICATION [GLOBAL] FILTERS
+
+def _columns(schema: str) -> tuple[str, ...]:
+    return tuple(part.strip().split()[0] for part in schema.split(","))
+
+
+def show_filters(state: ServerState, stmt: ShowReplicationFilters) -> Outcome:
+    """The rows of replication_applier_filters (one channel's with FOR CHANNEL) or _global_filters."""
+    if stmt.global_:
+        return Outcome(state, ResultSet(_columns(pfs.GLOBAL_FILTERS_SCHEMA), tuple(pfs.applier_global_filters(state))))
+    rows = pfs.applier_filters(state)
+    if stmt.channel is not None:
+        if state.channel(stmt.channel) is None:
+            raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
+        rows = [r for r in rows if r[0] == stmt.channel]
+    return Outcome(state, ResultSet(_columns(pfs.FILTERS_SCHEMA), tuple(rows)))
+
+
 # ---------------------------------------------------------------- MariaDB's filter variables
 
 VARIABLE_COLUMNS = ("Variable_name", "Value")
@@ -300,6 +362,10 @@ def execute(state: ServerState, stmt: Statement, now: int, applier: dict | None 
         return show_replica_status(state, stmt, applier)
     if isinstance(stmt, SetSkipCounter):
         return set_skip_counter(state, stmt)
+    if isinstance(stmt, ExplainReplicationFilter):
+        return explain_filter(state, stmt)
+    if isinstance(stmt, ShowReplicationFilters):
+        return show_filters(state, stmt)
     raise TypeError(f"not a replication statement for the server: {type(stmt).__name__}")
 
 

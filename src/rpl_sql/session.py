@@ -165,6 +165,9 @@ class Session:
             return self._spark_sql(stmt)
         if isinstance(stmt, ShowReplicationFilterHistory):
             return self._history(stmt)
+        if getattr(stmt, "as_of", None) is not None:  # read-only, on the state of a past version
+            res = server.execute(self.store.load_as_of(stmt.as_of).state, stmt, self._clock()).result
+            return Result(stmt, res.columns, list(res.rows), (), None)
         now = self._clock()
 
         def step(state: ServerState):

@@ -72,6 +72,31 @@ class ShowReplicationFilterHistory(Statement):
 
 
 @dataclass(frozen=True)
+class ExplainReplicationFilter(Statement):
+    """rpl_sql extension: the trace of one decision. A row event names `table` (db, name); a statement event
+    names `command` (or the SQL text, `sql`, classified as the binlog ingest does), its default database
+    and its tables as (db or None, name, updating)."""
+
+    channel: str | None = None
+    as_of: int | str | None = None  # a state version, or a time ('YYYY-MM-DD hh:mm:ss', UTC)
+    table: tuple[str, str] | None = None
+    command: str | None = None
+    sql: str | None = None
+    default_db: str | None = None
+    tables: tuple[tuple[str | None, str, bool], ...] = ()
+
+
+@dataclass(frozen=True)
+class ShowReplicationFilters(Statement):
+    """rpl_sql extension: replication_applier_filters' rows (or replication_applier_global_filters' with
+    `global_`), now or `as_of` a past state version or time."""
+
+    channel: str | None = None
+    global_: bool = False
+    as_of: int | str | None = None
+
+
+@dataclass(frozen=True)
 class SetSkipCounter(Statement):
     """`SET GLOBAL sql_replica_skip_counter = N` (or sql_slave_skip_counter; MariaDB's `connection.` prefix sets
     that channel's directly)."""
@@ -117,4 +142,5 @@ class OtherSQL(Statement):
 
 
 REPLICATION_STATEMENTS = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica,
-                          StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings)
+                          StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings,
+                          ExplainReplicationFilter, ShowReplicationFilters)

@@ -267,6 +267,38 @@ class DeltaStore:
             raise FileNotFoundError(self.state_path)
         return state_from_table(_read(dt))
 
+    def version_as_of(self, when: int | str) -> int:
+        """The state version in force at `when`: a version number, or a time ('YYYY-MM-DD hh:mm:ss[.ffffff]',
+        UTC unless it carries an offset) answered by the newest commit at or before it. MySQL's 1210 when
+        there is no such version."""
+        latest = self.version()
+        if latest is None:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", "AS OF (the warehouse has no state yet)")
+        if isinstance(when, int):
+            if not 0 <= when <= latest:
+                raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF (no version {when}: the state table has "
+                                    f"versions 0 to {latest})")
+            return when
+        try:
+            at = datetime.fromisoformat(when.strip())
+        except ValueError:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF ('{when}' is neither a version nor a time "
+                                "'YYYY-MM-DD hh:mm:ss')") from None
+        at = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
+        for commit in self.history():  # newest first
+            if commit.timestamp <= at:
+                return commit.version
+        raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF ('{when}' is before the first commit of the state table)")
+
+    def load_as_of(self, when: int | str) -> Snapshot:
+        """The state in force at `when` (see `version_as_of`); 1210 when upkeep's retention removed its files."""
+        version = self.version_as_of(when)
+        try:
+            return Snapshot(self.load_version(version), version)
+        except (OSError, DeltaError) as e:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF (version {version} can no longer be read: {e}; "
+                                "`rpl-sql upkeep --keep-days` removes the files of older versions)") from None
+
     def load(self) -> Snapshot:
         """Read the latest state.
 

@@ -50,8 +50,9 @@ def table_schema(table: str) -> str:
     return HISTORY_SCHEMA
 
 
-def table_rows(warehouse: str, table: str) -> list[tuple]:
-    """The rows of `table` in the warehouse's latest committed state (datetimes for TIMESTAMP columns)."""
+def table_rows(warehouse: str, table: str, as_of: str | None = None) -> list[tuple]:
+    """The rows of `table` in the warehouse's latest committed state, or in the state in force `as_of` a
+    version number or a time (SHOW REPLICATION FILTERS ... AS OF); datetimes for TIMESTAMP columns."""
     from rpl_sql.store import DeltaStore
 
     table = _check_table(table)
@@ -59,7 +60,10 @@ def table_rows(warehouse: str, table: str) -> list[tuple]:
     if table == "filter_history":
         return [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
                  c.configured_by, c.operation, c.statement) for c in store.filter_changes()]
-    snapshot = store.load()
+    if as_of is not None and as_of.strip():
+        snapshot = store.load_as_of(int(as_of) if as_of.strip().isdigit() else as_of)
+    else:
+        snapshot = store.load()
     state = snapshot.state
     if table == "state_version":
         return [(snapshot.version, state.filters_fingerprint())]
@@ -73,7 +77,8 @@ def table_rows(warehouse: str, table: str) -> list[tuple]:
 class DefaultSource(DataSource):
     """Options: `path` (the warehouse directory) and `table` (filters | global_filters | channels |
     filter_history | state_version | replica; default filters); for `replica` also `db` and `name`, the
-    replica table (read live: every query sees its latest commit)."""
+    replica table (read live: every query sees its latest commit); for the state's tables `as_of`, a state
+    version or a time ('YYYY-MM-DD hh:mm:ss', UTC): the rows in force then."""
 
     @classmethod
     def name(cls) -> str:
@@ -111,7 +116,7 @@ class DefaultSource(DataSource):
             return ReplicaReader(ident["path"], ident["db"], ident["name"], schema)
         if self._table() == "replica":
             return ReplicaReader(self._path(), self.options.get("db", ""), self.options.get("name", ""), schema)
-        return RplSqlReader(self._path(), self._table())
+        return RplSqlReader(self._path(), self._table(), self.options.get("as_of"))
 
 
 class ReplicaReader(DataSourceReader):
@@ -152,12 +157,11 @@ class ReplicaReader(DataSourceReader):
 class RplSqlReader(DataSourceReader):
     """One partition: the state table is a few hundred rows at most."""
 
-    def __init__(self, path: str, table: str):
-        self.path = path
-        self.table = table
+    def __init__(self, path: str, table: str, as_of: str | None = None):
+        self.path, self.table, self.as_of = path, table, as_of
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(0)]
 
     def read(self, partition) -> Iterator[tuple]:
-        yield from table_rows(self.path, self.table)
+        yield from table_rows(self.path, self.table, self.as_of)

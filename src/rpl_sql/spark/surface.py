@@ -4,6 +4,7 @@
 >>> spark.sql("SELECT * FROM replication_applier_filters").show()  # doctest: +SKIP
 >>> spark.sql("SELECT count_if(should_apply(channel, db, tbl)) FROM events").show()  # doctest: +SKIP
 >>> spark.sql("SELECT * FROM crm.orders").show()  # a replica table, by name  # doctest: +SKIP
+>>> spark.sql("SELECT * FROM replication_filter_explain('a', 'shop', 'orders')").show()  # doctest: +SKIP
 
 After every statement the session commits, the views and functions are rebuilt from the new state;
 `Session.refresh()` picks up commits made by other processes.
@@ -16,6 +17,7 @@ from typing import Any, Callable
 from rpl_sql import performance_schema as pfs
 from rpl_sql.compile.literals import sql_str
 from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
+from rpl_sql.spark import explain
 from rpl_sql.spark.datasource import DefaultSource
 from rpl_sql.spark.env import ensure_worker_python, local_spark
 from rpl_sql.spark.functions import FunctionInstaller
@@ -85,6 +87,7 @@ def register(spark: Any, warehouse: Any = None, session: Any = None):
     else:
         session._set_spark(spark)
     _register_history_view(spark, session.warehouse)
+    explain.register(spark, session.warehouse)
     surface = SparkSurface(spark)
     surface.replica = ReplicaTables(spark, session.warehouse)
     surface.replica.sync()
