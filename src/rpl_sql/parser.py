@@ -34,6 +34,7 @@ from rpl_sql.statements import (
     ShowReplicaStatus,
     ShowReplicationFilterHistory,
     ShowReplicationFilters,
+    ShowReplicationFilterWarnings,
     ShowVariables,
     ShowWarnings,
     StartReplica,
@@ -420,6 +421,9 @@ class _Build(Transformer):
     def show_replica_status(self, c):
         legacy, channel = c
         return ShowReplicaStatus(channel=channel, legacy=legacy)
+
+    def show_filter_warnings(self, c):
+        return ShowReplicationFilterWarnings(channel=c[0])
 
     def show_filter_history(self, c):
         channel, limit = c

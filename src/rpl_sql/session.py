@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from rpl_sql import performance_schema as pfs
-from rpl_sql import server, service_status
+from rpl_sql import landed_shapes, lint, server, service_status
 from rpl_sql.applier_state import applier_status
 from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from rpl_sql.evaluate import Decision, Event
@@ -30,6 +30,7 @@ from rpl_sql.statements import (
     SetDefaultConnection,
     SetReplicationVariable,
     ShowReplicationFilterHistory,
+    ShowReplicationFilterWarnings,
     ShowVariables,
     ShowWarnings,
     Statement,
@@ -165,6 +166,8 @@ class Session:
             return self._spark_sql(stmt)
         if isinstance(stmt, ShowReplicationFilterHistory):
             return self._history(stmt)
+        if isinstance(stmt, ShowReplicationFilterWarnings):
+            return self._lint(stmt)
         if getattr(stmt, "as_of", None) is not None:  # read-only, on the state of a past version
             res = server.execute(self.store.load_as_of(stmt.as_of).state, stmt, self._clock()).result
             return Result(stmt, res.columns, list(res.rows), (), None)
@@ -235,6 +238,15 @@ class Session:
                  c.configured_by, c.operation, c.statement)
                 for c in self.store.filter_changes(stmt.channel, stmt.limit)]
         return Result(stmt, HISTORY_COLUMNS, rows)
+
+    def _lint(self, stmt: ShowReplicationFilterWarnings) -> Result:
+        """The lint of the current rules, with each rule's hits over the channels' landed events."""
+        state = self.state
+        if stmt.channel is not None and state.channel(stmt.channel) is None:
+            raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
+        hits, events = landed_shapes.rule_hits(state, landed_shapes.shapes(self.warehouse))
+        rows = [w.row() for w in lint.lint_state(state, stmt.channel, hits, events)]
+        return Result(stmt, lint.WARNING_COLUMNS, rows)
 
     def _spark_sql(self, stmt: OtherSQL) -> Result:
         spark = self.spark

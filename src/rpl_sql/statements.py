@@ -97,6 +97,14 @@ class ShowReplicationFilters(Statement):
 
 
 @dataclass(frozen=True)
+class ShowReplicationFilterWarnings(Statement):
+    """rpl_sql extension: the filter lint (rpl_sql.lint) of every channel, or one, with rule hits over the
+    landed events."""
+
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
 class SetSkipCounter(Statement):
     """`SET GLOBAL sql_replica_skip_counter = N` (or sql_slave_skip_counter; MariaDB's `connection.` prefix sets
     that channel's directly)."""
@@ -143,4 +151,4 @@ class OtherSQL(Statement):
 
 REPLICATION_STATEMENTS = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica,
                           StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings,
-                          ExplainReplicationFilter, ShowReplicationFilters)
+                          ExplainReplicationFilter, ShowReplicationFilters, ShowReplicationFilterWarnings)

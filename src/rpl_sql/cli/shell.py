@@ -22,6 +22,7 @@ from typing import TextIO
 
 from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.upkeep import GRACE_SECONDS, upkeep
+from rpl_sql.cli.lint import lint_main
 from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
 from rpl_sql.lexer import split_statements
 from rpl_sql.parser import check_utf8, parse_statement, strip_vertical
@@ -247,12 +248,14 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 
-SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "repair", "upkeep")
+SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "repair", "upkeep", "lint")
 
 
 def _subcommand(name: str):
     if name in ("repair", "upkeep"):
         return repair_main if name == "repair" else upkeep_main
+    if name == "lint":
+        return lint_main
     from rpl_sql.cli import commands  # the pipeline and sqlglot: not loaded for a control-plane statement
 
     return getattr(commands, f"{name}_main")
