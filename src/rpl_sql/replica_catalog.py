@@ -163,7 +163,7 @@ class Catalog:
         exists = DeltaTable.is_deltatable(path)
         delta_commit.write(path, self.to_arrow(), mode="overwrite", create=not exists,
                            metadata={"rpl_sql.replica.channel": self.channel, "rpl_sql.replica.seq": str(seq)},
-                           app=(app_id(self.channel), seq))
+                           app=(app_id(self.channel), seq), checkpoint=True)
         self.seq = seq
 
 

@@ -96,9 +96,9 @@ def _history_horizon_hours(table: str, now: datetime) -> float:
 
 
 def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES) -> tuple[int, int]:
-    """Rewrite the small files of an append-only table (events, applied events) into files of about
-    `target_size`, per partition, in one commit. Rows, app transactions (the writers' positions) and the
-    commit history are unchanged; a concurrent append does not conflict with it."""
+    """Rewrite the small files of a table (events, applied events; a replica table, by its only writer) into
+    files of about `target_size`, per partition, in one commit. Rows, app transactions (the writers'
+    positions) and the commit history are unchanged; a concurrent append does not conflict with it."""
     metrics = dt.optimize.compact(target_size=target_size, **delta_commit.properties(
         {META_PREFIX + "operation": "UPKEEP COMPACT"}, checkpoint=False))
     return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))

@@ -23,11 +23,13 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rpl_sql.delta import commit as delta_commit
+from rpl_sql.delta.upkeep import compact_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.replica_catalog import plain_schema
 
 OP = "__rpl_sql_op"
+COMPACT_EVERY = 100  # table versions between compactions of its small files (a replica table grows a file a merge)
 
 
 class ReplicaRowError(MySQLError):
@@ -66,7 +68,7 @@ def write(path: str, data: pa.Table, channel: str, seq: int, *, mode: str) -> No
     kw = {"schema_mode": "overwrite"} if (exists and mode == "overwrite") else {}
     write_deltalake(path, data, mode=mode, configuration=None if exists else delta_commit.KEEP_LOG, **kw,
                     **delta_commit.properties({"rpl_sql.replica.channel": channel, "rpl_sql.replica.seq": str(seq)},
-                                              (delta_commit.app_id("replica", channel), seq)))
+                                              (delta_commit.app_id("replica", channel), seq), checkpoint=True))
 
 
 class Changes:
@@ -236,7 +238,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
         dt = DeltaTable(path)
     props = delta_commit.properties({"rpl_sql.replica.channel": channel,
                                      "rpl_sql.replica.seq": str(changes.last_seq)},
-                                    (delta_commit.app_id("replica", channel), changes.last_seq))
+                                    (delta_commit.app_id("replica", channel), changes.last_seq), checkpoint=True)
     cols_q = {quote(nm): f"s.{quote(nm)}" for nm in names}
     if whole:
         pred = f"s.{OP} = 'd' AND " + " AND ".join(
@@ -252,6 +254,8 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
          .when_matched_update(updates=cols_q, predicate=f"s.{OP} = 'u'")
          .when_not_matched_insert(updates=cols_q, predicate=f"s.{OP} = 'u'")
          .execute())
+    if dt.version() % COMPACT_EVERY == 0:  # each merge adds a file: keep the table's file count bounded
+        compact_table(dt)
     return len(rows)
 
 

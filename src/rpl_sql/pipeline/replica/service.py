@@ -463,10 +463,21 @@ def _sql_process(warehouse: str, channel: str, settings: dict, conn) -> None:
                 break
         svc.stop()
 
+    # One SQL thread per channel, also across a SIGKILLed service's restart (its old child may still be dying)
+    lock = ChannelLock(warehouse, channel, role="sql-thread", busy=ServiceError)
+    for attempt in range(100):
+        try:
+            lock.acquire(channel)
+            break
+        except ServiceError:
+            if attempt == 99:
+                raise
+            time.sleep(0.1)
     threading.Thread(target=listen, daemon=True).start()
     try:
         (lp._applier_spark if svc.master else lp._applier)()
     finally:
+        lock.release()
         conn.close()
 
 
