@@ -25,6 +25,7 @@ from rpl_sql.state import channel_key
 from rpl_sql.statements import (
     ChangeReplicationFilter,
     ChangeReplicationSource,
+    ExplainChangeReplicationFilter,
     ExplainReplicationFilter,
     OtherSQL,
     ResetReplica,
@@ -421,6 +422,16 @@ class _Build(Transformer):
     def show_replica_status(self, c):
         legacy, channel = c
         return ShowReplicaStatus(channel=channel, legacy=legacy)
+
+    def explain_change(self, c):
+        change, window = c
+        return ExplainChangeReplicationFilter(change=change, **(window or {}))
+
+    def last_events(self, c):
+        return {"last": _uint(c[0])}
+
+    def since(self, c):
+        return {"since": _no_newline(_string(c[0]))}
 
     def show_filter_warnings(self, c):
         return ShowReplicationFilterWarnings(channel=c[0])

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from rpl_sql import performance_schema as pfs
-from rpl_sql import landed_shapes, lint, server, service_status
+from rpl_sql import impact, landed_shapes, lint, server, service_status
 from rpl_sql.applier_state import applier_status
 from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from rpl_sql.evaluate import Decision, Event
@@ -29,6 +29,7 @@ from rpl_sql.statements import (
     OtherSQL,
     SetDefaultConnection,
     SetReplicationVariable,
+    ExplainChangeReplicationFilter,
     ShowReplicationFilterHistory,
     ShowReplicationFilterWarnings,
     ShowVariables,
@@ -168,6 +169,8 @@ class Session:
             return self._history(stmt)
         if isinstance(stmt, ShowReplicationFilterWarnings):
             return self._lint(stmt)
+        if isinstance(stmt, ExplainChangeReplicationFilter):
+            return self._impact(stmt)
         if getattr(stmt, "as_of", None) is not None:  # read-only, on the state of a past version
             res = server.execute(self.store.load_as_of(stmt.as_of).state, stmt, self._clock()).result
             return Result(stmt, res.columns, list(res.rows), (), None)
@@ -247,6 +250,15 @@ class Session:
         hits, events = landed_shapes.rule_hits(state, landed_shapes.shapes(self.warehouse))
         rows = [w.row() for w in lint.lint_state(state, stmt.channel, hits, events)]
         return Result(stmt, lint.WARNING_COLUMNS, rows)
+
+    def _impact(self, stmt: ExplainChangeReplicationFilter) -> Result:
+        """The landed events a filter change would flip, decided per shape now and after; nothing committed."""
+        state = self.state
+        after = impact.proposed(state, stmt.change, self._clock())
+        names = [stmt.change.channel] if stmt.change.channel is not None else \
+            [c.name for c in after.configured_channels()]
+        landed = landed_shapes.shapes(self.warehouse, names, stmt.last, stmt.since)
+        return Result(stmt, impact.IMPACT_COLUMNS, impact.impact(state, after, landed, names))
 
     def _spark_sql(self, stmt: OtherSQL) -> Result:
         spark = self.spark

@@ -105,6 +105,17 @@ class ShowReplicationFilterWarnings(Statement):
 
 
 @dataclass(frozen=True)
+class ExplainChangeReplicationFilter(Statement):
+    """rpl_sql extension: the landed events whose verdict or deciding rule `change` would change, decided
+    with the current and the proposed filters (the last `last` events of each channel, or those since
+    `since`, or all); nothing is committed."""
+
+    change: ChangeReplicationFilter = ChangeReplicationFilter()
+    last: int | None = None
+    since: str | None = None
+
+
+@dataclass(frozen=True)
 class SetSkipCounter(Statement):
     """`SET GLOBAL sql_replica_skip_counter = N` (or sql_slave_skip_counter; MariaDB's `connection.` prefix sets
     that channel's directly)."""
@@ -151,4 +162,5 @@ class OtherSQL(Statement):
 
 REPLICATION_STATEMENTS = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica,
                           StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings,
-                          ExplainReplicationFilter, ShowReplicationFilters, ShowReplicationFilterWarnings)
+                          ExplainReplicationFilter, ShowReplicationFilters, ShowReplicationFilterWarnings,
+                          ExplainChangeReplicationFilter)
