@@ -195,8 +195,6 @@ class ChannelLoops:
                 if local.last_event_time is not None:
                     st.seconds_behind = max(0, int(time.time() - local.last_event_time)) if local.more else 0
             except Exception as e:  # ours (ApplyError, MySQL's errors) or a bug: the SQL thread stops and says why
-                if not isinstance(e, (ApplyError, MySQLError, IngestError)):
-                    log.exception("channel %r: SQL thread", self.channel)
                 self._sql_error(e)
                 started = False
         self._stopped("sql", self.svc.state.versioned()[1])
@@ -254,8 +252,6 @@ class ChannelLoops:
             except Interrupted:
                 continue
             except Exception as e:
-                if not isinstance(e, (ApplyError, MySQLError, IngestError)):
-                    log.exception("channel %r: SQL thread", self.channel)
                 self._sql_error(e)
                 started = False
         self._stopped("sql", self.svc.state.versioned()[1])
@@ -303,7 +299,10 @@ class ChannelLoops:
         self._stopped("sql", self.svc.state.versioned()[1])
 
     def _sql_error(self, e: Exception) -> None:
-        """What a MySQL SQL thread does on an error: stop (in the state, as STOP REPLICA SQL_THREAD) and say why."""
+        """What a MySQL SQL thread does on an error: stop (in the state, as STOP REPLICA SQL_THREAD) and say why
+        (with a traceback in the log for anything that is not one of rpl_sql's own errors: a bug)."""
+        if not isinstance(e, (ApplyError, MySQLError, IngestError)):
+            log.error("channel %r: SQL thread", self.channel, exc_info=e)
         code = e.code if isinstance(e, MySQLError) else 13117
         msg = e.message if isinstance(e, MySQLError) else \
             str(e) if isinstance(e, (ApplyError, IngestError)) else f"{type(e).__name__}: {e}"
