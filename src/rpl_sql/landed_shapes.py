@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
 
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import Event, RowEvent, TableRef, decide, statement_event
@@ -18,14 +17,6 @@ from rpl_sql.state import ServerState
 
 ROW_TYPES = ("write_rows", "update_rows", "delete_rows")
 Landed = dict[str, list[tuple[Event, int]]]  # channel -> [(evaluator event, events landed with that shape)]
-
-
-def _since(text: str) -> datetime:
-    try:
-        at = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise MySQLError.of("ER_WRONG_ARGUMENTS", f"SINCE ('{text}' is not a time 'YYYY-MM-DD hh:mm:ss')") from None
-    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
 
 
 def shapes(warehouse: str, channels: list[str] | None = None, last: int | None = None,
@@ -38,6 +29,8 @@ def shapes(warehouse: str, channels: list[str] | None = None, last: int | None =
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    from rpl_sql.store import utc_time  # with delta-rs: loaded when events are read
+
     try:
         dt = DeltaTable(os.path.join(os.fspath(warehouse), "events"))
     except TableNotFoundError:
@@ -49,7 +42,7 @@ def shapes(warehouse: str, channels: list[str] | None = None, last: int | None =
         if "" in channels:  # the default channel's partition value reads back NULL
             cond = ds.field("channel").is_null() if cond is None else cond | ds.field("channel").is_null()
     if since is not None:
-        at = pa.scalar(_since(since), pa.timestamp("us", tz="UTC"))
+        at = pa.scalar(utc_time(since, "SINCE"), pa.timestamp("us", tz="UTC"))
         cond = ds.field("event_time") >= at if cond is None else cond & (ds.field("event_time") >= at)
     cols = ["channel", "seq", "event_type", "db_name", "table_name", "command", "default_db", "tables"]
     t = dt.to_pyarrow_dataset().to_table(columns=cols, filter=cond)

@@ -221,6 +221,15 @@ _LOCKS: dict[str, list] = {}  # lock file -> [thread lock, file descriptor, dept
 _LOCKS_GUARD = threading.Lock()
 
 
+def utc_time(text: str, clause: str, problem: str = "not a time") -> datetime:
+    """A time literal of AS OF / SINCE: 'YYYY-MM-DD hh:mm:ss[.ffffff]', UTC unless it carries an offset."""
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise MySQLError.of("ER_WRONG_ARGUMENTS", f"{clause} ('{text}' is {problem} 'YYYY-MM-DD hh:mm:ss')") from None
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
+
+
 class DeltaStore:
     """The replica's control-plane state in `<warehouse>/rpl_state`, with optimistic concurrency.
 
@@ -279,12 +288,7 @@ class DeltaStore:
                 raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF (no version {when}: the state table has "
                                     f"versions 0 to {latest})")
             return when
-        try:
-            at = datetime.fromisoformat(when.strip())
-        except ValueError:
-            raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF ('{when}' is neither a version nor a time "
-                                "'YYYY-MM-DD hh:mm:ss')") from None
-        at = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at
+        at = utc_time(when, "AS OF", "neither a version nor a time")
         for commit in self.history():  # newest first
             if commit.timestamp <= at:
                 return commit.version
