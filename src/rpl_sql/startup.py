@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rpl_sql.errors import StartupError
 from rpl_sql.rules import FilterType, Value
@@ -143,17 +144,19 @@ def _strip_comment(line: str) -> str:
     return line
 
 
-def read_option_file(path: str | os.PathLike, _depth: int = 0) -> list[tuple[str, str | None]]:
+def read_option_file(path: str | os.PathLike, _depth: int = 0, sections: tuple[str, ...] = _SECTIONS,
+                     keep: Callable[[str], bool] = is_startup_option) -> list[tuple[str, str | None]]:
     """The replication options of a my.cnf-style file, in file order.
 
-    Reads `[mysqld]`, `[server]` and `[rpl_sql]` sections, follows `!include` / `!includedir`, and
-    skips options meant for mysqld alone (port, datadir, ...), as a replica's config file has them.
+    Reads `[mysqld]`, `[server]` and `[rpl_sql]` sections (or `sections`), follows `!include` /
+    `!includedir`, and skips options meant for mysqld alone (port, datadir, ...: what `keep` turns down),
+    as a replica's config file has them.
     """
     if _depth > 10:
         raise StartupError("ER_OPTION_FILE", f"Too deep !include nesting in '{path}'")
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): mysqld ends lines at LF only
     except OSError as e:
         raise StartupError("ER_OPTION_FILE", f"Could not open required defaults file: {path} ({e.strerror})")
     out: list[tuple[str, str | None]] = []
@@ -163,19 +166,19 @@ def read_option_file(path: str | os.PathLike, _depth: int = 0) -> list[tuple[str
         if not line or line[0] in "#;":
             continue
         if line.startswith("!include "):
-            out += read_option_file(path.parent / line[len("!include "):].strip(), _depth + 1)
+            out += read_option_file(path.parent / line[len("!include "):].strip(), _depth + 1, sections, keep)
             continue
         if line.startswith("!includedir "):
             d = path.parent / line[len("!includedir "):].strip()
             for f in sorted(d.glob("*.cnf")):
-                out += read_option_file(f, _depth + 1)
+                out += read_option_file(f, _depth + 1, sections, keep)
             continue
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1].strip().lower()
             continue
-        if section not in _SECTIONS:
+        if section not in sections:
             continue
         name, value = _split_option(_strip_comment(line))
-        if is_startup_option(name):
+        if keep(name):
             out.append((name, _unquote(value) if value is not None else None))
     return out
