@@ -232,8 +232,9 @@ class MariaDBServer:
                 names = [d[0] for d in cur.description]
                 conns = [dict(zip(names, r))["Connection_name"] for r in cur.fetchall()]
                 for c in conns:
-                    cur.execute(f"STOP SLAVE '{c}'")
-                    cur.execute(f"RESET SLAVE '{c}' ALL")
+                    name = c.replace("\\", "\\\\").replace("'", "''")
+                    cur.execute(f"STOP SLAVE '{name}'")
+                    cur.execute(f"RESET SLAVE '{name}' ALL")
         finally:
             conn.close()
 

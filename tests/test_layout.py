@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "rpl_sql"
 CORE = {"errors", "rules", "statements", "lexer", "parser", "evaluate", "state", "server", "startup",
         "performance_schema", "applier_state", "gtid", "render", "progress", "compile", "grammar", "classify",
-        "lint", "impact"}
+        "lint", "impact", "configs"}
 LAYERS = [  # (layer, top-level names under rpl_sql)
     ("core", CORE),
     ("io", {"stderr", "delta", "state_table", "store", "service_status", "replica_catalog", "landed_shapes"}),

@@ -103,7 +103,7 @@ def change_replication_filter(state: ServerState, stmt: ChangeReplicationFilter,
 
 # ---------------------------------------------------------------- CHANGE REPLICATION SOURCE
 
-def _named_or_default(state: ServerState, name: str | None) -> str:
+def named_or_default(state: ServerState, name: str | None) -> str:
     """A statement's channel: the one it names, else the default channel unless several exist (3079)."""
     if name is None:
         if len(state.channels) > 1:
@@ -115,7 +115,7 @@ def _named_or_default(state: ServerState, name: str | None) -> str:
 def change_replication_source(state: ServerState, stmt: ChangeReplicationSource, now: int) -> Outcome:
     warnings = [_deprecated("CHANGE MASTER", "CHANGE REPLICATION SOURCE")] if stmt.legacy else []
     warnings += [_deprecated(key.upper(), key.upper().replace("MASTER", "SOURCE")) for key in stmt.legacy_options]
-    name = _named_or_default(state, stmt.channel)
+    name = named_or_default(state, stmt.channel)
     ch = state.channel(name)
     if ch is None:
         if len(name) > MAX_CHANNEL_NAME:
@@ -265,7 +265,7 @@ def explain_event(stmt: ExplainReplicationFilter) -> Event:
 def explain_filter(state: ServerState, stmt: ExplainReplicationFilter) -> Outcome:
     """Every check the event meets with the channel's filters, in MySQL's order, then the decision: the
     reference evaluator's own trace (`decide(..., trace=...)`), so it cannot disagree with should_apply."""
-    name = _named_or_default(state, stmt.channel)
+    name = named_or_default(state, stmt.channel)
     ch = state.channel(name)
     if ch is None:
         raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", name)

@@ -126,6 +126,24 @@ class Session:
         """Run a script; every statement is parsed before any runs, and it stops at the first error."""
         return list(self.run(text))
 
+    def execute_atomic(self, text: str, operation: str) -> int | None:
+        """Run a script of state-changing statements as one commit: all of them, or (on an error) none.
+
+        Returns the new version, or None when the script changed nothing."""
+        stmts = parse(text)
+        if any(isinstance(s, (OtherSQL, ShowWarnings)) for s in stmts):
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", f"{operation} (replication statements only)")
+        now = self._clock()
+
+        def step(state: ServerState):
+            for stmt in stmts:
+                state = server.execute(state, stmt, now, self._applier_status(state)).state
+            return state, None
+
+        _, version = self.store.transact(step, self._metadata(operation, text))
+        self._changed(version)
+        return version
+
     def run(self, text: str) -> Iterator[Result]:
         """Like `execute`, yielding each result as its statement completes.
 

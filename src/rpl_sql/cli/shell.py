@@ -22,6 +22,7 @@ from typing import TextIO
 
 from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.upkeep import GRACE_SECONDS, upkeep
+from rpl_sql.cli.configs import export_main, import_main
 from rpl_sql.cli.lint import lint_main
 from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
 from rpl_sql.lexer import split_statements
@@ -248,7 +249,8 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 
-SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "repair", "upkeep", "lint")
+SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "repair", "upkeep", "lint", "import-filters",
+               "export-filters")
 
 
 def _subcommand(name: str):
@@ -256,6 +258,8 @@ def _subcommand(name: str):
         return repair_main if name == "repair" else upkeep_main
     if name == "lint":
         return lint_main
+    if name in ("import-filters", "export-filters"):
+        return import_main if name == "import-filters" else export_main
     from rpl_sql.cli import commands  # the pipeline and sqlglot: not loaded for a control-plane statement
 
     return getattr(commands, f"{name}_main")
