@@ -118,6 +118,18 @@ def counters(state: ServerState):
     return {(c.name, t.value): c.filters[t].counter for c in state.channels for t in TYPES if c.filters[t].counter}
 
 
+def rule_hits(state: ServerState):
+    """The per-rule hits behind each COUNTER (their last-hit times aside); they add up to it."""
+    out = {}
+    for c in state.channels:
+        for t in TYPES:
+            slot = c.filters[t]
+            assert sum(n for _, n, _ in slot.rule_hits) == slot.counter, (c.name, t, slot)
+            if slot.rule_hits:
+                out[(c.name, t.value)] = {v: n for v, n, _ in slot.rule_hits}
+    return out
+
+
 def applied_rows(spark, warehouse):
     rows = read_delta(spark, applied_path(warehouse)).select("channel", "seq", "applied_db", "decided_by").collect()
     return [((r.channel, r.seq), (r.applied_db, r.decided_by)) for r in rows]
@@ -309,6 +321,7 @@ def check_against_reference(spark, warehouse, log: Log, state_before: ServerStat
     assert dict(got) == want_rows
     after = DeltaStore(warehouse).load().state
     assert counters(after) == counters(want_state)
+    assert rule_hits(after) == rule_hits(want_state)
     for ch in ("", "ch1", "ch2"):
         assert after.channel(ch).applier.seq == log.seq.get(ch, 0)
         assert after.channel(ch).applier.executed_gtid_set == gtid_set(log.rows, ch)
@@ -613,7 +626,7 @@ def test_the_local_engine_equals_the_spark_job(spark, warehouse, tmp_path):
     check_against_reference(spark, other, log, before)
     assert sorted(applied_rows(spark, other)) == sorted(applied_rows(spark, warehouse))
     a, b = DeltaStore(warehouse).load().state, DeltaStore(other).load().state
-    assert counters(a) == counters(b)
+    assert counters(a) == counters(b) and rule_hits(a) == rule_hits(b)
     assert [c.applier for c in a.channels] == [c.applier for c in b.channels]
     bad = Log()
     bad.rows_txn("ch1", [("db1", "t1")])

@@ -365,7 +365,7 @@ def apply_like_the_applier(warehouse, channel):
     for (r, _), d in zip(evs, decisions):
         if d.apply and d.decided_by != "TRANSACTION_CONTROL":   # BEGIN/COMMIT of a filtered transaction
             applied.add((r["binlog_file"], r["binlog_pos"]))
-    new_state, _ = settle_source_filtering(new_state, channel, source_filtered(warehouse, channel))
+    new_state, _, _ = settle_source_filtering(new_state, channel, source_filtered(warehouse, channel))
     snap = session.store.load()
     session.store.commit(snap, new_state, {"operation": "APPLY", "statement": "reference applier"})
     counters = {f: s.counter for f, s in session.state.channel(channel).filters.rows() if s.counter}
@@ -442,8 +442,10 @@ def test_changed_filters_and_prefiltered_ranges(sources, warehouse):
     # still ignored, by another rule: the range stays valid and the hits go to the rule in force now
     session.execute("CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE=('noise.%', 'other.%'), "
                     "REPLICATE_IGNORE_TABLE=(noise.log) FOR CHANNEL 'a'")
-    _, counts = settle_source_filtering(session.state, "a", batches)
+    _, counts, rules = settle_source_filtering(session.state, "a", batches)
     assert counts[FilterType.IGNORE_TABLE] > 0 and counts[FilterType.WILD_IGNORE_TABLE] > 0
+    assert rules[FilterType.IGNORE_TABLE] == {"noise.log": counts[FilterType.IGNORE_TABLE]}  # per rule, the same
+    assert sum(rules[FilterType.WILD_IGNORE_TABLE].values()) == counts[FilterType.WILD_IGNORE_TABLE]
     # the filters no longer ignore noise: the applier must refuse the pre-filtered range
     session.execute("CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE=(), REPLICATE_IGNORE_TABLE=() "
                     "FOR CHANNEL 'a'")

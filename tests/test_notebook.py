@@ -95,8 +95,8 @@ def test_demo_notebook(kernel_env):
     from rpl_sql.performance_schema import applier_filters
 
     session = Session(str(tmp / "wh"))
-    # the state the middle cells saw: another client, then the failing cell made one commit each after them
-    version = session.store.version() - 2
+    # the state the middle cells saw: another client, the failing cell and apply_events made one commit each after
+    version = session.store.version() - 3
     state = session.store.load_version(version)
     # the view cell shows the P_S rows (HTML table of the returned pandas DataFrame)
     (result,) = [o for o in view.outputs if o["output_type"] == "execute_result"]
@@ -136,6 +136,16 @@ def test_demo_notebook(kernel_env):
     assert "Query OK" in "".join(o["text"] for o in failing.outputs if o.get("name") == "stdout")
     ch2 = {r[1]: r[2] for r in session.filters() if r[0] == "ch2"}
     assert ch2.get("REPLICATE_IGNORE_DB") == "scratch" and "REPLICATE_DO_DB" not in ch2
+
+    # the filter tooling: EXPLAIN's trace, the explain table function, the lint, the per-rule hit counters
+    explain, udtf, warnings, _, hits = code[10:15]
+    plain = "".join(o["data"]["text/plain"] for o in explain.outputs if o["output_type"] == "execute_result")
+    assert "REPLICATE_REWRITE_DB" in plain and "DECISION" in plain and "APPLY" in plain, plain
+    plain = "".join(o["data"]["text/plain"] for o in udtf.outputs if o["output_type"] == "execute_result")
+    assert "REPLICATE_DO_DB" in plain and "IGNORE" in plain, plain  # ch1's do-db is (hr) by then
+    assert any(o["output_type"] == "execute_result" for o in warnings.outputs)
+    plain = "".join(o["data"]["text/plain"] for o in hits.outputs if o["output_type"] == "execute_result")
+    assert re.search(r"ch1\s+REPLICATE_DO_DB\s+hr\s+1", plain), plain
 
 
 # ---------------------------------------------------------------- in-process, no Spark

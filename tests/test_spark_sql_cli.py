@@ -205,6 +205,7 @@ def test_exported_script_in_spark_sql(tmp_path):
         ("filters", FILTER_QUERY),
         ("global", "SELECT FILTER_NAME, FILTER_RULE, CONFIGURED_BY FROM replication_applier_global_filters"),
         ("channels", "SELECT * FROM rpl_sql_channels ORDER BY CHANNEL_NAME"),
+        ("rule_hits", "SELECT CHANNEL_NAME, FILTER_NAME, FILTER_RULE, HITS FROM rpl_sql_filter_rule_hits"),
         ("history", "SELECT count(*), count(DISTINCT VERSION) FROM rpl_sql_filter_history"),
         ("describe", "DESCRIBE replication_applier_filters"),
         ("replica", REPLICA_QUERY), ("replica_types", "DESCRIBE shop.orders"),
@@ -218,6 +219,9 @@ def test_exported_script_in_spark_sql(tmp_path):
     assert first["global"] == [[cell(v) for v in r[:3]] for r in session.global_filters()]
     from rpl_sql.performance_schema import channel_rows
     assert first["channels"] == byte_order([[cell(v) for v in r] for r in channel_rows(before)])
+    from rpl_sql.performance_schema import rule_hit_rows
+    assert byte_order(first["rule_hits"]) == byte_order([[cell(v) for v in r[:4]] for r in rule_hit_rows(before)])
+    assert len(first["rule_hits"]) >= 3
     changes = session.store.filter_changes()
     assert first["history"] == [[str(len(changes)), str(len({c.version for c in changes}))]]
     assert [[c.strip() for c in r[:2]] for r in first["describe"]] == [  # DESCRIBE pads its columns

@@ -63,3 +63,21 @@ def test_mixed_script_and_stale_refresh(spark, tmp_path):
     history = spark.sql("SELECT FILTER_RULE, PREVIOUS_RULE FROM rpl_sql_filter_history "
                         "WHERE CHANNEL_NAME = 'ch1' ORDER BY VERSION DESC").collect()
     assert [tuple(r) for r in history] == [("db2", "db1"), ("db1", None)]  # live: no refresh needed
+
+
+def test_rule_hits_view_and_data_source(spark, tmp_path):
+    from rpl_sql.evaluate import RowEvent
+    from rpl_sql.performance_schema import rule_hit_rows
+
+    wh = str(tmp_path / "wh")
+    s = rpl_sql.register(spark, wh)
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'ch1';"
+              "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db1, `d'b2`), REPLICATE_IGNORE_TABLE = (db1.tmp) "
+              "FOR CHANNEL 'ch1'")
+    s.apply_events("ch1", [RowEvent("db1", "t"), RowEvent("db1", "tmp"), RowEvent("db1", "u"), RowEvent("x", "t")])
+    want = [tuple(r) for r in rule_hit_rows(s.state)]
+    assert [(r[2], r[3]) for r in want] == [("db1", 3), ("d'b2", 0), ("db1.tmp", 1)]
+    got = [tuple(r) for r in spark.sql("SELECT * FROM rpl_sql_filter_rule_hits").collect()]
+    assert [r[:4] for r in got] == [r[:4] for r in want] and got[0][4] is not None and got[1][4] is None
+    live = spark.read.format("rpl_sql").option("path", wh).option("table", "rule_hits").load()
+    assert [tuple(r)[:4] for r in live.collect()] == [r[:4] for r in want]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from rpl_sql.rules import Filters, FilterType
@@ -123,6 +123,8 @@ class BatchRecord:
     events_version: int
     source_dropped: int = 0  # events of the range the ingest dropped at the source (their hits are in counts)
     skipped: int = 0         # events skipped by the channel's skip counter (whole transactions; not decided)
+    rule_counts: dict[str, list] = field(default_factory=dict)  # FILTER_NAME -> [[value, hits], ...] behind counts
+    at: int = 0              # µs UTC the batch was decided: the per-rule counters' last hit
 
     def to_meta(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -158,14 +160,28 @@ def record_batch(state: ServerState, rec: BatchRecord) -> ServerState:
         return state
     if pos != rec.start:
         raise ApplyError(f"batch {rec.start + 1}..{rec.end} does not follow the applier position {pos}", rec.channel)
-    counts = {FilterType(name): n for name, n in rec.counts.items()
-              if n and rec.filters.get(name) == slot_signature(ch.filters, FilterType(name))}
+    current = {name for name in rec.filters if rec.filters[name] == slot_signature(ch.filters, FilterType(name))}
+    counts = {FilterType(name): n for name, n in rec.counts.items() if n and name in current}
+    rules = {FilterType(name): {_value(v): n for v, n in pairs} for name, pairs in rec.rule_counts.items()
+             if name in current}
     gtids = str(GtidSet.parse(ch.applier.executed_gtid_set).union(GtidSet.parse(rec.gtids)))
     applier = ApplierPosition(rec.end, gtids,
                               rec.last_file if rec.last_file is not None else ch.applier.source_log_file,
                               rec.last_pos if rec.last_pos is not None else ch.applier.source_log_pos)
     skip = max(0, ch.skip_counter - rec.skipped)  # whole transactions: a skip batch ends at a boundary
-    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts), applier=applier, skip_counter=skip))
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts, rules, rec.at), applier=applier,
+                                      skip_counter=skip))
+
+
+def _value(v):
+    """A rule value back from JSON: a rewrite pair comes back as a list."""
+    return tuple(v) if isinstance(v, list) else v
+
+
+def rule_counts_meta(rules: dict[FilterType, dict]) -> dict[str, list]:
+    """Per-rule hits as BatchRecord.rule_counts (JSON: pairs as lists)."""
+    return {t.value: [[list(v) if isinstance(v, tuple) else v, n] for v, n in per.items() if n]
+            for t, per in rules.items() if per}
 
 
 def applier_status(state: ServerState) -> dict[str, dict]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.rules import Filters, FilterType, Matching, fold, like
+from rpl_sql.rules import Filters, FilterType, Matching, Value, fold, like
 
 T = FilterType
 
@@ -300,6 +300,21 @@ def _row_checks(filters: Filters, db: str, name: str, lctn: int, hits: tuple,
         return Decision(apply, label, rule, hits + t_hits, db)
     _note(trace, "TABLE_RULES", db + "." + name, "no rules: applied", None, True)
     return Decision(True, applied_by, applied_rule, hits, db)
+
+
+def hit_rules(filters: Filters, event: Event, d: Decision, lctn: int = 0) -> tuple[tuple[FilterType, Value], ...]:
+    """The rule behind each of `d.hits`, in the same order: the rewrite pair used, the do-db name that let the
+    event through, the rule that decided. Per-rule hit counters add these (their sum per type is COUNTER's)."""
+    out = []
+    for h in d.hits:
+        if h is T.REWRITE_DB:
+            db = event.db if isinstance(event, RowEvent) else (event.default_db or "")
+            out.append((h, rewrite(filters, fold(db, lctn), lctn)[1]))
+        elif h.value == d.decided_by:
+            out.append((h, d.rule))
+        else:  # a do-db rule passed the event on and a table rule (or the default) decided
+            out.append((h, _in(d.database or "", filters.values(h), lctn)))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- WL#2516 "effective database" (opt-in)

@@ -456,6 +456,10 @@ class _Build(Transformer):
                                 "belong to no channel: drop FOR CHANNEL)")
         return ShowReplicationFilters(channel=channel, global_=global_ is not None, as_of=as_of)
 
+    def show_filter_hits(self, c):
+        channel, as_of = c
+        return ShowReplicationFilters(channel=channel, hits=True, as_of=as_of)
+
     def as_of(self, c):
         tok = c[0]
         return _uint(tok) if tok.type == "UINT" else _no_newline(_string(tok))

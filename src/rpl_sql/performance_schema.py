@@ -39,6 +39,24 @@ def applier_global_filters(state: ServerState) -> list[tuple]:
             for ftype, slot in state.global_filters.rows()]
 
 
+# rpl_sql's own: one counter per rule value (MySQL counts per filter type only)
+RULE_HITS_SCHEMA = ("CHANNEL_NAME STRING NOT NULL, FILTER_NAME STRING NOT NULL, FILTER_RULE STRING NOT NULL, "
+                    "HITS BIGINT NOT NULL, LAST_HIT TIMESTAMP")
+
+
+def rule_hit_rows(state: ServerState) -> list[tuple]:
+    """rpl_sql_filter_rule_hits: every value of every replication_applier_filters row, with the events it
+    counted for (the sum per filter type is COUNTER) and when it last did (NULL: never since configured)."""
+    rows = []
+    for ch in state.channels:
+        for ftype, slot in ch.filters.rows():
+            hits = {v: (n, t) for v, n, t in slot.rule_hits}
+            for v in slot.values:
+                n, t = hits.pop(v, (0, 0))
+                rows.append((ch.name, ftype.filter_name, format_rule(ftype, (v,)), n, timestamp(t) if t else None))
+    return rows
+
+
 # ---------------------------------------------------------------- SHOW REPLICA STATUS
 
 REPLICA_STATUS_COLUMNS = (

@@ -131,10 +131,23 @@ class Slot:
     configured_by: str | None = None
     active_since: int = 0  # microseconds since the epoch, UTC; 0 = never configured (no P_S row)
     counter: int = 0
+    rule_hits: tuple = ()  # (value, hits, last hit µs UTC) per value hit since configured, in `values` order
 
     @property
     def has_row(self) -> bool:
         return self.active_since != 0
+
+    def with_rule_hits(self, per_rule: dict, at: int) -> "Slot":
+        """Add hits per value (values this configuration does not hold are not counted)."""
+        merged = {v: [n, t] for v, n, t in self.rule_hits}
+        for value, n in per_rule.items():
+            if n and value in self.values:
+                cur = merged.setdefault(value, [0, 0])
+                cur[0] += n
+                cur[1] = max(cur[1], at)
+        order = {v: i for i, v in reversed(list(enumerate(self.values)))}
+        kept = sorted(merged.items(), key=lambda kv: order[kv[0]])
+        return replace(self, rule_hits=tuple((v, n, t) for v, (n, t) in kept))
 
 
 @dataclass(frozen=True)
@@ -157,12 +170,16 @@ class Filters:
         """Replace one type's values; statistics restart (counter 0) even for an identical value."""
         return self.with_slot(ftype, Slot(values, configured_by, now, 0))
 
-    def add_counts(self, counts: dict[FilterType, int]) -> "Filters":
+    def add_counts(self, counts: dict[FilterType, int], rules: dict[FilterType, dict] | None = None,
+                   at: int = 0) -> "Filters":
+        """COUNTER increments per type, and with `rules` the per-value hits behind them (last hit at `at`)."""
         out = self
         for ftype, n in counts.items():
             if n:
                 s = out[ftype]
                 out = out.with_slot(ftype, replace(s, counter=s.counter + n))
+        for ftype, per_rule in (rules or {}).items():
+            out = out.with_slot(ftype, out[ftype].with_rule_hits(per_rule, at))
         return out
 
     @property

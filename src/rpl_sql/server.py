@@ -10,7 +10,7 @@ from typing import Iterable
 
 from rpl_sql import performance_schema as pfs
 from rpl_sql.errors import MySQLError, Warning
-from rpl_sql.evaluate import Decision, Event, RowEvent, TableRef, decide, statement_event
+from rpl_sql.evaluate import Decision, Event, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.rules import (
     CHANGE_REPLICATION_FILTER,
     CHANGE_REPLICATION_FILTER_FOR_CHANNEL,
@@ -288,15 +288,17 @@ def _columns(schema: str) -> tuple[str, ...]:
 
 
 def show_filters(state: ServerState, stmt: ShowReplicationFilters) -> Outcome:
-    """The rows of replication_applier_filters (one channel's with FOR CHANNEL) or _global_filters."""
+    """The rows of replication_applier_filters (one channel's with FOR CHANNEL), _global_filters, or (HITS)
+    rpl_sql_filter_rule_hits."""
     if stmt.global_:
         return Outcome(state, ResultSet(_columns(pfs.GLOBAL_FILTERS_SCHEMA), tuple(pfs.applier_global_filters(state))))
-    rows = pfs.applier_filters(state)
+    schema, rows = ((pfs.RULE_HITS_SCHEMA, pfs.rule_hit_rows(state)) if stmt.hits
+                    else (pfs.FILTERS_SCHEMA, pfs.applier_filters(state)))
     if stmt.channel is not None:
         if state.channel(stmt.channel) is None:
             raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
         rows = [r for r in rows if r[0] == stmt.channel]
-    return Outcome(state, ResultSet(_columns(pfs.FILTERS_SCHEMA), tuple(rows)))
+    return Outcome(state, ResultSet(_columns(schema), tuple(rows)))
 
 
 # ---------------------------------------------------------------- MariaDB's filter variables
@@ -430,19 +432,23 @@ def start(state: ServerState, options: StartupOptions, now: int) -> Outcome:
 
 # ---------------------------------------------------------------- the applier's bookkeeping
 
-def apply_events(state: ServerState, channel: str, events: Iterable[Event]) -> tuple[ServerState, list[Decision]]:
-    """Decide events on one channel as its applier would, adding each decision's hits to COUNTER."""
+def apply_events(state: ServerState, channel: str, events: Iterable[Event],
+                 now: int = 0) -> tuple[ServerState, list[Decision]]:
+    """Decide events on one channel as its applier would, adding each decision's hits to COUNTER and to the
+    per-rule hit counters (last hit `now`)."""
     ch = state.channel(channel)
     if ch is None:
         raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", channel)
     decisions = []
     counts: dict[FilterType, int] = {}
+    rules: dict[FilterType, dict] = {}
     for ev in events:
         d = decide(ch.filters, ev, state.matching)
         decisions.append(d)
-        for h in d.hits:
+        for h, value in hit_rules(ch.filters, ev, d, state.lower_case_table_names):
             counts[h] = counts.get(h, 0) + 1
-    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts))), decisions
+            rules.setdefault(h, {})[value] = rules.get(h, {}).get(value, 0) + 1
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts, rules, now))), decisions
 
 
 def add_counters(state: ServerState, counts: dict[str, dict[FilterType, int]]) -> ServerState:

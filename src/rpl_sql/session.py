@@ -356,9 +356,10 @@ class Session:
     def apply_events(self, channel: str, events: Iterable[Event]) -> list[Decision]:
         """Decide events as `channel`'s applier and add the hits to COUNTER, in one commit."""
         events = list(events)
+        now = self._clock()
 
         def step(state: ServerState):
-            return server.apply_events(state, channel, events)
+            return server.apply_events(state, channel, events, now)
 
         decisions, version = self.store.transact(step, self._metadata("APPLY", f"{len(events)} events on '{channel}'"))
         self._changed(version)

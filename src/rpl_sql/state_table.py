@@ -77,9 +77,11 @@ def state_to_table(state: ServerState) -> pa.Table:
         for ftype, slot in zip(TYPES, filters.slots):
             if slot == Slot():
                 continue
+            payload = _dumps({"rule_hits": _jsonable(slot.rule_hits)}) if slot.rule_hits else None
             add(kind=kind, channel_name=channel, filter_name=ftype.filter_name,
                 filter_rule=format_rule(ftype, slot.values), filter_values=_dumps(_jsonable(slot.values)),
-                configured_by=slot.configured_by, active_since=slot.active_since or None, counter=slot.counter)
+                configured_by=slot.configured_by, active_since=slot.active_since or None, counter=slot.counter,
+                payload=payload)  # no payload without hits: older tables stay byte-identical
 
     server = {"lower_case_table_names": state.lower_case_table_names, "startup_options": list(state.startup_options),
               "started_at": state.started_at, "filter_mode": state.filter_mode}
@@ -136,8 +138,10 @@ def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 def _slot(row: dict[str, Any]) -> tuple[FilterType, Slot]:
     ftype = FilterType(row["filter_name"])
+    hits = json.loads(row["payload"]).get("rule_hits", []) if row.get("payload") else []
     return ftype, Slot(values=_tuples(json.loads(row["filter_values"])), configured_by=row["configured_by"],
-                       active_since=row["active_since"] or 0, counter=row["counter"] or 0)
+                       active_since=row["active_since"] or 0, counter=row["counter"] or 0,
+                       rule_hits=_tuples(hits))
 
 
 def state_from_table(table: pa.Table) -> ServerState:

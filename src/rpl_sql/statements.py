@@ -94,6 +94,7 @@ class ShowReplicationFilters(Statement):
     channel: str | None = None
     global_: bool = False
     as_of: int | str | None = None
+    hits: bool = False  # SHOW REPLICATION FILTER HITS: rpl_sql_filter_rule_hits' rows instead
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from rpl_sql.evaluate import TRANSACTION_CONTROL, RowEvent, TableRef, decide, statement_event
+from rpl_sql.evaluate import TRANSACTION_CONTROL, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.writer import IngestError, SourceFilterConflict, ingest_meta, open_table
 from rpl_sql.rules import TYPES, FilterType
@@ -150,9 +150,10 @@ def source_filtered(warehouse: str, channel: str, after_seq: int = 0,
     return sorted(out, key=lambda s: s.last_seq)
 
 
-def settle_source_filtering(state: ServerState, channel: str,
-                            batches: Iterable[SourceFiltered]) -> tuple[ServerState, dict[FilterType, int]]:
-    """Re-decide what was dropped at the source with the channel's current filters; add the counter hits.
+def settle_source_filtering(state: ServerState, channel: str, batches: Iterable[SourceFiltered]
+                            ) -> tuple[ServerState, dict[FilterType, int], dict[FilterType, dict]]:
+    """Re-decide what was dropped at the source with the channel's current filters; add the counter hits
+    (returned too, per type and per rule).
 
     Pure, for the applier's own `DeltaStore.transact` step: settle the commits of the range it applies in
     the same state commit that records how far it applied, and the hits are counted exactly once.
@@ -163,18 +164,22 @@ def settle_source_filtering(state: ServerState, channel: str,
     if ch is None:
         raise IngestError(f"channel {channel!r} does not exist")
     counts: Counter = Counter()
+    rules: dict[FilterType, Counter] = {}
     for b in batches:
         for key, n in b.dropped.items():
-            d = decide(ch.filters, _key_event(key), state.matching)
+            event = _key_event(key)
+            d = decide(ch.filters, event, state.matching)
             if d.apply:
                 raise SourceFilterConflict(
                     f"channel {channel!r}: seqs {b.first_seq}..{b.last_seq} (events version {b.version}) dropped "
                     f"{n} event(s) {key!r} at the source that the current filters apply ({d.decided_by}); "
                     "re-ingest that range without filter_at_source")
-            for h in d.hits:
+            for h, value in hit_rules(ch.filters, event, d, state.lower_case_table_names):
                 counts[h] += n
+                rules.setdefault(h, Counter())[value] += n
     if not counts:
-        return state, {}
-    return state.with_channel(replace(ch, filters=ch.filters.add_counts(dict(counts)))), dict(counts)
+        return state, {}, {}
+    rules = {t: dict(c) for t, c in rules.items()}
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(dict(counts), rules))), dict(counts), rules
 
 

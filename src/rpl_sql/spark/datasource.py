@@ -26,7 +26,7 @@ HISTORY_SCHEMA = ("VERSION BIGINT NOT NULL, COMMITTED_AT TIMESTAMP NOT NULL, CHA
 # The state's version and ServerState.filters_fingerprint(): exported functions compare it with their own.
 STATE_VERSION_SCHEMA = "VERSION BIGINT, FILTERS_FINGERPRINT STRING NOT NULL"
 
-TABLES = ("filters", "global_filters", "channels", "filter_history", "state_version", "replica")
+TABLES = ("filters", "global_filters", "channels", "rule_hits", "filter_history", "state_version", "replica")
 
 
 def _check_table(table: str) -> str:
@@ -45,6 +45,8 @@ def table_schema(table: str) -> str:
         return pfs.GLOBAL_FILTERS_SCHEMA
     if table == "channels":
         return pfs.CHANNELS_SCHEMA
+    if table == "rule_hits":
+        return pfs.RULE_HITS_SCHEMA
     if table == "state_version":
         return STATE_VERSION_SCHEMA
     return HISTORY_SCHEMA
@@ -71,11 +73,13 @@ def table_rows(warehouse: str, table: str, as_of: str | None = None) -> list[tup
         return pfs.applier_filters(state)
     if table == "global_filters":
         return pfs.applier_global_filters(state)
+    if table == "rule_hits":
+        return pfs.rule_hit_rows(state)
     return pfs.channel_rows(state)
 
 
 class DefaultSource(DataSource):
-    """Options: `path` (the warehouse directory) and `table` (filters | global_filters | channels |
+    """Options: `path` (the warehouse directory) and `table` (filters | global_filters | channels | rule_hits |
     filter_history | state_version | replica; default filters); for `replica` also `db` and `name`, the
     replica table (read live: every query sees its latest commit); for the state's tables `as_of`, a state
     version or a time ('YYYY-MM-DD hh:mm:ss', UTC): the rows in force then."""

@@ -27,6 +27,7 @@ VIEW_TABLES = (
     ("replication_applier_filters", "filters"),
     ("replication_applier_global_filters", "global_filters"),
     ("rpl_sql_channels", "channels"),
+    ("rpl_sql_filter_rule_hits", "rule_hits"),
     ("rpl_sql_filter_history", "filter_history"),
 )
 

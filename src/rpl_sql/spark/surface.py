@@ -27,10 +27,12 @@ from rpl_sql.state import ServerState
 FILTERS_VIEW = "replication_applier_filters"
 GLOBAL_FILTERS_VIEW = "replication_applier_global_filters"
 CHANNELS_VIEW = "rpl_sql_channels"
+RULE_HITS_VIEW = "rpl_sql_filter_rule_hits"
 VIEWS: dict[str, tuple[str, Callable[[ServerState], list[tuple]]]] = {
     FILTERS_VIEW: (pfs.FILTERS_SCHEMA, pfs.applier_filters),
     GLOBAL_FILTERS_VIEW: (pfs.GLOBAL_FILTERS_SCHEMA, pfs.applier_global_filters),
     CHANNELS_VIEW: (CHANNELS_SCHEMA, channel_rows),
+    RULE_HITS_VIEW: (pfs.RULE_HITS_SCHEMA, pfs.rule_hit_rows),
 }
 
 

@@ -23,10 +23,7 @@ import pyarrow as pa
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
 from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import (
-    decide,
-    rewrite_db,
-)
+from rpl_sql.evaluate import decide, hit_rules, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, Progress
@@ -244,10 +241,11 @@ class _Applier:
             raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
         with _timed(f"hits of {len(shapes)} shapes", ch.name):
             self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
-        dropped, settled = self._settle_source_filtering(state, ch, lo, last)
+        dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
 
-        rec = batch_record(ch, shapes, settled, channel=ch.name, start=lo, end=last, events=total, gtids=str(gtids),
-                           last_file=last_file, last_pos=last_pos, events_version=version, source_dropped=dropped)
+        rec = batch_record(ch, shapes, settled, settled_rules, channel=ch.name, start=lo, end=last, events=total,
+                           gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
+                           source_dropped=dropped)
         with _timed("write", ch.name):
             actions = self._write(ev, shapes, rec)
         with _timed("commit applied", ch.name):
@@ -257,20 +255,21 @@ class _Applier:
         return rec
 
     def _settle_source_filtering(self, state: ServerState, ch: Channel, lo: int, hi: int
-                                 ) -> tuple[int, dict[FilterType, int]]:
+                                 ) -> tuple[int, dict[FilterType, int], dict[FilterType, dict]]:
         """Events the ingest dropped at the source in (lo, hi]: re-decided with the filters in force now.
 
-        Returns (events dropped, their COUNTER hits), which go into this batch's record: counted once, with the
-        batch. Raises ApplyError, before any commit, when the current filters would apply a dropped event.
+        Returns (events dropped, their COUNTER hits, their per-rule hits), which go into this batch's record:
+        counted once, with the batch. Raises ApplyError, before any commit, when the current filters would apply
+        a dropped event.
         """
         batches = source_filtered(self.warehouse, ch.name, after_seq=lo, through_seq=hi)
         if not batches:
-            return 0, {}
+            return 0, {}, {}
         try:
-            _, hits = settle_source_filtering(state, ch.name, batches)
+            _, hits, rules = settle_source_filtering(state, ch.name, batches)
         except SourceFilterConflict as e:
             raise ApplyError(str(e), ch.name) from None
-        return sum(n for b in batches for n in b.dropped.values()), hits
+        return sum(n for b in batches for n in b.dropped.values()), hits, rules
 
     def _aggregate(self, ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
         """One Spark action: the distinct shapes with counts and (SQL) verdicts, the batch's GTIDs and the
@@ -349,12 +348,15 @@ class _Applier:
             for s in shapes:
                 d = decide(ch.filters, s.event(), state.matching)
                 s.apply, s.decided_by, s.hits = d.apply, d.decided_by, d.hits
+                s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
                 s.applied_db = self._applied_db(ch, s, lctn)
             return
         idx = _rewrite_index(ch.filters, lctn)
         for s in shapes:
             s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
                                  s.apply, s.decided_by, idx, lctn)
+            if s.hits:  # which rule: the evaluator names it (SQL returns the deciding type only)
+                s.rule_hits = hit_rules(ch.filters, s.event(), decide(ch.filters, s.event(), state.matching), lctn)
         self._verify(ch, shapes, lctn)
 
     @staticmethod

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, Stop, slot_signature
 from rpl_sql.delta.scan import Followed, read_range
-from rpl_sql.evaluate import decide, rewrite_db
+from rpl_sql.evaluate import decide, hit_rules, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
@@ -140,6 +140,7 @@ class LocalApplier:
             except Exception as e:  # the evaluator refuses a malformed or XA event
                 raise ApplyError(f"seq {sh.min_seq}: {sh.describe()}: {e}", channel) from e
             sh.apply, sh.decided_by, sh.hits = d.apply, d.decided_by, d.hits
+            sh.rule_hits = hit_rules(ch.filters, sh.event(), d, lctn)
             sh.applied_db = rewrite_db(ch.filters, sh.db, lctn)
         if self.stop_before is not None and through is None:
             bad = self.stop_before([
@@ -155,11 +156,11 @@ class LocalApplier:
         last = seqs[-1]
         try:
             batches = source_filtered(self.warehouse, channel, after_seq=lo, through_seq=last)
-            _, settled = settle_source_filtering(state, channel, batches) if batches else (None, {})
+            _, settled, settled_rules = settle_source_filtering(state, channel, batches) if batches else (None, {}, {})
         except SourceFilterConflict as e:
             raise ApplyError(str(e), channel) from None
         rec = batch_record(
-            ch, shapes.values(), settled, channel=channel, start=lo, end=last, events=len(seqs),
+            ch, shapes.values(), settled, settled_rules, channel=channel, start=lo, end=last, events=len(seqs),
             gtids=str(_gtids(cols["gtid"], channel)), last_file=cols["binlog_file"][-1],
             last_pos=cols["binlog_pos"][-1], events_version=got.version,
             source_dropped=sum(n for b in batches for n in b.dropped.values()))

@@ -5,11 +5,13 @@ The COUNTER hits of one decided shape follow from its verdict, deciding rule and
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
+from rpl_sql.applier_state import rule_counts_meta
 from rpl_sql.compile import APPLIER_PREFIX, sql_str
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.errors import MySQLError
@@ -138,6 +140,7 @@ class Shape:
     decided_by: str | None = None
     applied_db: str | None = None
     hits: tuple[FilterType, ...] = ()
+    rule_hits: tuple = ()  # evaluate.hit_rules: the rule behind each hit
     hash: int | None = None  # xxhash64 of the key columns, as Spark computes it per event in _write
 
     @property
@@ -165,11 +168,12 @@ class Shape:
         return f"event_type {et!r}"
 
 
-def batch_record(ch, shapes, settled: dict, **fields) -> BatchRecord:
-    """The record of a decided batch: COUNTER hits and verdicts summed over its shapes (plus `settled`, the hits
-    of events dropped at the source), the channel's filter signatures, and `fields` (channel, start, end,
-    events, gtids, last_file, last_pos, events_version, source_dropped)."""
+def batch_record(ch, shapes, settled: dict, settled_rules: dict | None = None, **fields) -> BatchRecord:
+    """The record of a decided batch: COUNTER and per-rule hits and verdicts summed over its shapes (plus
+    `settled` / `settled_rules`, the hits of events dropped at the source), the channel's filter signatures, the
+    time, and `fields` (channel, start, end, events, gtids, last_file, last_pos, events_version, source_dropped)."""
     counts: dict[str, int] = {t.value: n for t, n in settled.items()}
+    rules: dict[FilterType, dict] = {t: dict(per) for t, per in (settled_rules or {}).items()}
     by_rule: dict[str, list[int]] = {}
     applied = ignored = gtid_only = 0
     for s in shapes:
@@ -178,6 +182,9 @@ def batch_record(ch, shapes, settled: dict, **fields) -> BatchRecord:
             continue
         for h in s.hits:
             counts[h.value] = counts.get(h.value, 0) + s.count
+        for h, value in s.rule_hits:
+            per = rules.setdefault(h, {})
+            per[value] = per.get(value, 0) + s.count
         cur = by_rule.setdefault(s.decided_by, [0, 0])
         cur[0 if s.apply else 1] += s.count
         if s.apply:
@@ -185,4 +192,5 @@ def batch_record(ch, shapes, settled: dict, **fields) -> BatchRecord:
         else:
             ignored += s.count
     return BatchRecord(applied=applied, ignored=ignored, gtid_only=gtid_only, counts=counts, by_rule=by_rule,
-                       filters={t.value: slot_signature(ch.filters, t) for t in TYPES}, **fields)
+                       filters={t.value: slot_signature(ch.filters, t) for t in TYPES},
+                       rule_counts=rule_counts_meta(rules), at=time.time_ns() // 1000, **fields)
