@@ -248,6 +248,88 @@ def test_optimistic_check_without_the_lock(warehouse):
     assert len(landed(warehouse)) == 3
 
 
+def test_compacting_the_events_changes_no_row_and_no_position(sources, warehouse, tmp_path, monkeypatch):
+    """Every few commits a writer rewrites its commits' files into one per partition: the rows (every column),
+    the position and the applier's results are those of an ingest that never compacts, and another channel
+    appending meanwhile loses nothing."""
+    from rpl_sql.pipeline import writer as W
+    from rpl_sql.pipeline.applier.local import LocalApplier
+
+    m1, m2, _ = sources
+    m1.execute("SET SESSION binlog_format=ROW", "CREATE DATABASE d1", "CREATE DATABASE d2",
+               "CREATE TABLE d1.t (id INT PRIMARY KEY, v TEXT)",
+               "CREATE TABLE d2.t (id INT PRIMARY KEY)",
+               *[f"INSERT INTO d{1 + i % 2}.t VALUES ({i}{', NULL' if i % 2 == 0 else ''})" for i in range(120)])
+    m2.execute("CREATE DATABASE e", "CREATE TABLE e.t (id INT PRIMARY KEY)",
+               *[f"INSERT INTO e.t VALUES ({i})" for i in range(40)])
+    plain = str(tmp_path / "plain")
+    rpl_sql.connect(plain).execute(m1.channel_sql("a") + ";\n" + m2.channel_sql("b"))
+    monkeypatch.setattr(W, "COMPACT_EVERY", 0)
+    ingest_channel(plain, "a", batch_rows=10)
+    monkeypatch.setattr(W, "COMPACT_EVERY", 3)
+    seen, other = [], []
+    real = W.EventsWriter.compact
+
+    def compact(self):  # another channel commits between this writer's last commit and its compaction commit
+        if self.channel == "a" and not other:
+            other.append(ingest_channel(warehouse, "b", batch_rows=7).landed)
+        real(self)
+        seen.append(self.channel)
+    monkeypatch.setattr(W.EventsWriter, "compact", compact)
+    ingest_channel(warehouse, "a", batch_rows=10)
+    assert other[0] > 0 and seen.count("a") >= 5 and "b" in seen
+    assert shape(landed(warehouse, "a")) == shape(landed(plain, "a"))
+    assert [r["seq"] for r in landed(warehouse, "a")] == [r["seq"] for r in landed(plain, "a")]
+    assert len(landed(warehouse, "b")) == other[0]
+    a, b = committed_position(warehouse, "a"), committed_position(plain, "a")
+    assert a.last_seq == b.last_seq and a.binlog == b.binlog
+    files = {wh: sum("channel=a/" in f for f in DeltaTable(events_path(wh)).file_uris()) for wh in (warehouse, plain)}
+    assert files[warehouse] < files[plain] / 2, files
+    ops = [h.get("rpl_sql.ingest.compacted") for h in DeltaTable(events_path(warehouse)).history()]
+    assert sum(op is not None for op in ops) >= 5
+    for wh in (warehouse, plain):
+        rpl_sql.connect(wh).execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (d1) FOR CHANNEL 'a';"
+                                    "START REPLICA FOR CHANNEL 'a'")
+        applier = LocalApplier(wh, batch_size=25)
+        while applier.run_batch("a") is not None:
+            pass
+    got = [{k: v for k, v in r.items() if k != "event_time"} for r in
+           DeltaTable(f"{warehouse}/applied_events").to_pyarrow_table().sort_by("seq").to_pylist()]
+    want = [{k: v for k, v in r.items() if k != "event_time"} for r in
+            DeltaTable(f"{plain}/applied_events").to_pyarrow_table().sort_by("seq").to_pylist()]
+    assert got == want and {r["db_name"] for r in got} == {None, "d1"}  # d1's rows, and BEGIN/COMMIT
+
+
+@pytest.mark.parametrize("channel", ["", "it's \\ 中"])
+def test_compaction_replaces_exactly_the_writers_rows(warehouse, monkeypatch, channel):
+    """The default channel (its partition value reads back NULL) and a hostile name: the rewrite removes what
+    it rewrites, whatever the channel is called, and leaves the other channels' files alone."""
+    from rpl_sql.pipeline import writer as W
+    from rpl_sql.pipeline.writer import Batch
+
+    monkeypatch.setattr(W, "COMPACT_EVERY", 3)
+
+    def batch(w, n=4):
+        b = Batch(w.channel, "binlog")
+        for i in range(n):
+            b.add("0-1-1", "binlog.000001", 400 + i, "write_rows", db_name=f"d{i % 2}", table_name="t",
+                  rows=json.dumps([{"after": {"id": w.last_seq + i}}]), time_us=0)
+        return b.to_table(w.last_seq + 1)
+
+    other = EventsWriter(warehouse, "other").open()
+    other.commit(batch(other), {"source": "binlog"})
+    w = EventsWriter(warehouse, channel).open()
+    for _ in range(7):
+        w.commit(batch(w), {"source": "binlog"})
+    rows = landed(warehouse, channel)
+    assert [r["seq"] for r in rows] == list(range(1, 29))
+    assert [r["binlog_pos"] for r in rows] == [400, 401, 402, 403] * 7
+    assert len(landed(warehouse, "other")) == 4
+    dt = DeltaTable(events_path(warehouse))
+    assert len(dt.file_uris()) == 2 + 2 * 2 + 2  # other's two, two compactions of two, the last commit's two
+    assert committed_position(warehouse, channel).last_seq == 28
+
+
 def test_concurrent_ingests_never_duplicate(sources, warehouse):
     m1, _, _ = sources
     m1.execute("CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)",

@@ -41,10 +41,11 @@ def properties(metadata: dict[str, str], app: tuple[str, int] | None = None, ret
 
 def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str, str],
           app: tuple[str, int] | None = None, retries: int | None = None, checkpoint: bool = False,
-          partition_by: list[str] | None = None, create: bool = False) -> None:
-    """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log."""
+          partition_by: list[str] | None = None, create: bool = False, predicate: str | None = None) -> None:
+    """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log;
+    `predicate` (overwrite) replaces just the rows it matches."""
     write_deltalake(target, data, mode=mode, partition_by=partition_by,
-                    configuration=KEEP_LOG if create else None,
+                    configuration=KEEP_LOG if create else None, predicate=predicate,
                     **properties(metadata, app, retries, checkpoint))
 
 

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 META = "rpl_sql.ingest."                # commit metadata key prefix
 MAX_DROPPED_KEYS = 2000                 # distinct dropped decision keys per commit (bounds commitInfo size)
 MAX_MERGED_IMAGES = 50_000              # row images merged into one landed row at most
+COMPACT_EVERY = 40                      # a writer's commits merged into one file per partition (0: never)
 
 
 class IngestError(Exception):
@@ -173,6 +174,7 @@ class EventsWriter:
         self.last_seq = 0
         self.commits = 0
         self.bytes_written = 0
+        self._loose: list[pa.Table] = []  # this writer's commits since its last compaction, as it wrote them
 
     def open(self) -> "EventsWriter":
         if self._lock is not None:
@@ -232,7 +234,36 @@ class EventsWriter:
         self.commits += 1
         self.bytes_written += _added_bytes(self.path, version)
         self._check_owner(None)
+        if COMPACT_EVERY:
+            self._loose.append(table)
+            if len(self._loose) >= COMPACT_EVERY:
+                self.compact()
         return version
+
+    def compact(self) -> None:
+        """Rewrite this writer's commits since its last compaction into one file per partition, in one commit.
+
+        A commit writes a file per database it touched, and every later append costs more with the table's file
+        count (delta-rs keeps each file's action in memory); merging them bounds both. The rows are the batches as
+        committed (kept in memory until then). Rows, seqs, positions and
+        the commit history stay; a reader on an older version still reads the old files (until upkeep's vacuum).
+        Best effort: on a conflict or an error the files stay as they are and a later compaction takes them.
+        """
+        if not self._loose:
+            return
+        rows = pa.concat_tables(self._loose)  # what those commits wrote: no need to read their files back
+        self._loose = []
+        lo, hi = self.last_seq - rows.num_rows + 1, self.last_seq
+        try:
+            # the default channel's partition value '' reads back NULL: the predicate must match both
+            where = ("(channel = '' OR channel IS NULL)" if not self.channel
+                     else "channel = '" + self.channel.replace("'", "''") + "'")
+            delta_commit.write(self.dt, rows.sort_by("seq"), mode="overwrite", partition_by=PARTITION_BY,
+                               predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
+                               metadata={META + "compacted": f"{self.channel}:{lo}-{hi}"})
+        except (DeltaError, OSError) as e:
+            log.warning("events of channel %r, seqs %d..%d: compaction skipped (%s)", self.channel, lo, hi, e)
+        self.dt.update_incremental()
 
     def _check_owner(self, cause: Exception | None) -> None:
         """After a commit (or a failed one): the channel's app transaction must still be ours (the table is
