@@ -145,3 +145,24 @@ def test_windows_errors_and_a_running_sql_thread(tmp_path):
     with pytest.raises(MySQLError) as e:  # the change itself still needs the SQL thread stopped
         s.execute("CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = () FOR CHANNEL 'a'")
     assert e.value.code == 3085
+
+
+def test_the_tables_key_is_equal_exactly_when_the_lists_are():
+    """landed_shapes groups statements by an Arrow-built key of their tables: no two different lists share one."""
+    import itertools
+
+    import pyarrow as pa
+
+    from rpl_sql.landed_shapes import _tables_key
+    from rpl_sql.pipeline.events import TABLES_TYPE
+
+    parts = [None, "", "a", "1:a", "=", "N", "a=1:N", "中", "x" * 12]
+    elems = [{"db": d, "name": n, "updating": u} for d, n, u in
+             itertools.product(parts[:5], ["t", "", "1:=N", "中"], [True, False, None])]
+    lists = [None, []] + [[e] for e in elems] + [[a, b] for a, b in itertools.product(elems[:12], elems[:12])]
+    keys = _tables_key(pa.array(lists, TABLES_TYPE)).to_pylist()
+    by_key = {}
+    for lst, k in zip(lists, keys):
+        by_key.setdefault(k, []).append(lst)
+    assert all(len({repr(v) for v in group}) == 1 for group in by_key.values())
+    assert len(by_key) == len({repr(v) for v in lists})

@@ -8,7 +8,6 @@ shape once with the reference evaluator: exact over all landed events, with no p
 """
 from __future__ import annotations
 
-import json
 import os
 
 from rpl_sql.errors import MySQLError
@@ -62,15 +61,37 @@ def shapes(warehouse: str, channels: list[str] | None = None, last: int | None =
             out.setdefault(r["channel"], []).append((RowEvent(r["db_name"], r["table_name"]), r["count_all"]))
     q = t.filter(pc.equal(etype, "query"))
     if q.num_rows:
-        tables = pa.array([None if v is None else json.dumps(v, separators=(",", ":"))
-                           for v in q.column("tables").to_pylist()], pa.string())
-        q = pa.table({"channel": q.column("channel"), "command": q.column("command").cast(pa.string()),
-                      "default_db": q.column("default_db").cast(pa.string()), "tables": tables})
-        for r in q.group_by(q.column_names, use_threads=False).aggregate([([], "count_all")]).to_pylist():
-            refs = [TableRef(x["db"], x["name"], bool(x["updating"])) for x in json.loads(r["tables"] or "[]")]
+        tables = q.column("tables").combine_chunks()
+        keyed = pa.table({"channel": q.column("channel"), "command": q.column("command").cast(pa.string()),
+                          "default_db": q.column("default_db").cast(pa.string()), "tables": _tables_key(tables),
+                          "i": pa.array(range(q.num_rows), pa.int64())})
+        groups = keyed.group_by(["channel", "command", "default_db", "tables"], use_threads=False).aggregate(
+            [([], "count_all"), ("i", "min")])
+        for r in groups.select(["channel", "command", "default_db", "i_min", "count_all"]).to_pylist():
+            refs = [TableRef(x["db"], x["name"], bool(x["updating"])) for x in tables[r["i_min"]].as_py() or ()]
             out.setdefault(r["channel"], []).append(
                 (statement_event(r["command"] or "OTHER", r["default_db"], refs), r["count_all"]))
     return out
+
+
+def _tables_key(tables):
+    """One string per statement's `tables` list, equal exactly when the lists are (NULLs, order and all), built
+    with Arrow kernels: each element as length-prefixed fields, so no name can fake a boundary."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def field(values, null_tag):
+        text = pc.if_else(pc.is_null(values), null_tag, pc.binary_join_element_wise("=", values.cast(pa.string()), ""))
+        return pc.binary_join_element_wise(pc.utf8_length(text).cast(pa.string()), text, ":")
+
+    elems = tables.flatten()
+    parts = [field(elems.field("db"), "N"), field(elems.field("name"), "N"), field(elems.field("updating"), "N")]
+    elem = pc.binary_join_element_wise(*parts, "")
+    lengths = pc.fill_null(pc.list_value_length(tables), 0)
+    offsets = pa.array([0], pa.int32()) if len(lengths) == 0 else pa.concat_arrays(
+        [pa.array([0], pa.int32()), pc.cumulative_sum(lengths).cast(pa.int32())])
+    joined = pc.binary_join(pa.ListArray.from_arrays(offsets, elem), "")
+    return pc.if_else(pc.is_null(tables), "NULL", pc.binary_join_element_wise("[", joined, ""))
 
 
 def rule_hits(state: ServerState, landed: Landed) -> tuple[dict[str, dict[tuple[str, str], int]], dict[str, int]]:
