@@ -540,11 +540,15 @@ def cli(*args, input_text=None):
                           input=input_text)
 
 
-def test_import_prints_then_applies_in_one_commit_and_export_round_trips(tmp_path):
+def _warehouse_with_channel_eu(tmp_path):
     wh = str(tmp_path / "wh")
     s = rpl_sql.connect(wh)
     s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'eu'")
-    v0 = s.store.version()
+    return wh, s, s.store.version()
+
+
+def test_import_prints_then_applies_in_one_commit_and_export_round_trips(tmp_path):
+    wh, s, v0 = _warehouse_with_channel_eu(tmp_path)
     cnf = tmp_path / "my.cnf"
     cnf.write_text("[mysqld]\nreplicate-ignore-db=tmp\nreplicate-wild-do-table=eu:shop.%\n"
                    "replicate-rewrite-db=eu:old->shop\n", encoding="utf-8")
@@ -567,10 +571,7 @@ def test_import_prints_then_applies_in_one_commit_and_export_round_trips(tmp_pat
 
 
 def test_a_failing_import_changes_nothing(tmp_path):
-    wh = str(tmp_path / "wh")
-    s = rpl_sql.connect(wh)
-    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'eu'")
-    v0 = s.store.version()
+    wh, s, v0 = _warehouse_with_channel_eu(tmp_path)
     cnf = tmp_path / "my.cnf"
     cnf.write_text("[mysqld]\nreplicate-do-db=a\nreplicate-do-db=nope:b\n", encoding="utf-8")
     out = cli("import-filters", "--apply", "--warehouse", wh, str(cnf))

@@ -6,7 +6,7 @@ No I/O. Every check runs before anything changes, so an error leaves the state a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from rpl_sql import performance_schema as pfs
 from rpl_sql.errors import MySQLError, Warning
@@ -30,6 +30,7 @@ from rpl_sql.statements import (
     ChangeReplicationSource,
     ExplainReplicationFilter,
     ResetReplica,
+    SetDefaultConnection,
     SetReplicationVariable,
     SetSkipCounter,
     ShowReplicaStatus,
@@ -333,6 +334,17 @@ def variable_filter(stmt: SetReplicationVariable, default_connection: str) -> Ch
         values = tuple(items)
     channel = stmt.connection if stmt.connection is not None else default_connection
     return ChangeReplicationFilter(text=stmt.text, line=stmt.line, filters=((ftype, values),), channel=channel)
+
+
+def script_statements(statements: Iterable[Statement]) -> Iterator[Statement]:
+    """A script's statements with MariaDB's `SET @@default_master_connection` followed: each `SET GLOBAL
+    [conn.]replicate_*` comes out as the CHANGE REPLICATION FILTER it is; the SETs of the connection do not."""
+    connection = ""
+    for stmt in statements:
+        if isinstance(stmt, SetDefaultConnection):
+            connection = stmt.connection
+            continue
+        yield variable_filter(stmt, connection) if isinstance(stmt, SetReplicationVariable) else stmt
 
 
 def variable_rows(state: ServerState, connection: str, like: str | None) -> list[tuple[str, str]]:

@@ -21,9 +21,8 @@ from rpl_sql.errors import MySQLError, StartupError
 from rpl_sql.parser import parse
 from rpl_sql.startup import parse_startup, read_option_file
 from rpl_sql.state import Channel, ServerState, initial_state
-from rpl_sql.statements import (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica,
-                                SetDefaultConnection, SetReplicationVariable, SetSkipCounter, StartReplica,
-                                StopReplica)
+from rpl_sql.statements import (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, SetSkipCounter,
+                                StartReplica, StopReplica)
 
 # what a script's statements can change; the rest (SHOW ..., EXPLAIN ..., Spark SQL) is passed over
 _CHANGES = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica, StopReplica,
@@ -47,13 +46,7 @@ def _ensure_channel(state: ServerState, name: str | None) -> ServerState:
 def apply_script(state: ServerState, text: str) -> ServerState:
     """The state after the script's replication statements (Spark SQL in it is passed over)."""
     now = time.time_ns() // 1000
-    connection = ""
-    for stmt in parse(text):
-        if isinstance(stmt, SetDefaultConnection):
-            connection = stmt.connection
-            continue
-        if isinstance(stmt, SetReplicationVariable):
-            stmt = server.variable_filter(stmt, connection)
+    for stmt in server.script_statements(parse(text)):
         if isinstance(stmt, ChangeReplicationFilter):
             state = _ensure_channel(state, stmt.channel)
         if isinstance(stmt, _CHANGES):

@@ -12,7 +12,7 @@ from rpl_sql.configs.statements import string
 from rpl_sql.parser import parse
 from rpl_sql.rules import TYPES, FilterType
 from rpl_sql.state import ServerState, is_gr_channel
-from rpl_sql.statements import ChangeReplicationFilter, SetDefaultConnection, SetReplicationVariable
+from rpl_sql.statements import ChangeReplicationFilter
 
 T = FilterType
 
@@ -22,13 +22,8 @@ def read_sql(text: str) -> FilterConfig:
     a type replaces the earlier one, as on the server. Other statements are passed over (and counted)."""
     glob: dict[FilterType, tuple] = {}
     channels: dict[str, dict[FilterType, tuple]] = defaultdict(dict)
-    connection, skipped = "", 0
-    for stmt in parse(text):
-        if isinstance(stmt, SetDefaultConnection):
-            connection = stmt.connection
-            continue
-        if isinstance(stmt, SetReplicationVariable):
-            stmt = server.variable_filter(stmt, connection)
+    skipped = 0
+    for stmt in server.script_statements(parse(text)):
         if not isinstance(stmt, ChangeReplicationFilter):
             skipped += 1
             continue
