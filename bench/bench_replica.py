@@ -58,8 +58,9 @@ END
 """
 
 
-def rss_mb(pid: int) -> float:
-    """RSS of the process and its descendants (the service runs each channel's SQL thread as a child)."""
+def rss_mb(pid: int) -> tuple[float, float]:
+    """RSS of the process and its descendants (the service runs each channel's SQL thread as a child), and of
+    the process alone (the receivers)."""
     children: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -69,7 +70,7 @@ def rss_mb(pid: int) -> float:
             except (OSError, ValueError, IndexError):
                 continue
             children.setdefault(ppid, []).append(int(d))
-    total, todo = 0.0, [pid]
+    total, own, todo = 0.0, 0.0, [pid]
     while todo:
         p = todo.pop()
         todo.extend(children.get(p, []))
@@ -78,9 +79,10 @@ def rss_mb(pid: int) -> float:
                 for line in f:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1]) / 1024
+                        own += int(line.split()[1]) / 1024 if p == pid else 0
         except OSError:
             pass
-    return total
+    return total, own
 
 
 def service(warehouse: str) -> subprocess.Popen:
@@ -204,7 +206,7 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
         ready.wait()
         t0 = time.monotonic()
         while not stop.is_set():
-            mem.append((time.monotonic() - t0, rss_mb(proc.pid)))
+            mem.append((time.monotonic() - t0, *rss_mb(proc.pid)))
             stop.wait(5)
 
     threads = [threading.Thread(target=f) for f in (sampler, memory)]
@@ -234,10 +236,12 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
     print(f"2. lag at {achieved:,.0f} rows/s for {seconds:.0f} s ({len(committed):,} rows, target {rate:,}/s): "
           f"p50 {q[49]:.2f} s, p99 {q[98]:.2f} s, max {lags[-1]:.2f} s")
     if mem:
-        mid = mem[len(mem) // 2][1]
-        print(f"3. service RSS (with its SQL-thread process): first {mem[0][1]:.0f} MB, middle {mid:.0f} MB, "
+        mid = mem[len(mem) // 2]
+        print(f"3. service RSS (with its SQL-thread process): first {mem[0][1]:.0f} MB, middle {mid[1]:.0f} MB, "
               f"last {mem[-1][1]:.0f} MB, "
-              f"max {max(v for _, v in mem):.0f} MB ({len(mem)} samples over {mem[-1][0]:.0f} s)")
+              f"max {max(v for _, v, _ in mem):.0f} MB ({len(mem)} samples over {mem[-1][0]:.0f} s); of it the "
+              f"receiving process: {mem[0][2]:.0f} / {mid[2]:.0f} / {mem[-1][2]:.0f} MB, the SQL-thread "
+              f"process(es): {mem[0][1] - mem[0][2]:.0f} / {mid[1] - mid[2]:.0f} / {mem[-1][1] - mem[-1][2]:.0f} MB")
 
 
 def main() -> None:
