@@ -192,6 +192,18 @@ class Filters:
         return [(t, s) for t, s in zip(TYPES, self.slots) if s.has_row]
 
 
+def tally_rule_hits(into: dict[FilterType, dict], rule_hits: Iterable[tuple[FilterType, Value]], n: int = 1) -> None:
+    """Add `n` events' worth of `evaluate.hit_rules` output to per-type, per-value counts."""
+    for ftype, value in rule_hits:
+        per = into.setdefault(ftype, {})
+        per[value] = per.get(value, 0) + n
+
+
+def type_counts(rules: dict[FilterType, dict]) -> dict[FilterType, int]:
+    """COUNTER's increments from per-rule hits: every hit has exactly one rule."""
+    return {ftype: sum(per.values()) for ftype, per in rules.items()}
+
+
 # ---------------------------------------------------------------- wildcard matching (spec §3)
 
 def like_tokens(pattern: str) -> list[tuple[str, str]]:

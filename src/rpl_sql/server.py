@@ -21,6 +21,8 @@ from rpl_sql.rules import (
     FilterType,
     Slot,
     normalize_values,
+    tally_rule_hits,
+    type_counts,
 )
 from rpl_sql.rules import like as like_match
 from rpl_sql.startup import StartupOptions
@@ -452,15 +454,12 @@ def apply_events(state: ServerState, channel: str, events: Iterable[Event],
     if ch is None:
         raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", channel)
     decisions = []
-    counts: dict[FilterType, int] = {}
     rules: dict[FilterType, dict] = {}
     for ev in events:
         d = decide(ch.filters, ev, state.matching)
         decisions.append(d)
-        for h, value in hit_rules(ch.filters, ev, d, state.lower_case_table_names):
-            counts[h] = counts.get(h, 0) + 1
-            rules.setdefault(h, {})[value] = rules.get(h, {}).get(value, 0) + 1
-    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts, rules, now))), decisions
+        tally_rule_hits(rules, hit_rules(ch.filters, ev, d, state.lower_case_table_names))
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(type_counts(rules), rules, now))), decisions
 
 
 def add_counters(state: ServerState, counts: dict[str, dict[FilterType, int]]) -> ServerState:

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from rpl_sql.evaluate import TRANSACTION_CONTROL, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.writer import IngestError, SourceFilterConflict, ingest_meta, open_table
-from rpl_sql.rules import TYPES, FilterType
+from rpl_sql.rules import TYPES, FilterType, tally_rule_hits, type_counts
 from rpl_sql.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -163,8 +163,7 @@ def settle_source_filtering(state: ServerState, channel: str, batches: Iterable[
     ch = state.channel(channel)
     if ch is None:
         raise IngestError(f"channel {channel!r} does not exist")
-    counts: Counter = Counter()
-    rules: dict[FilterType, Counter] = {}
+    rules: dict[FilterType, dict] = {}
     for b in batches:
         for key, n in b.dropped.items():
             event = _key_event(key)
@@ -174,12 +173,10 @@ def settle_source_filtering(state: ServerState, channel: str, batches: Iterable[
                     f"channel {channel!r}: seqs {b.first_seq}..{b.last_seq} (events version {b.version}) dropped "
                     f"{n} event(s) {key!r} at the source that the current filters apply ({d.decided_by}); "
                     "re-ingest that range without filter_at_source")
-            for h, value in hit_rules(ch.filters, event, d, state.lower_case_table_names):
-                counts[h] += n
-                rules.setdefault(h, Counter())[value] += n
-    if not counts:
+            tally_rule_hits(rules, hit_rules(ch.filters, event, d, state.lower_case_table_names), n)
+    if not rules:
         return state, {}, {}
-    rules = {t: dict(c) for t, c in rules.items()}
-    return state.with_channel(replace(ch, filters=ch.filters.add_counts(dict(counts), rules))), dict(counts), rules
+    counts = type_counts(rules)
+    return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts, rules))), counts, rules
 
 

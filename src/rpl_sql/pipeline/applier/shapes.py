@@ -24,7 +24,7 @@ from rpl_sql.evaluate import (
     statement_event,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES
-from rpl_sql.rules import TYPES, Filters, FilterType, fold
+from rpl_sql.rules import TYPES, Filters, FilterType, fold, tally_rule_hits
 
 log = logging.getLogger(__name__)
 
@@ -182,9 +182,7 @@ def batch_record(ch, shapes, settled: dict, settled_rules: dict | None = None, *
             continue
         for h in s.hits:
             counts[h.value] = counts.get(h.value, 0) + s.count
-        for h, value in s.rule_hits:
-            per = rules.setdefault(h, {})
-            per[value] = per.get(value, 0) + s.count
+        tally_rule_hits(rules, s.rule_hits, s.count)
         cur = by_rule.setdefault(s.decided_by, [0, 0])
         cur[0 if s.apply else 1] += s.count
         if s.apply:
