@@ -23,7 +23,7 @@ import pyarrow as pa
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
 from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import decide, hit_rules, rewrite_db
+from rpl_sql.evaluate import Decision, decide, hit_rules, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, Progress
@@ -352,18 +352,29 @@ class _Applier:
                 s.applied_db = self._applied_db(ch, s, lctn)
             return
         idx = _rewrite_index(ch.filters, lctn)
+        decided: dict[int, Decision] = {}  # id(shape) -> the evaluator's decision, for _verify to reuse
         for s in shapes:
             s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
                                  s.apply, s.decided_by, idx, lctn)
             if s.hits:  # which rule: the evaluator names it (SQL returns the deciding type only)
-                s.rule_hits = hit_rules(ch.filters, s.event(), decide(ch.filters, s.event(), state.matching), lctn)
-        self._verify(ch, shapes, lctn)
+                d = self._reference(ch, s, state.matching)
+                s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
+                if state.filter_mode == "mysql":  # then it is the decision _verify checks against
+                    decided[id(s)] = d
+        self._verify(ch, shapes, lctn, decided)
 
     @staticmethod
     def _applied_db(ch: Channel, s: Shape, lctn: int) -> str | None:
         return rewrite_db(ch.filters, s.db, lctn)
 
-    def _verify(self, ch: Channel, shapes: list[Shape], lctn: int) -> None:
+    @staticmethod
+    def _reference(ch: Channel, s: Shape, matching) -> Decision:
+        try:
+            return decide(ch.filters, s.event(), matching)
+        except Exception as e:  # the evaluator refuses what SQL decided: a malformed or XA event
+            raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", ch.name) from e
+
+    def _verify(self, ch: Channel, shapes: list[Shape], lctn: int, decided: dict[int, Decision]) -> None:
         if self.verify == "none":
             return
         rules = sum(len(ch.filters.values(t)) for t in TYPES) + 1
@@ -371,10 +382,7 @@ class _Applier:
         if self.verify == "auto":  # the most frequent shapes, within a budget of evaluator rule checks
             todo = todo[:min(VERIFY_MAX_SHAPES, max(256, VERIFY_BUDGET // rules))]
         for s in todo:
-            try:
-                d = decide(ch.filters, s.event(), lctn)
-            except Exception as e:  # the evaluator refuses what SQL decided: a malformed or XA event
-                raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", ch.name) from e
+            d = decided.get(id(s)) or self._reference(ch, s, lctn)
             got = (s.apply, s.decided_by, sorted(h.value for h in s.hits), s.applied_db)
             want = (d.apply, d.decided_by, sorted(h.value for h in d.hits), self._applied_db(ch, s, lctn))
             if got != want:
