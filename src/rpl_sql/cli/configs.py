@@ -10,7 +10,6 @@ product's terms, or fails naming the rule that product cannot state exactly.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -108,7 +107,6 @@ def export_main(argv: list[str] | None = None) -> int:
                 out, notes = dms.write(rules, state.lower_case_table_names, name)
             else:
                 out = debezium.write(rules, state.lower_case_table_names, name)
-                json.loads(out)
         for n in notes:
             sys.stderr.write(f"rpl-sql export-filters: note: {n}\n")
         if args.output:

@@ -38,8 +38,7 @@ class Mapping:
     def selects(self, schema: str, table: str) -> tuple[bool, str]:
         """(replicated, target schema) of a source table: included by some rule and excluded by none."""
         def hit(s: Selection) -> bool:
-            return (P.witness(s.schema, [("lit", c) for c in schema]) is not None
-                    and P.witness(s.table, [("lit", c) for c in table]) is not None)
+            return P.matches(s.schema, schema) and P.matches(s.table, table)
 
         inc = any(hit(s) for s in self.selections if s.action == "include")
         exc = any(hit(s) for s in self.selections if s.action == "exclude")
@@ -111,12 +110,12 @@ def read(text: str, channel: str | None) -> FilterConfig:
         for st in schemas:
             db = P.literal(st)
             if db is None:
-                clash = [x for x in list(renames) + list(targets) if P.witness(st, [("lit", c) for c in x])]
+                clash = [x for x in list(renames) + list(targets) if P.matches(st, x)]
                 if clash:
                     raise NotExpressible(f"DMS rule '{s.rule}': its schema pattern matches the renamed schema "
                                          f"'{clash[0]}', and MySQL judges tables after the rename")
             else:
-                st = [("lit", c) for c in renames.get(db, db)]
+                st = P.literal_tokens(renames.get(db, db))
             for tt in tables:
                 expanded.append((s, st + [("lit", ".")] + tt))
     inc = [(s, t) for s, t in expanded if s.action == "include"]
@@ -170,7 +169,7 @@ def read(text: str, channel: str | None) -> FilterConfig:
 def _split(ftype: FilterType, value: str, channel: str) -> tuple[list, list]:
     if ftype in (T.DO_TABLE, T.IGNORE_TABLE):
         db, _, table = value.partition(".")
-        return [("lit", c) for c in db], [("lit", c) for c in table]
+        return P.literal_tokens(db), P.literal_tokens(table)
     parts = P.split_at_dot(P.mysql_tokens(value))
     if parts is None:
         raise NotExpressible(f"channel '{channel}' {ftype.filter_name} rule '{value}': DMS matches schema and "
@@ -187,7 +186,7 @@ def write(rules: dict[FilterType, tuple], lctn: int, channel: str) -> tuple[str,
         """The source schemas (as patterns) whose tables MySQL checks as `db_tokens` after the rewrite."""
         db = P.literal(db_tokens)
         if db is None:
-            hit = [x for x in list(rw) + list(targets) if P.witness(db_tokens, [("lit", c) for c in x], lctn)]
+            hit = [x for x in list(rw) + list(targets) if P.matches(db_tokens, x, lctn)]
             if hit:
                 raise NotExpressible(f"channel '{channel}' rule '{rule}': its database pattern matches '{hit[0]}', "
                                      "which REPLICATE_REWRITE_DB renames, and DMS selects by the source name")
@@ -195,7 +194,7 @@ def write(rules: dict[FilterType, tuple], lctn: int, channel: str) -> tuple[str,
         names = [src for src, dst in rw.items() if fold(dst, lctn) == fold(db, lctn)]
         if not any(fold(src, lctn) == fold(db, lctn) for src in rw):
             names.append(db)
-        return [[("lit", c) for c in n] for n in names]
+        return [P.literal_tokens(n) for n in names]
 
     do_t, ign_t = rules.get(T.DO_TABLE, ()), rules.get(T.IGNORE_TABLE, ())
     wdo, wign = rules.get(T.WILD_DO_TABLE, ()), rules.get(T.WILD_IGNORE_TABLE, ())
@@ -221,14 +220,14 @@ def write(rules: dict[FilterType, tuple], lctn: int, channel: str) -> tuple[str,
     if do_db:
         narrowed = []
         for d in do_db:
-            for src in sources([("lit", c) for c in d], d):
+            for src in sources(P.literal_tokens(d), d):
                 for db, table in includes:
                     if P.witness(db, src, lctn) is not None:
                         narrowed.append((src, table))
         includes = narrowed
     else:
         for d in ign_db:
-            excludes += [(s, [P.ANY]) for s in sources([("lit", c) for c in d], d)]
+            excludes += [(s, [P.ANY]) for s in sources(P.literal_tokens(d), d)]
     out, n = [], 0
     for action, entries in (("include", includes), ("exclude", excludes)):
         for db, table in entries:
@@ -243,7 +242,7 @@ def write(rules: dict[FilterType, tuple], lctn: int, channel: str) -> tuple[str,
                                  "DMS rename takes one spelling")
         n += 1
         out.append({"rule-type": "transformation", "rule-id": str(n), "rule-name": str(n), "rule-target": "schema",
-                    "object-locator": {"schema-name": P.dms_text([("lit", c) for c in src], lctn)},
+                    "object-locator": {"schema-name": P.dms_text(P.literal_tokens(src), lctn)},
                     "rule-action": "rename", "value": dst})
     notes = []
     if not includes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.rules import TYPES, FilterType, normalize_values
+from rpl_sql.rules import TYPES, FilterType
 from rpl_sql.state import ServerState
 
 Rules = tuple[tuple[FilterType, tuple], ...]  # (type, values) in FilterType order, only the types given
@@ -38,12 +38,6 @@ class FilterConfig:
     def channel(self, name: str) -> dict[FilterType, tuple]:
         return dict(next((r for n, r in self.channels if n == name), ()))
 
-    def effective(self, name: str) -> dict[FilterType, tuple]:
-        """What the channel's filter object holds once configured: its types, else the global non-empty ones."""
-        out = {t: v for t, v in self.global_rules if v}
-        out.update(self.channel(name))
-        return out
-
 
 def channel_rules(state: ServerState, name: str) -> dict[FilterType, tuple]:
     """The rules a channel decides with (evaluation only ever reads the channel's own filter object)."""
@@ -69,12 +63,3 @@ def from_state(state: ServerState) -> FilterConfig:
                 own[t] = v
         channels.append((ch.name, rules_of(own)))
     return FilterConfig(rules_of(glob), tuple(channels), state.lower_case_table_names, state.filter_mode)
-
-
-def normalized(config: FilterConfig, lctn: int = 0) -> FilterConfig:
-    """Values stored as MySQL stores them (exact table rules de-duplicated, first spelling kept)."""
-    def norm(rules: Rules) -> Rules:
-        return tuple((t, normalize_values(t, v, lctn)) for t, v in rules)
-
-    return FilterConfig(norm(config.global_rules), tuple((n, norm(r)) for n, r in config.channels),
-                        config.lower_case_table_names, config.filter_mode, config.notes)

@@ -87,6 +87,16 @@ def expand_sets(tokens: list[tuple], limit: int = 64) -> list[list[tuple]] | Non
     return out
 
 
+def literal_tokens(text: str) -> list[tuple]:
+    """The pattern that matches exactly `text`."""
+    return [("lit", c) for c in text]
+
+
+def matches(tokens: list[tuple], text: str, fold_lctn: int = 0) -> bool:
+    """Whether the pattern matches the whole of `text` (per character, folded when `fold_lctn`)."""
+    return witness(tokens, literal_tokens(text), fold_lctn) is not None
+
+
 def literal(tokens: list[tuple]) -> str | None:
     """The one string a wildcard-free pattern matches, else None."""
     if all(t[0] == "lit" for t in tokens):

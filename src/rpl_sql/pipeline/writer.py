@@ -245,9 +245,9 @@ class EventsWriter:
 
         A commit writes a file per database it touched, and every later append costs more with the table's file
         count (delta-rs keeps each file's action in memory); merging them bounds both. The rows are the batches as
-        committed (kept in memory until then). Rows, seqs, positions and
-        the commit history stay; a reader on an older version still reads the old files (until upkeep's vacuum).
-        Best effort: on a conflict or an error the files stay as they are and a later compaction takes them.
+        committed (kept in memory until then). Rows, seqs, positions and the commit history stay; a reader on an
+        older version still reads the old files (until upkeep's vacuum). Best effort: on a conflict or an error
+        the files stay as they are and a later compaction takes them.
         """
         if not self._loose:
             return
