@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import rpl_sql
@@ -359,6 +359,13 @@ def test_dms_rules_without_an_exact_form_are_refused_by_name(rules, match):
         dms.read(_mapping(*rules), None)
 
 
+def test_two_renames_to_one_schema_are_refused_unless_selected_alike():
+    alike = _mapping(sel("[as]", "t%", "include"), rename("a", "z"), rename("s", "z"))
+    assert dms.read(alike, None).global_rules
+    with pytest.raises(NotExpressible, match="renames 'a' and 'sales' both to 'z', and rule '1'"):
+        dms.read(_mapping(sel("[ab]", "%", "include"), rename("a", "z"), rename("sales", "z")), None)
+
+
 def test_a_malformed_mapping_is_a_mysql_style_error():
     with pytest.raises(rpl_sql.MySQLError) as e:
         dms.read("{\"rules\": [", None)
@@ -395,6 +402,10 @@ def _probe_names(rnd: random.Random, mapping: dms.Mapping) -> list[tuple[str, st
 
 @SETTINGS
 @given(text=dms_mappings(), seed=st.integers(0, 2**32 - 1))
+@example(text=_mapping(sel("[_]", "%", "include"), sel("[ab]", "%", "include"), rename("a", "z"),
+                       rename("sales", "z")), seed=0)
+@example(text=_mapping(sel("z", "%", "include"), rename("a", "z")), seed=0)
+@example(text=_mapping(sel("[_]", "ab", "include"), sel("%", "ab", "exclude")), seed=0)
 def test_an_imported_dms_mapping_selects_as_dms_does(text, seed):
     m = dms.parse(text) if any(r["rule-action"] == "include" for r in json.loads(text)["rules"]
                                if r["rule-type"] == "selection") else None

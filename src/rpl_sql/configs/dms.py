@@ -102,6 +102,15 @@ def read(text: str, channel: str | None) -> FilterConfig:
     m = parse(text)
     renames = dict(m.renames)
     targets = set(renames.values())
+    by_target: dict[str, list[str]] = {}
+    for src, dst in m.renames:
+        by_target.setdefault(dst, []).append(src)
+    for dst, srcs in by_target.items():
+        for s in m.selections:
+            if len({P.matches(s.schema, src) for src in srcs}) > 1:
+                other = next(x for x in srcs if P.matches(s.schema, x) != P.matches(s.schema, srcs[0]))
+                raise NotExpressible(f"DMS renames '{srcs[0]}' and '{other}' both to '{dst}', and rule '{s.rule}' selects "
+                                     "one of them only: MySQL judges both after the rename, as one database")
     expanded: list[tuple[Selection, list]] = []  # (rule, combined `db.table` tokens with the db renamed)
     for s in m.selections:
         schemas, tables = P.expand_sets(s.schema), P.expand_sets(s.table)
@@ -114,6 +123,9 @@ def read(text: str, channel: str | None) -> FilterConfig:
                 if clash:
                     raise NotExpressible(f"DMS rule '{s.rule}': its schema pattern matches the renamed schema "
                                          f"'{clash[0]}', and MySQL judges tables after the rename")
+            elif db in targets and db not in renames:
+                raise NotExpressible(f"DMS rule '{s.rule}' selects the source schema '{db}', and '{db}' is also a "
+                                     "rename target: MySQL judges both as one database, after the rename")
             else:
                 st = P.literal_tokens(renames.get(db, db))
             for tt in tables:
@@ -143,6 +155,9 @@ def read(text: str, channel: str | None) -> FilterConfig:
             add(T.WILD_DO_TABLE, P.mysql_text(t))
         elif key not in exact_exc and not any(like(P.mysql_text(te), key) for _, te in wild_exc):
             add(T.DO_TABLE, key)
+    if T.DO_TABLE not in rules and T.WILD_DO_TABLE not in rules:
+        raise NotExpressible("every table the DMS table mapping includes it also excludes: DMS replicates nothing, "
+                             "and replication filters cannot ignore every table")
     for _, t in exc:
         key = P.literal(t)
         if key is None:
