@@ -109,8 +109,8 @@ def read(text: str, channel: str | None) -> FilterConfig:
         for s in m.selections:
             if len({P.matches(s.schema, src) for src in srcs}) > 1:
                 other = next(x for x in srcs if P.matches(s.schema, x) != P.matches(s.schema, srcs[0]))
-                raise NotExpressible(f"DMS renames '{srcs[0]}' and '{other}' both to '{dst}', and rule '{s.rule}' selects "
-                                     "one of them only: MySQL judges both after the rename, as one database")
+                raise NotExpressible(f"DMS renames '{srcs[0]}' and '{other}' both to '{dst}', and rule '{s.rule}' "
+                                     "selects one of them only: MySQL judges both after the rename, as one database")
     expanded: list[tuple[Selection, list]] = []  # (rule, combined `db.table` tokens with the db renamed)
     for s in m.selections:
         schemas, tables = P.expand_sets(s.schema), P.expand_sets(s.table)
