@@ -69,12 +69,12 @@ def spark_sql_binary() -> Path:
 
 
 def run_spark_sql(tmp: Path, init: Path, sections: list[tuple[str, str]], python: str = sys.executable,
-                  ignore_errors: bool = False) -> tuple[dict[str, list[list[str]]], str]:
-    """Run `spark-sql -S -i init -e <queries>` in `tmp`, its workers on `python`; each section's rows
-    (tab-split stdout lines) and stderr. With ignore_errors a failing section has no rows."""
+                  ignore_errors: bool = False, master: str = "local[1]") -> tuple[dict[str, list[list[str]]], str]:
+    """Run `spark-sql -S --master master -i init -e <queries>` in `tmp`, its workers on `python`; each section's
+    rows (tab-split stdout lines) and stderr. With ignore_errors a failing section has no rows."""
     assert ROOT not in tmp.resolve().parents, "run the shell outside the checkout"
     script = "".join(f"SELECT '@@{name}';\n{query};\n" for name, query in sections)
-    cmd = [str(spark_sql_binary()), "-S", "--master", "local[1]",
+    cmd = [str(spark_sql_binary()), "-S", "--master", master,
            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
            "--conf", "spark.driver.memory=1g",

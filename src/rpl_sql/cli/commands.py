@@ -92,7 +92,8 @@ def apply_main(argv: list[str] | None = None) -> int:
     p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
                    help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
     p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
-    p.add_argument("--master", help="Spark master (default local[2])")
+    p.add_argument("--master", help="Spark master URL, as spark-sql takes it (default: spark.master in "
+                                    "spark-defaults.conf, else $MASTER, else local[2])")
     p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
     p.add_argument("-v", "--verbose", action="store_true", help="show Spark's own log (default: a file in $TMPDIR)")
     args = p.parse_args(argv)
@@ -101,7 +102,7 @@ def apply_main(argv: list[str] | None = None) -> int:
     conf = dict(c.split("=", 1) for c in args.conf)
 
     def start_spark():
-        return local_spark(app_name="rpl_sql-apply", master=args.master or "local[2]", verbose=args.verbose,
+        return local_spark(app_name="rpl_sql-apply", master=args.master, verbose=args.verbose,
                            **{"spark.ui.showConsoleProgress": "false", **conf})
 
     display = Display()

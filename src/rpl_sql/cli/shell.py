@@ -218,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--defaults-file", metavar="MY_CNF", help="option file whose [mysqld] section is read at --start")
     p.add_argument("--export-sql", action="store_true",
                    help="print a Spark SQL init script (views + functions) for spark-sql and SQL notebooks")
-    p.add_argument("--master", help="Spark master for statements that need Spark (default local[2])")
+    p.add_argument("--master", help="Spark master for statements that need Spark, as spark-sql takes it "
+                                    "(default: spark.master in spark-defaults.conf, else $MASTER, else local[2])")
     p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show Spark's own log and warnings (by default they go to a log file in $TMPDIR)")
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     def start_spark():
         from rpl_sql.spark.env import local_spark
 
-        return local_spark(master=args.master or "local[2]", verbose=args.verbose, **conf)
+        return local_spark(master=args.master, verbose=args.verbose, **conf)
 
     session.spark_factory = start_spark
     shell = Shell(session, silent=args.silent)

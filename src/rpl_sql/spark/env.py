@@ -46,12 +46,81 @@ def _stderr_to(path: str | None) -> Iterator[None]:
         os.close(fd)
 
 
-def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", verbose: bool = False, **conf: str):
-    """A local SparkSession whose Python workers run this interpreter (so they can import rpl_sql).
+DEFAULT_MASTER = "local[2]"
 
-    Its JVM JIT-compiles methods over 8,000 bytes of bytecode (HUGE_METHODS_FLAG): whole-stage codegen
+
+def spark_defaults_path() -> str:
+    """The spark-defaults.conf that spark-submit reads: $SPARK_CONF_DIR's, else $SPARK_HOME/conf's (SPARK_HOME
+    defaulting to the installed pyspark)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        home = os.environ.get("SPARK_HOME")
+        if not home:
+            from pyspark.find_spark_home import _find_spark_home
+
+            home = _find_spark_home()
+        conf_dir = os.path.join(home, "conf")
+    return os.path.join(conf_dir, "spark-defaults.conf")
+
+
+_PROPERTY = re.compile(r"^\s*((?:[^\s=:\\]|\\.)+)\s*[=:\s]\s*(.*)$")
+
+
+def spark_defaults(path: str | None = None) -> dict[str, str]:
+    """The settings in spark-defaults.conf (Java properties syntax, values trimmed as Spark trims them);
+    empty when there is no such file."""
+    try:
+        with open(path or spark_defaults_path(), encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith(("#", "!")):
+            continue
+        m = _PROPERTY.match(line)
+        if m:
+            out[m.group(1).replace("\\", "")] = m.group(2).strip()
+        elif line.strip():
+            out[line.strip()] = ""
+    return out
+
+
+def session_settings(master: str | None, conf: Mapping[str, str], defaults: Mapping[str, str],
+                     env: Mapping[str, str]) -> dict[str, str]:
+    """What local_spark passes to spark-submit: `conf` and `master` as given, then rpl_sql's own defaults for
+    what neither they, spark-defaults.conf (`defaults`) nor the SPARK_* environment set. The JIT and collector
+    flags are added to the driver's and executors' Java options wherever they come from.
+
+    >>> session_settings(None, {}, {"spark.master": "spark://h:7077"}, {})["spark.master"]
+    'spark://h:7077'
+    """
+    out = dict(conf)
+    if master:
+        out["spark.master"] = master
+    elif "spark.master" not in out and "spark.master" not in defaults and not env.get("MASTER"):
+        out["spark.master"] = DEFAULT_MASTER
+    given = {**defaults, **out}
+    ours = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC",
+            "spark.sql.python.filterPushdown.enabled": "true",
+            "spark.sql.sources.partitionColumnTypeInference.enabled": "false"}
+    if not env.get("SPARK_DRIVER_MEMORY"):
+        ours["spark.driver.memory"] = env.get("RPL_SQL_DRIVER_MEMORY", "4g")
+    for k, v in ours.items():
+        if k not in given:
+            out[k] = v
+    for k in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        out[k] = java_options(given.get(k, ""))
+    return out
+
+
+def local_spark(app_name: str = "rpl_sql", master: str | None = None, verbose: bool = False, **conf: str):
+    """A SparkSession whose Python workers run this interpreter (so they can import rpl_sql): on `master`, else
+    the master that spark-defaults.conf or $MASTER names, else local[2]; settings as session_settings gives them.
+
+    Its JVMs JIT-compile methods over 8,000 bytes of bytecode (HUGE_METHODS_FLAG): whole-stage codegen
     makes such methods for compiled filter functions, which HotSpot otherwise leaves to its interpreter.
-    It uses the parallel (throughput) collector unless `spark.driver.extraJavaOptions` names one: inside
+    They use the parallel (throughput) collector unless the Java options name one: inside
     a method that big the JIT cannot prove the decoded strings stay local, so a filter allocates about
     165 bytes per row that a bare scan does not, and under G1 that allocation cost `should_apply`
     about a fifth of its time (bench/bench_should_apply.py --java-opts).
@@ -65,16 +134,8 @@ def local_spark(app_name: str = "rpl_sql", master: str = "local[2]", verbose: bo
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.python.filterPushdown.enabled", "true")
-               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-               .config("spark.driver.memory", os.environ.get("RPL_SQL_DRIVER_MEMORY", "4g")))
-    opts = java_options(conf.pop("spark.driver.extraJavaOptions", ""))
-    builder = builder.config("spark.driver.extraJavaOptions", opts)
-    for k, v in conf.items():
+    builder = SparkSession.builder.appName(app_name)
+    for k, v in session_settings(master, conf, spark_defaults(), os.environ).items():
         builder = builder.config(k, v)
     from pyspark import SparkContext
 

@@ -1,0 +1,179 @@
+"""rpl_sql on a Spark standalone cluster, not only `local[*]`: a master and two one-core workers started from
+pyspark's own `spark-class` on 127.0.0.1 (tests/cluster.py). `rpl-sql apply` finds the master in
+spark-defaults.conf, the real spark-sql shell runs the exported functions and views with `--master`, and the
+replica service's SQL thread decides on the cluster. The warehouse is a local path, which every worker of this
+one-machine cluster sees, as a shared filesystem would give a real one."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from cluster import StandaloneCluster
+from test_apply import check_against_reference, land, mixed_log, setup_server
+from test_replica_service import (PHASE_1, PHASE_2, caught_up, fresh_pair, servers,  # noqa: F401
+                                  start_service, status)
+from test_replica import _normal, _ours
+from test_spark_sql_cli import (FILTER_QUERY, ROW_EVENTS, SETUP, byte_order, cell, export, expected_functions,
+                                function_sections, run_spark_sql, script_literal)
+
+from rpl_sql import Session
+from rpl_sql.evaluate import RowEvent, decide
+from rpl_sql.spark.env import (DEFAULT_MASTER, HUGE_METHODS_FLAG, THROUGHPUT_GC_FLAG, session_settings,
+                               spark_defaults)
+from rpl_sql.store import DeltaStore
+
+def test_settings_come_from_the_command_then_spark_defaults_then_rpl_sql(tmp_path):
+    """spark-submit's order: --master/--conf over spark-defaults.conf over the environment; rpl_sql's own
+    defaults only fill the gaps, and the JIT/collector flags join whatever Java options were chosen."""
+    f = tmp_path / "spark-defaults.conf"
+    f.write_text("# comment\n! also a comment\n\nspark.master   spark://h:7077\nspark.driver.memory=2g\n"
+                 "spark.sql.shuffle.partitions : 64\nspark.executor.extraJavaOptions -Dx=1 -Dy=a b\n"
+                 "spark.a\\=b  v\n")
+    d = spark_defaults(str(f))
+    assert d == {"spark.master": "spark://h:7077", "spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "64",
+                 "spark.executor.extraJavaOptions": "-Dx=1 -Dy=a b", "spark.a=b": "v"}
+    flags = f"{HUGE_METHODS_FLAG} {THROUGHPUT_GC_FLAG}"
+    got = session_settings(None, {}, d, {})
+    assert "spark.master" not in got and "spark.driver.memory" not in got  # spark-submit reads them itself
+    assert "spark.sql.shuffle.partitions" not in got and got["spark.sql.session.timeZone"] == "UTC"
+    assert got["spark.executor.extraJavaOptions"] == f"-Dx=1 -Dy=a b {flags}"
+    assert got["spark.driver.extraJavaOptions"] == flags
+    got = session_settings("local[1]", {"spark.sql.shuffle.partitions": "2"}, d, {"MASTER": "spark://other:1"})
+    assert got["spark.master"] == "local[1]" and got["spark.sql.shuffle.partitions"] == "2"
+    assert session_settings(None, {}, {}, {})["spark.master"] == DEFAULT_MASTER
+    assert "spark.master" not in session_settings(None, {}, {}, {"MASTER": "spark://m:7077"})
+    assert session_settings(None, {}, {}, {})["spark.driver.memory"] == "4g"
+    assert "spark.driver.memory" not in session_settings(None, {}, {}, {"SPARK_DRIVER_MEMORY": "1g"})
+    assert spark_defaults(str(tmp_path / "none.conf")) == {}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = StandaloneCluster(tmp_path_factory.mktemp("cluster")).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _descendants(pid: int) -> list[str]:
+    """The command lines of a process's descendants."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                continue
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                out.append(f.read().replace(b"\0", b" ").decode("utf-8", "replace"))
+        except OSError:
+            pass
+    return out
+
+
+def new_apps(cluster: StandaloneCluster, before: list[dict]) -> list[dict]:
+    seen = {a["id"] for a in before}
+    return [a for a in cluster.apps() if a["id"] not in seen]
+
+
+@pytest.mark.spark
+def test_apply_runs_on_the_master_that_spark_defaults_names(spark, cluster, warehouse, tmp_path):
+    """No --master: the one in $SPARK_CONF_DIR/spark-defaults.conf, as spark-submit reads it; both workers run
+    executors, and the applied events, COUNTERs and per-rule hits equal the reference evaluator's."""
+    setup_server(warehouse)
+    log = mixed_log(seed=5, scale=2)
+    land(warehouse, log)
+    before_state = DeltaStore(warehouse).load().state
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(f"# a user's defaults\nspark.master  {cluster.url}\n"
+                                              "spark.executor.memory=700m\nspark.cores.max 2\n")
+    env = dict(cluster.env, SPARK_CONF_DIR=str(conf), SPARK_DRIVER_MEMORY="1g")
+    apps = cluster.apps()
+    proc = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "apply", "--warehouse", warehouse, "-S",
+                           "--batch-size", "0", "--conf", "spark.sql.shuffle.partitions=2"],
+                          env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == ""  # quiet on a cluster too
+    check_against_reference(spark, warehouse, log, before_state)
+    (app,) = new_apps(cluster, apps)
+    assert app["name"] == "rpl_sql-apply" and app["memoryperexecutor"] == 700
+    assert len(cluster.executor_dirs(app["id"])) == 2
+
+
+@pytest.mark.spark
+def test_should_apply_and_the_views_in_spark_sql_on_the_cluster(cluster, tmp_path):
+    """The exported script in the real spark-sql shell with `--master spark://...`: the views (Python data
+    source, read in the executors' Python workers) and the compiled functions over rows spread across both
+    executors equal the Python API and the reference evaluator."""
+    wh = tmp_path / "wh"
+    session = Session(str(wh))
+    session.execute(SETUP)
+    init, _ = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path)
+    n = len(ROW_EVENTS)
+
+    def pick(k: int) -> str:
+        return f"element_at(array({', '.join(script_literal(e[k]) for e in ROW_EVENTS)}), CAST(id % {n} AS INT) + 1)"
+
+    spread = (f"SELECT i, count(*), count_if(should_apply(c, d, t)), min(filter_decided_by(c, d, t)), "
+              f"min(rewrite_db(c, d)) FROM (SELECT /*+ REPARTITION(6) */ id % {n} AS i, {pick(0)} AS c, "
+              f"{pick(1)} AS d, {pick(2)} AS t FROM range(300000)) GROUP BY i ORDER BY i")
+    apps = cluster.apps()
+    got, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY), ("spread", spread)] + function_sections(),
+                           master=cluster.url)
+    assert got["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
+    assert [got["rows"], got["statements"]] == list(expected_functions(session.state))
+    want = []
+    for i, (c, d, t) in enumerate(ROW_EVENTS):
+        dec = decide(session.state.channel(c).filters, RowEvent(d, t))
+        count = len(range(i, 300000, n))
+        want.append([str(i), str(count), str(count if dec.apply else 0), cell(dec.decided_by), cell(dec.database)])
+    assert got["spread"] == want
+    (app,) = new_apps(cluster, apps)
+    assert len(cluster.executor_dirs(app["id"])) == 2
+
+
+@pytest.mark.spark
+def test_the_replica_service_decides_on_the_cluster(warehouse, servers, cluster):  # noqa: F811
+    """`rpl-sql replica --master spark://...`: each channel's SQL thread applies with the Spark job on the
+    cluster, and obeys STOP/CHANGE/START between batches; its tables equal a MariaDB replica's."""
+    src, oracle = servers
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_IGNORE_DB = (hr)",
+                         {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
+    apps = cluster.apps()
+    proc = start_service(warehouse, "--master", cluster.url, "--conf", "spark.sql.shuffle.partitions=2",
+                         "--conf", "spark.executor.memory=700m", env=dict(cluster.env, SPARK_DRIVER_MEMORY="1g"))
+    try:
+        src.execute(*PHASE_1)
+        caught_up(warehouse, src, timeout=300)
+        oracle.caught_up(src, "a")
+        assert _normal(_ours(warehouse, ["a"])) == _normal(oracle.contents())
+        assert any("org.apache.spark.deploy.SparkSubmit" in c for c in _descendants(proc.pid))
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        assert status(session)["Replica_SQL_Running"] == "No"
+        session.execute("CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = () FOR CHANNEL 'a';\n"
+                        "START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        oracle.execute("STOP SLAVE 'a' SQL_THREAD", "SET @@default_master_connection = 'a'",
+                       "SET GLOBAL replicate_ignore_db = ''", "START SLAVE 'a' SQL_THREAD")
+        src.execute(*PHASE_2)
+        caught_up(warehouse, src, timeout=300)
+        oracle.caught_up(src, "a")
+        assert _normal(_ours(warehouse, ["a"])) == _normal(oracle.contents())
+        (app,) = new_apps(cluster, apps)
+        assert app["name"] == "rpl_sql-replica" and len(cluster.executor_dirs(app["id"])) == 2
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
