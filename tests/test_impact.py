@@ -166,3 +166,39 @@ def test_the_tables_key_is_equal_exactly_when_the_lists_are():
         by_key.setdefault(k, []).append(lst)
     assert all(len({repr(v) for v in group}) == 1 for group in by_key.values())
     assert len(by_key) == len({repr(v) for v in lists})
+
+
+@pytest.mark.spark
+def test_a_session_with_spark_counts_the_shapes_in_spark_as_arrow_does(spark, tmp_path):
+    """Once a session has Spark, EXPLAIN CHANGE and the lint count the landed shapes with a Spark job
+    (rpl_sql.spark.landed_shapes): the same shapes and counts as the Arrow scan, windows included, and the
+    same impact rows, on hostile names and statements with NULL, empty and repeated table lists."""
+    from rpl_sql import landed_shapes as arrow_side
+    from rpl_sql.spark import landed_shapes as spark_side
+
+    rnd = random.Random(5)
+    wh = str(tmp_path / "wh")
+    s = rpl_sql.connect(wh)
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL '';\n"
+              "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'a';\n"
+              "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'b,''c';\n"
+              f"CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL 'a'")
+    for ch, n in (("", 120), ("a", 400), ("b,'c", 60)):
+        land(wh, ch, rnd, n)
+
+    def canon(landed):
+        return sorted((ch, repr(ev), n) for ch, evs in landed.items() for ev, n in evs)
+
+    since = (T0 + timedelta(seconds=90)).strftime("%Y-%m-%d %H:%M:%S")
+    for args in [(None,), (["a"],), ([""],), (["b,'c", ""],), (["a", "b,'c"], 30), (None, 7), (["a"], None, since),
+                 (["zz"],), (None, None, "2026-11-01 00:00:00+05:00")]:
+        assert canon(spark_side.shapes(spark, wh, *args)) == canon(arrow_side.shapes(wh, *args)), args
+    assert spark_side.shapes(spark, str(tmp_path / "empty")) == {}
+
+    change = f"EXPLAIN CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL 'a' LAST 250 EVENTS"
+    plain = s.execute(change)[-1].rows
+    lint_plain = s.execute("SHOW REPLICATION FILTER WARNINGS")[-1].rows
+    with_spark = rpl_sql.register(spark, wh)
+    assert with_spark.surface is not None
+    assert with_spark.execute(change)[-1].rows == plain
+    assert with_spark.execute("SHOW REPLICATION FILTER WARNINGS")[-1].rows == lint_plain

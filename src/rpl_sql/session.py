@@ -265,7 +265,7 @@ class Session:
         state = self.state
         if stmt.channel is not None and state.channel(stmt.channel) is None:
             raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
-        hits, events = landed_shapes.rule_hits(state, landed_shapes.shapes(self.warehouse))
+        hits, events = landed_shapes.rule_hits(state, self._landed_shapes(self.warehouse))
         rows = [w.row() for w in lint.lint_state(state, stmt.channel, hits, events)]
         return Result(stmt, lint.WARNING_COLUMNS, rows)
 
@@ -275,8 +275,12 @@ class Session:
         after = impact.proposed(state, stmt.change, self._clock())
         names = [stmt.change.channel] if stmt.change.channel is not None else \
             [c.name for c in after.configured_channels()]
-        landed = landed_shapes.shapes(self.warehouse, names, stmt.last, stmt.since)
+        landed = self._landed_shapes(self.warehouse, names, stmt.last, stmt.since)
         return Result(stmt, impact.IMPACT_COLUMNS, impact.impact(state, after, landed, names))
+
+    def _landed_shapes(self, *args):
+        """The landed events' shapes: counted by a Spark job once the session has Spark, else with Arrow here."""
+        return (self.surface.landed_shapes if self.surface is not None else landed_shapes.shapes)(*args)
 
     def _spark_sql(self, stmt: OtherSQL) -> Result:
         spark = self.spark

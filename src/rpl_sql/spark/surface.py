@@ -50,6 +50,13 @@ class SparkSurface:
             self.spark.createDataFrame(rows(state), schema).createOrReplaceTempView(name)
         self.functions.install(state)
 
+    def landed_shapes(self, warehouse: str, channels: list[str] | None = None, last: int | None = None,
+                      since: str | None = None):
+        """The landed events' shapes, counted by a Spark job in this session (rpl_sql.spark.landed_shapes)."""
+        from rpl_sql.spark.landed_shapes import shapes
+
+        return shapes(self.spark, warehouse, channels, last, since)
+
     @property
     def encoding(self) -> str:
         return self.functions.encoding

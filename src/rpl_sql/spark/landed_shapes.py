@@ -1,0 +1,54 @@
+"""The landed events' distinct shapes and their counts in one Spark job: what rpl_sql.landed_shapes.shapes gives
+with Arrow in this process, for sessions that have Spark (the impact of a filter change and the lint's
+"never matched" counts then scale with the cluster). Each shape is still decided in Python by the reference
+evaluator, so the verdicts are exact whichever side counted."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rpl_sql.evaluate import RowEvent, TableRef, statement_event
+from rpl_sql.landed_shapes import ROW_TYPES, Landed
+from rpl_sql.spark.deltaread import read_delta
+from rpl_sql.store import utc_time
+
+
+def shapes(spark: Any, warehouse: str, channels: list[str] | None = None, last: int | None = None,
+           since: str | None = None) -> Landed:
+    """Each channel's shapes and counts (gtid markers left out): all landed events, each channel's `last`
+    events, or those logged at or after `since`; as rpl_sql.landed_shapes.shapes."""
+    from pyspark.sql import functions as F
+
+    path = os.path.join(os.fspath(warehouse), "events")
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        return {}
+    at = utc_time(since, "SINCE") if since is not None else None  # its error before any Spark work
+    ev = read_delta(spark, path, partitions={"channel": channels} if channels is not None else None,
+                    engine="delta-rs")
+    c = F.coalesce(F.col("channel"), F.lit("")).alias("c")
+    df = ev.select(c, "seq", "event_type", "db_name", "table_name", "command", "default_db", "tables", "event_time")
+    if at is not None:
+        df = df.where(F.col("event_time") >= F.lit(at))
+    if last is not None:
+        tops = df.groupBy("c").agg(F.max("seq").alias("top")).collect()
+        if not tops:
+            return {}
+        keep = F.lit(False)
+        for r in tops:
+            keep = keep | ((F.col("c") == F.lit(r["c"])) & (F.col("seq") > F.lit(r["top"] - last)))
+        df = df.where(keep)
+    is_row = F.col("event_type").isin(*ROW_TYPES) & F.col("db_name").isNotNull() & F.col("table_name").isNotNull()
+    is_query = F.col("event_type") == F.lit("query")
+    keyed = df.where(is_row | is_query).select(
+        "c", is_query.alias("q"), F.when(is_row, F.col("db_name")).alias("d"),
+        F.when(is_row, F.col("table_name")).alias("t"), F.when(is_query, F.col("command")).alias("cmd"),
+        F.when(is_query, F.col("default_db")).alias("ddb"), F.when(is_query, F.col("tables")).alias("tabs"))
+    out: Landed = {}
+    for r in keyed.groupBy(*keyed.columns).count().collect():
+        if r["q"]:
+            refs = [TableRef(x["db"], x["name"], bool(x["updating"])) for x in r["tabs"] or ()]
+            ev_ = statement_event(r["cmd"] or "OTHER", r["ddb"], refs)
+        else:
+            ev_ = RowEvent(r["d"], r["t"])
+        out.setdefault(r["c"], []).append((ev_, r["count"]))
+    return out
