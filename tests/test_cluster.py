@@ -17,7 +17,7 @@ from test_replica_service import (PHASE_1, PHASE_2, caught_up, fresh_pair, serve
                                   start_service, status)
 from test_replica import _normal, _ours
 from test_spark_sql_cli import (FILTER_QUERY, ROW_EVENTS, SETUP, byte_order, cell, export, expected_functions,
-                                function_sections, run_spark_sql, script_literal)
+                                function_sections, run_spark_sql, script_literal, wheel_venv)
 
 from rpl_sql import Session
 from rpl_sql.evaluate import RowEvent, decide
@@ -112,14 +112,18 @@ def test_apply_runs_on_the_master_that_spark_defaults_names(spark, cluster, ware
 
 
 @pytest.mark.spark
-def test_should_apply_and_the_views_in_spark_sql_on_the_cluster(cluster, tmp_path):
-    """The exported script in the real spark-sql shell with `--master spark://...`: the views (Python data
-    source, read in the executors' Python workers) and the compiled functions over rows spread across both
-    executors equal the Python API and the reference evaluator."""
+def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
+    """A wheel installed in a new virtual environment: its `rpl-sql` exports, and the real spark-sql shell runs
+    the script with `--master spark://...`, from a directory outside the checkout, the executors' Python
+    workers on that venv's Python: the views (Python data source) and the compiled functions over rows spread
+    across both executors equal the Python API and the reference evaluator."""
+    venv = wheel_venv(tmp_path)
+    python = str(venv / "bin" / "python")
     wh = tmp_path / "wh"
     session = Session(str(wh))
     session.execute(SETUP)
-    init, _ = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path)
+    init, text = export([str(venv / "bin" / "rpl-sql")], wh, tmp_path)
+    assert f"PYSPARK_PYTHON={python} spark-sql" in text
     n = len(ROW_EVENTS)
 
     def pick(k: int) -> str:
@@ -130,7 +134,7 @@ def test_should_apply_and_the_views_in_spark_sql_on_the_cluster(cluster, tmp_pat
               f"{pick(1)} AS d, {pick(2)} AS t FROM range(300000)) GROUP BY i ORDER BY i")
     apps = cluster.apps()
     got, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY), ("spread", spread)] + function_sections(),
-                           master=cluster.url)
+                           python=python, master=cluster.url)
     assert got["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert [got["rows"], got["statements"]] == list(expected_functions(session.state))
     want = []

@@ -4,8 +4,8 @@ Every shell runs in a temporary directory outside the checkout, with no PYTHONPA
 script's header says. The editable-install scenario costs two spark-sql starts (~20-40 s each): one run checks
 the views and functions against the Python API and the reference evaluator; after a filter change made with the
 Python API, a second run of the same script shows the views live, the stale functions raising an error that
-names both versions, and `source` of a fresh export giving the new verdicts. A third start runs the script of a
-wheel installed in a new virtual environment.
+names both versions, and `source` of a fresh export giving the new verdicts. tests/test_cluster.py runs the
+script of a wheel installed in a new virtual environment (wheel_venv) on a standalone cluster.
 """
 from __future__ import annotations
 
@@ -253,10 +253,9 @@ def test_exported_script_in_spark_sql(tmp_path):
     assert second["rows_after"] == expected_functions(session.state)[0] != rows
 
 
-@pytest.mark.spark
-def test_wheel_in_a_new_venv(tmp_path):
-    """A built wheel installed in a new virtual environment: its rpl-sql exports, spark-sql (workers on that
-    venv's Python) runs the script from a directory outside the checkout, verdicts equal the reference."""
+def wheel_venv(tmp_path: Path) -> Path:
+    """A new virtual environment with a wheel of this checkout installed (its dependencies, pyspark's ~500 MB
+    among them, from this environment, after the venv's own packages); its directory."""
     dist = tmp_path / "dist"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
                            capture_output=True, text=True, timeout=600)
@@ -268,7 +267,6 @@ def test_wheel_in_a_new_venv(tmp_path):
     install = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
                               str(wheel)], capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr
-    # the dependencies (pyspark alone is ~500 MB) come from this environment, after the venv's own packages;
     # a path in a .pth file is added as is, so this environment's editable rpl_sql stays out
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
@@ -278,15 +276,7 @@ def test_wheel_in_a_new_venv(tmp_path):
                             "print(pyspark_rpl_sql.__file__)"], capture_output=True, text=True, cwd=tmp_path)
     assert where.returncode == 0, where.stderr
     assert all(Path(p).is_relative_to(venv) for p in where.stdout.split()), where.stdout
-
-    wh = tmp_path / "wh"
-    session = Session(str(wh))
-    session.execute(SETUP)
-    init, text = export([str(venv / "bin" / "rpl-sql")], wh, tmp_path)
-    assert f"PYSPARK_PYTHON={python} spark-sql" in text
-    result, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections(), python=python)
-    assert result["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
-    assert [result["rows"], result["statements"]] == list(expected_functions(session.state))
+    return venv
 
 
 def test_export_header_and_stale_check(tmp_path):
