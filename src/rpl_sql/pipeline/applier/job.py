@@ -410,8 +410,11 @@ class _Applier:
                 {**{"v_" + n: pa.array([s.key[i] for s in applied], pa.string()) for i, n in enumerate(SHAPE_KEYS)},
                  **verdicts}))
             cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
-        cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else F.col(n)
-                for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it
+        cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
+                F.col(n) if n in ev.columns or EVENTS_SCHEMA.field(n).type != pa.string() else
+                F.lit(None).cast("string").alias(n)
+                for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it; a text
+        # column that events landed by an older rpl_sql lack (`columns`) is NULL, as it would have been
         out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")
         hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
         rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
