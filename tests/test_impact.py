@@ -195,10 +195,49 @@ def test_a_session_with_spark_counts_the_shapes_in_spark_as_arrow_does(spark, tm
         assert canon(spark_side.shapes(spark, wh, *args)) == canon(arrow_side.shapes(wh, *args)), args
     assert spark_side.shapes(spark, str(tmp_path / "empty")) == {}
 
-    change = f"EXPLAIN CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL 'a' LAST 250 EVENTS"
-    plain = s.execute(change)[-1].rows
     lint_plain = s.execute("SHOW REPLICATION FILTER WARNINGS")[-1].rows
+    changes = [f"EXPLAIN CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL 'a' LAST 250 EVENTS",
+               f"EXPLAIN CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL 'b,''c'",
+               f"EXPLAIN CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL '' SINCE '{since}'",
+               f"EXPLAIN CHANGE REPLICATION FILTER {random_rules(rnd)}"]  # global: every channel
+    plain = [s.execute(c)[-1].rows for c in changes]
     with_spark = rpl_sql.register(spark, wh)
     assert with_spark.surface is not None
-    assert with_spark.execute(change)[-1].rows == plain
     assert with_spark.execute("SHOW REPLICATION FILTER WARNINGS")[-1].rows == lint_plain
+    assert [with_spark.execute(c)[-1].rows for c in changes] == plain
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("lctn", [0, 1])
+def test_the_impact_in_spark_equals_the_reference_impact(spark, tmp_path, lctn):
+    """EXPLAIN CHANGE in a session with Spark decides the shapes with the compiled functions of both filter
+    sets in one job: its rows equal the reference evaluator's impact (random rules and changes, hostile names,
+    each lower_case_table_names), and equal deciding every event twice."""
+    from rpl_sql import impact as core
+    from rpl_sql import landed_shapes
+    from rpl_sql.parser import parse
+
+    rnd = random.Random(100 + lctn)
+    wh = str(tmp_path / "wh")
+    s = rpl_sql.connect(wh)
+    s.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'a';\n"
+              f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'b';\n"
+              f"CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL 'a';\n"
+              f"CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL 'b'")
+    if lctn:
+        from dataclasses import replace
+        s.store.transact(lambda st: (replace(st, lower_case_table_names=lctn), None), {"statement": "test: lctn"})
+    rows = {"a": land(wh, "a", rnd, 300), "b": land(wh, "b", rnd, 200)}
+    with_spark = rpl_sql.register(spark, wh)
+    for _ in range(3):
+        ch = rnd.choice(["a", "b"])
+        change = f"CHANGE REPLICATION FILTER {random_rules(rnd)} FOR CHANNEL '{ch}'"
+        got = with_spark.execute("EXPLAIN " + change)[-1].rows
+        state = s.state
+        after = core.proposed(state, parse(change)[0], 0)
+        want = core.impact(state, after, landed_shapes.shapes(wh, [ch]), [ch])
+        assert got == want, change
+        assert got[-1][3] == len(rows[ch])
+        flips = sum(r[3] for r in got[:-1])
+        assert flips == sum(1 for d0, d1 in zip(brute(state, ch, rows[ch]), brute(after, ch, rows[ch]))
+                            if (d0.apply, d0.decided_by) != (d1.apply, d1.decided_by))

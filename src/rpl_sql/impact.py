@@ -37,6 +37,12 @@ def _decide(state: ServerState, channel: str, ev: Event) -> Decision | None:
         return None
 
 
+def reference_key(state: ServerState, channel: str, ev: Event) -> tuple[str, str | None]:
+    """(verdict, decided_by) of an event under the state's filters, by the reference evaluator."""
+    d = _decide(state, channel, ev)
+    return _verdict(d), d.decided_by if d else None
+
+
 def _label(ev: Event) -> tuple[str | None, str]:
     if isinstance(ev, RowEvent):
         return ev.db, ev.table
@@ -51,21 +57,28 @@ def impact(before: ServerState, after: ServerState, landed: dict[str, list[tuple
     deciding rule changes, then the channel's totals (Object '(all landed events)')."""
     rows: list[tuple] = []
     for name in channels:
-        changed: dict[tuple, int] = {}
-        total = now_applied = after_applied = 0
-        for ev, n in landed.get(name, []):
-            d0, d1 = _decide(before, name, ev), _decide(after, name, ev)
-            total += n
-            now_applied += n if d0 is not None and d0.apply else 0
-            after_applied += n if d1 is not None and d1.apply else 0
-            k0 = (_verdict(d0), d0.decided_by if d0 else None)
-            k1 = (_verdict(d1), d1.decided_by if d1 else None)
-            if k0 != k1:
-                key = (*_label(ev), k0, k1)
-                changed[key] = changed.get(key, 0) + n
-        flips = sorted(changed.items(), key=lambda kv: (kv[0][2][0] == kv[0][3][0], -kv[1], str(kv[0][:2])))
-        for (db, obj, k0, k1), n in flips:
-            rows.append((name, db, obj, n, k0[0], k1[0], k0[1], k1[1]))
-        rows.append((name, None, "(all landed events)", total, f"APPLY {now_applied}",
-                     f"APPLY {after_applied}", None, None))
+        decided = [(ev, n, reference_key(before, name, ev), reference_key(after, name, ev))
+                   for ev, n in landed.get(name, [])]
+        rows += channel_rows(name, decided)
+    return rows
+
+
+def channel_rows(name: str, decided: list[tuple[Event, int, tuple, tuple]],
+                 totals: tuple[int, int, int] = (0, 0, 0)) -> list[tuple]:
+    """One channel's rows of IMPACT_COLUMNS from its decided shapes, (event, events, (verdict, decided_by)
+    now, after): the shapes that flip, then the totals row, which adds `totals` (events, applied now,
+    applied after: what was counted elsewhere) to the shapes'."""
+    changed: dict[tuple, int] = {}
+    total, now_applied, after_applied = totals
+    for ev, n, k0, k1 in decided:
+        total += n
+        now_applied += n if k0[0] == "APPLY" else 0
+        after_applied += n if k1[0] == "APPLY" else 0
+        if k0 != k1:
+            key = (*_label(ev), k0, k1)
+            changed[key] = changed.get(key, 0) + n
+    flips = sorted(changed.items(), key=lambda kv: (kv[0][2][0] == kv[0][3][0], -kv[1], str(kv[0][:2])))
+    rows = [(name, db, obj, n, k0[0], k1[0], k0[1], k1[1]) for (db, obj, k0, k1), n in flips]
+    rows.append((name, None, "(all landed events)", total, f"APPLY {now_applied}", f"APPLY {after_applied}",
+                 None, None))
     return rows

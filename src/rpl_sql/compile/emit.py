@@ -243,13 +243,13 @@ class _Compiler:
 
     # ---------------------------------------------------------------- functions
 
-    def functions(self, applier: bool = False) -> list[tuple[str, str, str, str]]:
+    def functions(self, applier: bool = False, prefix: str | None = None) -> list[tuple[str, str, str, str]]:
         """(name, params, return type, body) in dependency order: 3-4 helpers and the 5 public functions, or
-        with `applier` the applier's set (see compile_functions).
+        with `applier` the applier's set (see compile_functions) under `prefix` (default APPLIER_PREFIX).
 
         Few statements on purpose: CREATE FUNCTION re-analyses every function it calls.
         """
-        prefix = APPLIER_PREFIX if applier else HELPER_PREFIX
+        prefix = (prefix or APPLIER_PREFIX) if applier else HELPER_PREFIX
         rewrite = (prefix + "rewrite_db" if applier else "rewrite_db", "channel_name STRING, db_name STRING", "STRING")
         codes_ = [(prefix + "row_code", ROW_PARAMS, "INT"), (prefix + "statement_code", STATEMENT_PARAMS, "INT")]
         if not self.chans:
@@ -373,7 +373,7 @@ class _Compiler:
 
 def compile_functions(state: ServerState, *, encoding: str | None = None, jit_huge_methods: bool = False,
                       applier: bool = False, map_hash_min: int | None = None,
-                      guard: Guard | None = None) -> CompiledFunctions:
+                      guard: Guard | None = None, prefix: str | None = None) -> CompiledFunctions:
     """The CREATE FUNCTION statements for `state`; `encoding` ('case' / 'flat') overrides the size rule.
 
     applier: instead of the public functions, the applier's set under APPLIER_PREFIX: its own helpers,
@@ -391,9 +391,14 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     and every query inlining them analyse as one node instead of one per value.
 
     guard: wraps the public functions' bodies (not the helpers', so it is checked once per call).
+
+    prefix: the applier's set under another prefix, so that two states' sets live in one session (the
+    impact of a filter change decides with the current and the proposed filters side by side).
     """
+    if prefix is not None and not (applier and prefix.isidentifier()):
+        raise ValueError(f"prefix {prefix!r}: an identifier, for the applier's set only")
     comp = _Compiler(state, encoding, jit_huge_methods, map_hash_min)
-    funcs = comp.functions(applier)
+    funcs = comp.functions(applier, prefix)
     if guard is not None:
         funcs = [(n, p, rt, body if n.startswith((HELPER_PREFIX, APPLIER_PREFIX)) else
                   f"CASE WHEN {guard.condition} THEN {body} ELSE raise_error({guard.message}) END")

@@ -13,16 +13,16 @@ from rpl_sql.spark.deltaread import read_delta
 from rpl_sql.store import utc_time
 
 
-def shapes(spark: Any, warehouse: str, channels: list[str] | None = None, last: int | None = None,
-           since: str | None = None) -> Landed:
-    """Each channel's shapes and counts (gtid markers left out): all landed events, each channel's `last`
-    events, or those logged at or after `since`; as rpl_sql.landed_shapes.shapes."""
+def landed_events(spark: Any, warehouse: str, channels: list[str] | None = None, last: int | None = None,
+                  since: str | None = None):
+    """The landed events in scope as a DataFrame (the channel as `c`, '' for the default one), or None when
+    nothing landed: all of them, each channel's `last` events, or those logged at or after `since`."""
     from pyspark.sql import functions as F
 
     path = os.path.join(os.fspath(warehouse), "events")
-    if not os.path.isdir(os.path.join(path, "_delta_log")):
-        return {}
     at = utc_time(since, "SINCE") if since is not None else None  # its error before any Spark work
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        return None
     ev = read_delta(spark, path, partitions={"channel": channels} if channels is not None else None,
                     engine="delta-rs")
     c = F.coalesce(F.col("channel"), F.lit("")).alias("c")
@@ -32,23 +32,43 @@ def shapes(spark: Any, warehouse: str, channels: list[str] | None = None, last: 
     if last is not None:
         tops = df.groupBy("c").agg(F.max("seq").alias("top")).collect()
         if not tops:
-            return {}
+            return None
         keep = F.lit(False)
         for r in tops:
             keep = keep | ((F.col("c") == F.lit(r["c"])) & (F.col("seq") > F.lit(r["top"] - last)))
         df = df.where(keep)
+    return df
+
+
+def shape_counts(df):
+    """The distinct decision inputs of landed events and their counts (`n`): `q` true for statements (command
+    `cmd`, default database `ddb`, tables `tabs`), false for row events (`d`, `t`); gtid markers left out."""
+    from pyspark.sql import functions as F
+
     is_row = F.col("event_type").isin(*ROW_TYPES) & F.col("db_name").isNotNull() & F.col("table_name").isNotNull()
     is_query = F.col("event_type") == F.lit("query")
     keyed = df.where(is_row | is_query).select(
         "c", is_query.alias("q"), F.when(is_row, F.col("db_name")).alias("d"),
         F.when(is_row, F.col("table_name")).alias("t"), F.when(is_query, F.col("command")).alias("cmd"),
         F.when(is_query, F.col("default_db")).alias("ddb"), F.when(is_query, F.col("tables")).alias("tabs"))
+    return keyed.groupBy(*keyed.columns).agg(F.count(F.lit(1)).alias("n"))
+
+
+def event_of(r: dict):
+    """The evaluator's event of a shape_counts row."""
+    if r["q"]:
+        refs = [TableRef(x["db"], x["name"], bool(x["updating"])) for x in r["tabs"] or ()]
+        return statement_event(r["cmd"] or "OTHER", r["ddb"], refs)
+    return RowEvent(r["d"], r["t"])
+
+
+def shapes(spark: Any, warehouse: str, channels: list[str] | None = None, last: int | None = None,
+           since: str | None = None) -> Landed:
+    """Each channel's shapes and counts (gtid markers left out), as rpl_sql.landed_shapes.shapes gives them."""
+    df = landed_events(spark, warehouse, channels, last, since)
+    if df is None:
+        return {}
     out: Landed = {}
-    for r in keyed.groupBy(*keyed.columns).count().collect():
-        if r["q"]:
-            refs = [TableRef(x["db"], x["name"], bool(x["updating"])) for x in r["tabs"] or ()]
-            ev_ = statement_event(r["cmd"] or "OTHER", r["ddb"], refs)
-        else:
-            ev_ = RowEvent(r["d"], r["t"])
-        out.setdefault(r["c"], []).append((ev_, r["count"]))
+    for r in shape_counts(df).toArrow().to_pylist():
+        out.setdefault(r["c"], []).append((event_of(r), r["n"]))
     return out

@@ -57,6 +57,13 @@ class SparkSurface:
 
         return shapes(self.spark, warehouse, channels, last, since)
 
+    def impact(self, warehouse: str, before: ServerState, after: ServerState, channels: list[str],
+               last: int | None = None, since: str | None = None) -> list[tuple]:
+        """EXPLAIN CHANGE REPLICATION FILTER's rows, decided by one Spark job (rpl_sql.spark.impact)."""
+        from rpl_sql.spark.impact import impact
+
+        return impact(self.spark, warehouse, before, after, channels, last, since, self.jit_huge_methods)
+
     @property
     def encoding(self) -> str:
         return self.functions.encoding
