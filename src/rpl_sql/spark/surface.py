@@ -17,7 +17,8 @@ from typing import Any, Callable
 from rpl_sql import performance_schema as pfs
 from rpl_sql.compile.literals import sql_str
 from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
-from rpl_sql.spark import explain
+from rpl_sql.spark import explain, landed_shapes
+from rpl_sql.spark import impact as spark_impact
 from rpl_sql.spark.datasource import DefaultSource
 from rpl_sql.spark.env import ensure_worker_python, local_spark
 from rpl_sql.spark.functions import FunctionInstaller
@@ -53,16 +54,12 @@ class SparkSurface:
     def landed_shapes(self, warehouse: str, channels: list[str] | None = None, last: int | None = None,
                       since: str | None = None):
         """The landed events' shapes, counted by a Spark job in this session (rpl_sql.spark.landed_shapes)."""
-        from rpl_sql.spark.landed_shapes import shapes
-
-        return shapes(self.spark, warehouse, channels, last, since)
+        return landed_shapes.shapes(self.spark, warehouse, channels, last, since)
 
     def impact(self, warehouse: str, before: ServerState, after: ServerState, channels: list[str],
                last: int | None = None, since: str | None = None) -> list[tuple]:
         """EXPLAIN CHANGE REPLICATION FILTER's rows, decided by one Spark job (rpl_sql.spark.impact)."""
-        from rpl_sql.spark.impact import impact
-
-        return impact(self.spark, warehouse, before, after, channels, last, since, self.jit_huge_methods)
+        return spark_impact.impact(self.spark, warehouse, before, after, channels, last, since, self.jit_huge_methods)
 
     @property
     def encoding(self) -> str:
