@@ -17,8 +17,6 @@ from rpl_sql.spark.landed_shapes import event_of, landed_events, shape_counts
 from rpl_sql.state import ServerState
 
 NOW, AFTER = "rpl_sql_impact_now__", "rpl_sql_impact_after__"
-
-
 _INSTALLED: "weakref.WeakKeyDictionary[Any, dict[str, tuple]]" = weakref.WeakKeyDictionary()
 
 
@@ -41,7 +39,7 @@ def _code(prefix: str) -> str:
             f"ELSE {prefix}row_code(c, d, t) END")
 
 
-def _key(code: int | None) -> tuple[str, str]:
+def _key(code: int) -> tuple[str, str]:
     return ("APPLY" if code in TRUE_CODES else "IGNORE", LABELS[code])
 
 

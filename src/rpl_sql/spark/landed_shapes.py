@@ -1,7 +1,7 @@
-"""The landed events' distinct shapes and their counts in one Spark job: what rpl_sql.landed_shapes.shapes gives
-with Arrow in this process, for sessions that have Spark (the impact of a filter change and the lint's
-"never matched" counts then scale with the cluster). Each shape is still decided in Python by the reference
-evaluator, so the verdicts are exact whichever side counted."""
+"""The landed events in scope and their distinct shapes with counts, in Spark: what rpl_sql.landed_shapes.shapes
+gives with Arrow in this process, for sessions that have Spark. The lint's "never matched" counts decide these
+shapes with the reference evaluator; the impact of a filter change (rpl_sql.spark.impact) decides them in the
+same job with compiled functions."""
 from __future__ import annotations
 
 import os
