@@ -42,16 +42,21 @@ def landed_events(spark: Any, warehouse: str, channels: list[str] | None = None,
 
 def shape_counts(df):
     """The distinct decision inputs of landed events and their counts (`n`): `q` true for statements (command
-    `cmd`, default database `ddb`, tables `tabs`), false for row events (`d`, `t`); gtid markers left out."""
+    `cmd`, default database `ddb`, tables `tabs`), false for row events (`d`, `t`); gtid markers left out.
+
+    The events are counted by their raw columns first and the shapes made of the few distinct rows after:
+    a third cheaper at 10M events than projecting every event (bench_impact)."""
     from pyspark.sql import functions as F
 
+    raw = ["c", "event_type", "db_name", "table_name", "command", "default_db", "tables"]
+    counted = df.groupBy(*raw).agg(F.count(F.lit(1)).alias("n"))
     is_row = F.col("event_type").isin(*ROW_TYPES) & F.col("db_name").isNotNull() & F.col("table_name").isNotNull()
     is_query = F.col("event_type") == F.lit("query")
-    keyed = df.where(is_row | is_query).select(
+    keyed = counted.where(is_row | is_query).select(
         "c", is_query.alias("q"), F.when(is_row, F.col("db_name")).alias("d"),
         F.when(is_row, F.col("table_name")).alias("t"), F.when(is_query, F.col("command")).alias("cmd"),
-        F.when(is_query, F.col("default_db")).alias("ddb"), F.when(is_query, F.col("tables")).alias("tabs"))
-    return keyed.groupBy(*keyed.columns).agg(F.count(F.lit(1)).alias("n"))
+        F.when(is_query, F.col("default_db")).alias("ddb"), F.when(is_query, F.col("tables")).alias("tabs"), "n")
+    return keyed.groupBy(*keyed.columns[:-1]).agg(F.sum("n").alias("n"))
 
 
 def event_of(r: dict):
