@@ -16,6 +16,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
+from rpl_sql.compile import codes
 from rpl_sql.compile import (LABELS, MAP_HASH_MIN, SET_MAP_MIN, TRUE_CODES, compile_functions, fold_sql, spark_hash,
                              sql_str)
 from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, StatementEvent, TableRef,
@@ -93,21 +94,27 @@ def describe(state: ServerState) -> str:
     return f"lctn={state.lower_case_table_names} {chans!r}"
 
 
-def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False, applier: bool = False):
-    """The public functions and, with `applier`, beside them the applier's set (its own helpers)."""
+def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False, applier: bool = False,
+             jvm: str | None = None):
+    """The public functions and, with `applier`, beside them the applier's set (its own helpers); `jvm`
+    'udf': the public functions' table code by the Java UDF where the SQL's would be interpreted."""
     from rpl_sql.spark.env import map_lookup_hash_min
+    from rpl_sql.spark.functions import register_table_code
 
     kw = dict(encoding=encoding, jit_huge_methods=jit, map_hash_min=map_lookup_hash_min(spark))
-    compiled = compile_functions(state, **kw)
+    compiled = compile_functions(state, jvm=jvm, **kw)
+    if jvm is not None:
+        assert compiled.jvm_spec is not None, "the table code is small enough to compile: the JVM path is not taken"
+        register_table_code(spark, compiled.jvm_spec)
     more = compile_functions(state, applier=True, **kw) if applier else None
     for text in compiled.statements + (more.statements if more else ()):
         spark.sql(text)
     return compiled
 
 
-def run_events(spark, state, events, encoding=None, view="rpl_compile_events", jit=False):
+def run_events(spark, state, events, encoding=None, view="rpl_compile_events", jit=False, jvm=None):
     """Evaluate all events in one Spark query; return the list of mismatches (empty = exact agreement)."""
-    register(spark, state, encoding, jit, applier=True)
+    register(spark, state, encoding, jit, applier=True, jvm=jvm)
     rows = [(i,) + tuple(e) for i, e in enumerate(events)]
     spark.createDataFrame(rows, SCHEMA).createOrReplaceTempView(view)
     got = spark.sql(QUERY.format(view=view, more=APPLIER_COLUMNS)).collect()
@@ -283,12 +290,14 @@ EVENTS_PER_STATE = 200
 @settings(max_examples=int(os.environ.get("RPL_COMPILE_EXAMPLES", "8")), deadline=None,
           phases=[Phase.explicit, Phase.reuse, Phase.generate], suppress_health_check=list(HealthCheck))
 @given(data=st.data(), lctn=st.sampled_from([0, 1, 2]), seed=st.integers(0, 2**32 - 1),
-       encoding=st.sampled_from([None, "case", "flat"]), set_map_min=st.sampled_from([SET_MAP_MIN, 1]))
-def test_differential_against_reference(spark, data, lctn, seed, encoding, set_map_min):
+       encoding=st.sampled_from([None, "case", "flat"]), set_map_min=st.sampled_from([SET_MAP_MIN, 1]),
+       jvm=st.sampled_from([None, "udf"]))
+def test_differential_against_reference(spark, data, lctn, seed, encoding, set_map_min, jvm):
     """Three random states (1-4 channels each) merged under channel-name prefixes; 200 row + 200 statement
     events per state; all five functions in one query; every value compared with the reference. Half the
     examples encode every exact list of 2+ values as a membership map (long lists' form); in half, the
-    third state's channels copy the first's filters, so channels share CASE branches."""
+    third state's channels copy the first's filters, so channels share CASE branches. In half, the row
+    table code is the JVM function (rpl_sql/jvm), which otherwise decides only past the size limit."""
     parts = [data.draw(channel_sets(lctn)) for _ in PREFIXES]
     if seed % 2:  # channels with identical filters share one CASE branch: the third part copies the first's
         parts[2] = [Channel(c.name, filters=parts[0][i % len(parts[0])].filters) for i, c in enumerate(parts[2])]
@@ -298,9 +307,10 @@ def test_differential_against_reference(spark, data, lctn, seed, encoding, set_m
     for i, (prefix, chans) in enumerate(zip(PREFIXES, parts)):
         for ch, *rest in make_events(states(lctn, chans), seed + i, EVENTS_PER_STATE):
             events.append((None if ch is None else prefix + ch, *rest))
-    with mock.patch("rpl_sql.compile.codes.SET_MAP_MIN", set_map_min):
-        bad = run_events(spark, merged, events, encoding)
-    assert not bad, (f"{len(bad)} mismatches ({encoding}, SET_MAP_MIN={set_map_min}), first: {bad[:3]}\n"
+    with mock.patch("rpl_sql.compile.codes.SET_MAP_MIN", set_map_min), \
+            mock.patch("rpl_sql.compile.codes.COMPILE_MAX_CHARS", -1 if jvm else codes.COMPILE_MAX_CHARS):
+        bad = run_events(spark, merged, events, encoding, jvm=jvm)
+    assert not bad, (f"{len(bad)} mismatches ({encoding}, SET_MAP_MIN={set_map_min}, jvm={jvm}), first: {bad[:3]}\n"
                      f"state: {describe(merged)}")
 
 
@@ -665,14 +675,15 @@ def _large_state(lctn: int, seed: int) -> ServerState:
 
 
 @pytest.mark.parametrize("lctn", [0, 1, 2])
-@pytest.mark.parametrize("regime", ["interpreted", "compiled"])
+@pytest.mark.parametrize("regime", ["interpreted", "compiled", "JVM"])
 def test_large_configurations_are_exact_interpreted_and_compiled(spark, lctn, regime, monkeypatch):
-    """Past COMPILE_MAX_CHARS the row table code runs in Spark's expression interpreter, below it as
-    generated code; in both, every guarded form (length groups, masked `_` shapes, whole-key prefixes,
-    the dotted names' path) must agree with the reference."""
-    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 100_000)
+    """Past COMPILE_MAX_CHARS the row table code runs in Spark's expression interpreter, or where the session
+    has it, as the JVM function; below it as generated code; in all, every guarded form (length groups, masked
+    `_` shapes, whole-key prefixes, the dotted names' path) must agree with the reference."""
+    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 100_000 if regime == "compiled" else 1000)
     state = _large_state(lctn, seed=lctn)
-    assert regime in compile_functions(state).encoding
+    jvm = "udf" if regime == "JVM" else None
+    assert regime in compile_functions(state, jvm=jvm).encoding
     rnd = random.Random(lctn)
     events = make_events(state, lctn, 1500)
     for ch in state.channels:  # dot-free instances of every pattern: the fast paths, ASCII and not
@@ -686,7 +697,7 @@ def test_large_configurations_are_exact_interpreted_and_compiled(spark, lctn, re
         ch = rnd.choice(["", "ch1", "中"])
         events.append((ch, rnd.choice(["中文_1", "app_0é", "é" * 3, "app_012"]), rnd.choice(["t_0é", "t_01", "中中"]),
                        None, None, None))
-    bad = run_events(spark, state, events)
+    bad = run_events(spark, state, events, jvm=jvm)
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
@@ -718,10 +729,12 @@ def test_guarded_forms_exactly(spark, lctn, monkeypatch):
     assert "code compiled" in compile_functions(state, jit_huge_methods=True).encoding
     bad = run_events(spark, state, events, jit=True)
     assert not bad, f"{len(bad)} mismatches (compiled), first: {bad[:3]}"
+    bad = run_events(spark, state, events, jvm="udf")
+    assert not bad, f"{len(bad)} mismatches (JVM), first: {bad[:3]}"
 
 
 @pytest.mark.parametrize("lctn", [0, 1])
-@pytest.mark.parametrize("regime", ["interpreted", "compiled"])
+@pytest.mark.parametrize("regime", ["interpreted", "compiled", "JVM"])
 def test_fixed_length_patterns_of_few_shapes(spark, lctn, regime, monkeypatch):
     """`%`-free patterns with `_` are tested by lengths, then by the characters at their literal positions
     (compiled: of the database and table names, fixed_split; interpreted: of the key, fixed_parts): rows
@@ -734,9 +747,10 @@ def test_fixed_length_patterns_of_few_shapes(spark, lctn, regime, monkeypatch):
             ("é", "yz"), ("aé", "x1"), ("aéc", "x1"), ("éc", "x"), ("a中", "x"), ("ab", "中"), ("Ab", "éé"),
             ("ABC", "X1"), ("QZ", "RZS"), ("aXbXc", "t"), ("aXbYc", "t"), ("aXbXd", "t"), ("aébXc", "t")]
     events = [(ch, d, t, None, None, None) for ch in ("", "ch1") for d, t in rows]
-    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 1000 if regime == "interpreted" else 6000)
-    assert regime in compile_functions(state).encoding
-    bad = run_events(spark, state, events)
+    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 6000 if regime == "compiled" else 1000)
+    jvm = "udf" if regime == "JVM" else None
+    assert regime in compile_functions(state, jvm=jvm).encoding
+    bad = run_events(spark, state, events, jvm=jvm)
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 

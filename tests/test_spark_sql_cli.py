@@ -40,7 +40,7 @@ ROW_EVENTS = [
     ("ch1", "we;ird'db", "x;y"), ("ch1", "back\\slash", "t"), ("ch1", "ünï€😀", "t"), ("ch1", "${env:HOME}", "t"),
     ("ch1", HOME, "t"), ("ch1", "a$b", "t"), ("ch1", "db1", "a_bc"), ("ch1", "db1", "aXbc"),
     ("c;h'2", "db;x", "t'1"), ("c;h'2", "s;rc", "t'1"), ("c;h'2", "s;rc", "t"), ("c;h'2", "mysql", "t"),
-    ("c;h'2", "x", "y"),
+    ("c;h'2", "x", "y"), ("ch1", "db2", "t5_x"), ("ch1", "db2", "t5x"), ("ch1", "db2", "a😀"), ("ch1", "db2", "t2"),
 ]
 STATEMENT_EVENTS = [  # (channel, command, default_db, tables)
     ("ch1", "INSERT", "db1", (TableRef(None, "t1"),)),
@@ -142,7 +142,8 @@ def function_sections() -> list[tuple[str, str]]:
         f"SELECT {i} AS i, should_apply_statement({script_literal(c)}, {script_literal(cmd)}, {script_literal(ddb)}, "
         f"{tables_sql(tables)}) AS a" for i, (c, cmd, ddb, tables) in enumerate(STATEMENT_EVENTS))
     return [
-        ("rows", f"SELECT i, should_apply(c, d, t), rewrite_db(c, d) FROM VALUES {rows} AS e(i, c, d, t) ORDER BY i"),
+        ("rows", f"SELECT i, should_apply(c, d, t), rewrite_db(c, d), filter_decided_by(c, d, t) "
+                 f"FROM VALUES {rows} AS e(i, c, d, t) ORDER BY i"),
         ("statements", f"SELECT i, a FROM ({stmts}) ORDER BY i"),
     ]
 
@@ -153,8 +154,8 @@ def expected_functions(state) -> tuple[list[list[str]], list[list[str]]]:
     rows = []
     for i, (c, d, t) in enumerate(ROW_EVENTS):
         filters = state.channel(c).filters
-        rows.append([str(i), cell(decide(filters, RowEvent(d, t), lctn, mode).apply),
-                     cell(rewrite_db(filters, d, lctn))])
+        decision = decide(filters, RowEvent(d, t), lctn, mode)
+        rows.append([str(i), cell(decision.apply), cell(rewrite_db(filters, d, lctn)), cell(decision.decided_by)])
     stmts = [[str(i), cell(decide(state.channel(c).filters, StatementEvent(cmd, ddb, tables), lctn, mode).apply)]
              for i, (c, cmd, ddb, tables) in enumerate(STATEMENT_EVENTS)]
     return rows, stmts
@@ -232,11 +233,16 @@ def test_exported_script_in_spark_sql(tmp_path):
     assert first["statements"] == stmts
     assert ROW_EVENTS[8][1] == HOME and rows[8][1] == "false"  # `${env:HOME}` stayed literal
 
-    # change the rules with the Python API; run the same (not re-exported) script again
+    # change the rules with the Python API; run the same (not re-exported) script again. The new rules are
+    # many: the fresh export's row table code is the JVM function (a Hive function from rpl_sql's jar)
     exported_version = session.store.version()
-    session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db2) FOR CHANNEL 'ch1'")
-    assert decide(session.state.channel("ch1").filters, RowEvent("db2", "t1")).apply
-    fresh, _ = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path, "fresh.sql")
+    many = ", ".join(f"'db2.t{i}\\_%'" for i in range(400))
+    session.execute(f"CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db2), REPLICATE_WILD_IGNORE_TABLE = ({many}, "
+                    f"'db1.tmp%', 'db2.t1', 'we;ird\\'db.x;%', '%.%😀') FOR CHANNEL 'ch1'")
+    assert decide(session.state.channel("ch1").filters, RowEvent("db2", "t2")).apply
+    assert not decide(session.state.channel("ch1").filters, RowEvent("db2", "t1")).apply
+    fresh, fresh_text = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path, "fresh.sql")
+    assert "AS 'rpl_sql.jvm.TableCodeHive' USING JAR" in fresh_text
     replica_rows(wh, [(3, "new", "3.00")], seq=2)
     second, err = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections()[:1] + [
         ("refresh", f"source {fresh}"), ("rows_after", function_sections()[0][1]), ("replica", REPLICA_QUERY)],

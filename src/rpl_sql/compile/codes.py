@@ -39,6 +39,7 @@ FIX_CHAIN_MAX = 4  # up to this many prefixes of one length: startswith() each (
 STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
 HELPER_PREFIX = "rpl_sql__"  # prefix of the helper functions
 APPLIER_PREFIX = "rpl_sql_apply__"  # prefix of the applier's set: its own helpers, never the session's
+JVM_TABLE_CODE = HELPER_PREFIX + "jtc"  # the JVM table code (rpl_sql/jvm), where the session has it
 
 
 @dataclass(frozen=True)
@@ -56,5 +57,6 @@ class CompiledFunctions:
 
     statements: tuple[str, ...]
     encoding: str
+    jvm_spec: str | None = None  # the statements call JVM_TABLE_CODE, which decides by this spec (compile.jvm_spec)
 
 

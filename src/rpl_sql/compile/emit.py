@@ -10,6 +10,7 @@ from rpl_sql.compile.codes import (
     CASE_MAX_GROUPS,
     COMPILE_MAX_CHARS_JIT,
     HELPER_PREFIX,
+    JVM_TABLE_CODE,
     LABELS,
     MAP_CHUNK,
     MAP_PAD_MAX,
@@ -20,6 +21,7 @@ from rpl_sql.compile.codes import (
     Guard,
 )
 from rpl_sql.compile.literals import LITERAL, fold_sql, sql_and, sql_case, sql_list, sql_str
+from rpl_sql.compile.jvm_spec import table_rules_spec
 from rpl_sql.compile.matchers import ROW_KEY, Matchers
 from rpl_sql.evaluate import (
     DATABASE_COMMANDS,
@@ -38,8 +40,10 @@ class _Compiler:
     group dispatch and the channel index; the pattern tests live apart, in matchers.Matchers."""
 
     def __init__(self, state: ServerState, encoding: str | None, jit_huge_methods: bool = False,
-                 map_hash_min: int | None = None):
+                 map_hash_min: int | None = None, jvm: str | None = None):
         self.map_hash_min = map_hash_min
+        self.jvm = jvm
+        self.jvm_spec: str | None = None
         self.max_compiled = COMPILE_MAX_CHARS_JIT if jit_huge_methods else codes.COMPILE_MAX_CHARS
         self.lctn = state.lower_case_table_names
         self.match = Matchers(self.lctn, map_hash_min)
@@ -297,7 +301,15 @@ class _Compiler:
 
         code = self.dispatch(compiled_code, "k IS NULL OR t IS NULL")
         # the size of the code: the dotted paths' regexes and sets are constants in the generated class
-        if len(code) - constants > self.max_compiled:
+        if len(code) - constants > self.max_compiled and self.jvm is not None:
+            # the JVM function instead (rpl_sql/jvm): one memoised lookup per row, at any rule count
+            spec = table_rules_spec([(ch.name if self.index is None else str(self.index[ch.name]), ch)
+                                     for ch in self.chans], self.lctn)
+            call = (f"{JVM_TABLE_CODE}(CAST(c AS STRING), k, t)" if self.jvm == "udf" else
+                    f"{JVM_TABLE_CODE}({sql_str(spec)}, CAST(c AS STRING), k, t)")
+            code = sql_case([("x IS NOT NULL", "x")], call)
+            self.jvm_spec = spec
+        elif len(code) - constants > self.max_compiled:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled (unless -XX:-DontCompileHugeMethods) and runs in the
             # bytecode interpreter, many times slower than Spark's expression interpreter. A higher-order
@@ -373,7 +385,8 @@ class _Compiler:
 
 def compile_functions(state: ServerState, *, encoding: str | None = None, jit_huge_methods: bool = False,
                       applier: bool = False, map_hash_min: int | None = None,
-                      guard: Guard | None = None, prefix: str | None = None) -> CompiledFunctions:
+                      guard: Guard | None = None, prefix: str | None = None,
+                      jvm: str | None = None) -> CompiledFunctions:
     """The CREATE FUNCTION statements for `state`; `encoding` ('case' / 'flat') overrides the size rule.
 
     applier: instead of the public functions, the applier's set under APPLIER_PREFIX: its own helpers,
@@ -394,10 +407,17 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
 
     prefix: the applier's set under another prefix, so that two states' sets live in one session (the
     impact of a filter change decides with the current and the proposed filters side by side).
+
+    jvm: where the row table code would be interpreted (past the size limit), call the JVM table code
+    (rpl_sql/jvm) instead: 'udf', a Java UDF the caller registers as JVM_TABLE_CODE with the result's
+    jvm_spec (Python sessions); 'hive', the spec as a literal first argument of a Hive function of that
+    name (the spark-sql shell, where CREATE FUNCTION ... USING JAR takes Hive functions).
     """
+    if jvm not in (None, "udf", "hive"):
+        raise ValueError(f"jvm {jvm!r}: None, 'udf' or 'hive'")
     if prefix is not None and not (applier and prefix.isidentifier()):
         raise ValueError(f"prefix {prefix!r}: an identifier, for the applier's set only")
-    comp = _Compiler(state, encoding, jit_huge_methods, map_hash_min)
+    comp = _Compiler(state, encoding, jit_huge_methods, map_hash_min, jvm)
     funcs = comp.functions(applier, prefix)
     if guard is not None:
         funcs = [(n, p, rt, body if n.startswith((HELPER_PREFIX, APPLIER_PREFIX)) else
@@ -406,6 +426,9 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     stmts = tuple(f"CREATE OR REPLACE TEMPORARY FUNCTION {name}({params}) RETURNS {rt} RETURN {body}"
                   for name, params, rt, body in funcs)
     size = sum(map(len, stmts))
+    past = f"past {comp.max_compiled} chars"
+    table_form = (f"a JVM function ({jvm}, {past})" if comp.jvm_spec else
+                  f"interpreted ({past})" if comp.interpreted else "compiled")
     maps = (f" or, from {codes.SET_MAP_MIN} values, maps (hash lookup from {map_hash_min} entries)"
             if map_hash_min is not None and map_hash_min <= MAP_PAD_MAX else "")
     desc = (f"{comp.mode}: {comp.why}; {len(comp.chans)} channels in {len(comp.groups)} CASE branches"
@@ -417,7 +440,7 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
             f"wildcards as InSet/prefix/suffix forms plus {sum(s.count(' RLIKE ') for s in stmts)} guarded trie "
             f"RLIKE chunk(s); "
             f"row table code "
-            f"{'interpreted (past ' + str(comp.max_compiled) + ' chars)' if comp.interpreted else 'compiled'}"
+            f"{table_form}"
             f"{' (JIT of huge methods on)' if jit_huge_methods else ''}; "
             f"{size} chars of SQL")
-    return CompiledFunctions(stmts, desc)
+    return CompiledFunctions(stmts, desc, comp.jvm_spec)

@@ -14,7 +14,8 @@ import sys
 import textwrap
 from datetime import datetime, timezone
 
-from rpl_sql.compile import SET_MAP_MIN, Guard, compile_functions
+from rpl_sql import jvm
+from rpl_sql.compile import JVM_TABLE_CODE, SET_MAP_MIN, Guard, compile_functions
 from rpl_sql.compile.literals import escape_char, sql_str
 from rpl_sql.replica_catalog import all_tables
 from rpl_sql.spark.functions import compile_flags
@@ -165,7 +166,14 @@ def export_sql(session, stale_check: bool = True) -> str:
     warehouse = os.path.abspath(session.warehouse)
     snapshot = session.store.load()
     guard = stale_guard(warehouse, snapshot.version, snapshot.state.filters_fingerprint()) if stale_check else None
-    compiled = compile_functions(snapshot.state, guard=guard, **compile_flags())
+    flags = compile_flags()
+    compiled = compile_functions(snapshot.state, guard=guard, **flags)
+    jar = None
+    if compiled.jvm_spec is not None:
+        try:
+            jar = str(jvm.jar_path())
+        except jvm.JarUnavailable:
+            compiled = compile_functions(snapshot.state, guard=guard, **{**flags, "jvm": None})
     now = datetime.now(timezone.utc)
     if snapshot.version is None:
         source = "an empty warehouse (no Delta commit yet)"
@@ -193,6 +201,10 @@ def export_sql(session, stale_check: bool = True) -> str:
         "and then, in the same session, `source rpl_init.sql;` (every statement is CREATE OR REPLACE).",
         f"Encoding: {compiled.encoding or 'default'}",
     ]
+    if jar is not None:
+        header += ["", f"The row table code is rpl_sql's JVM function, a Hive function from {jar} (compiled for this "
+                       "pyspark; Hive support is needed, as the spark-sql shell has it). Without Hive support, "
+                       "export with RPL_SQL_JVM=0 for the compiled SQL: the same results, slower at this size."]
     if "map_from_arrays" in "".join(compiled.statements):
         header += ["", f"Exact lists of {SET_MAP_MIN} or more names are constant maps, which Spark 4.2+ looks up "
                        "through a hash (spark.sql.optimizer.mapLookupHashThreshold at its default). "
@@ -217,6 +229,9 @@ def export_sql(session, stale_check: bool = True) -> str:
             body.extend(harden(stmt) + ";" for stmt in create_statements(warehouse, db, name, script_safe=True))
     body.append("")
     body.append(f"-- Functions compiled from {source}.")
+    if jar is not None:
+        body.append(f"CREATE OR REPLACE TEMPORARY FUNCTION {JVM_TABLE_CODE} AS '{jvm.HIVE_CLASS}' "
+                    f"USING JAR {sql_str(jar, script_safe=True)};")
     for text in compiled.statements:
         body.append(_terminated(text))
     return "".join(_comment(("-- " + line).rstrip()) + "\n" for line in lines) + "\n" + "\n".join(body) + "\n"

@@ -5,18 +5,44 @@ through `compile_flags`, so every consumer gets the encoding its JVM runs best.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
-from rpl_sql.compile import CompiledFunctions, Guard, compile_functions
+from rpl_sql import jvm
+from rpl_sql.compile import JVM_TABLE_CODE, CompiledFunctions, Guard, compile_functions
 from rpl_sql.spark.env import installed_map_lookup_hash_min, jit_huge_methods, map_lookup_hash_min
 from rpl_sql.state import ServerState
 
+_JARS_ADDED: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
 
 def compile_flags(spark: Any = None) -> dict[str, Any]:
-    """The compiler's knobs for `spark`; None: a spark-sql shell of the installed pyspark, default JVM options."""
+    """The compiler's knobs for `spark`; None: a spark-sql shell of the installed pyspark, default JVM options.
+
+    The JVM table code where the session can load it: a classic session (not Spark Connect) on a machine
+    with a JDK; the spark-sql shell as a Hive function."""
     if spark is None:
-        return {"jit_huge_methods": False, "map_hash_min": installed_map_lookup_hash_min()}
-    return {"jit_huge_methods": jit_huge_methods(spark), "map_hash_min": map_lookup_hash_min(spark)}
+        return {"jit_huge_methods": False, "map_hash_min": installed_map_lookup_hash_min(),
+                "jvm": "hive" if jvm.possible() else None}
+    classic = hasattr(spark, "_jsparkSession")
+    return {"jit_huge_methods": jit_huge_methods(spark), "map_hash_min": map_lookup_hash_min(spark),
+            "jvm": "udf" if classic and jvm.possible() else None}
+
+
+def register_table_code(spark: Any, spec: str) -> None:
+    """JVM_TABLE_CODE in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
+    from the driver), the UDF built by the session's jar class loader and registered as a temporary function."""
+    jar = str(jvm.jar_path())
+    if _JARS_ADDED.get(spark) != jar:
+        spark.sql(f"ADD JAR '{jar}'")
+        _JARS_ADDED[spark] = jar
+    jss = spark._jsparkSession
+    gw = spark.sparkContext._gateway
+    cls = jss.sharedState().jarClassLoader().loadClass(jvm.UDF_CLASS)
+    args = gw.new_array(gw.jvm.java.lang.Object, 1)
+    args[0] = spec
+    udf = cls.getConstructors()[0].newInstance(args)
+    jss.udf().register(JVM_TABLE_CODE, udf, gw.jvm.org.apache.spark.sql.types.DataTypes.IntegerType)
 
 
 class FunctionInstaller:
@@ -25,13 +51,22 @@ class FunctionInstaller:
     def __init__(self, spark: Any, applier: bool = False):
         self.spark, self.applier = spark, applier
         self.flags = compile_flags(spark)
-        self.installed: tuple[str, ...] = ()
+        if applier:  # it decides once per shape: the compiled SQL, and no clash with the session's JVM function
+            self.flags["jvm"] = None
+        self.installed: tuple = ()
         self.encoding = ""
 
     def install(self, state: ServerState, guard: Guard | None = None) -> CompiledFunctions:
         compiled = compile_functions(state, applier=self.applier, guard=guard, **self.flags)
-        if compiled.statements != self.installed:
+        # the JVM function's text names no rule: its spec is half of what is installed
+        if (compiled.statements, compiled.jvm_spec) != self.installed:
+            if compiled.jvm_spec is not None:
+                try:
+                    register_table_code(self.spark, compiled.jvm_spec)
+                except jvm.JarUnavailable:
+                    self.flags["jvm"] = None
+                    return self.install(state, guard)
             for text in compiled.statements:
                 self.spark.sql(text)
-            self.installed, self.encoding = compiled.statements, compiled.encoding
+            self.installed, self.encoding = (compiled.statements, compiled.jvm_spec), compiled.encoding
         return compiled

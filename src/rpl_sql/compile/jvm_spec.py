@@ -1,0 +1,40 @@
+"""The table rules of every channel as the text the JVM table code (rpl_sql/jvm/java, TableRules) reads:
+lines joined by `|` (one line of text, to sit in a SQL string literal):
+
+    rpl_sql table rules 1
+    units bytes | units codepoints        lower_case_table_names 0: `_` is one UTF-8 byte (rules.like)
+    channel <key> <table rules 0|1> <default true 0|1>
+    dot <key> ...  /  igt <key> ...       exact do/ignore table keys, folded
+    wdo <pattern> ...  /  wig <pattern> ...   wild patterns in LIKE syntax (backslash escapes), folded
+
+Every name is hex of its UTF-8 bytes, so no name can break the format. The channel key is what the table
+code helper's `c` holds, as a string: the channel's INT index or its stored name. Pure text, no Spark.
+"""
+from __future__ import annotations
+
+from rpl_sql.compile.channels import ChannelRules
+from rpl_sql.compile.patterns import ANY, ONE
+
+VERSION = "rpl_sql table rules 1"
+
+
+def _hex(s: str) -> str:
+    return s.encode("utf-8", "surrogatepass").hex()
+
+
+def _like(toks: tuple) -> str:
+    return "".join("%" if t == ANY else "_" if t == ONE else ("\\" + t if t in "%_\\" else t) for t in toks)
+
+
+def table_rules_spec(chans: list[tuple[str, ChannelRules]], lctn: int) -> str:
+    """`chans`: (the key `c` holds, the channel's rules), for every channel the helper can be asked about."""
+    lines = [VERSION, "units bytes" if lctn == 0 else "units codepoints"]
+    for key, ch in chans:
+        lines.append(f"channel {_hex(key)} {int(ch.table_rules)} {int(ch.default_true)}")
+        for tag, values in (("dot", sorted(ch.dot)), ("igt", sorted(ch.igt))):
+            if values:
+                lines.append(" ".join([tag] + [_hex(v) for v in values]))
+        for tag, pats in (("wdo", ch.wdo), ("wig", ch.wig)):
+            if pats:
+                lines.append(" ".join([tag] + [_hex(_like(p)) for p in pats]))
+    return "|".join(lines)

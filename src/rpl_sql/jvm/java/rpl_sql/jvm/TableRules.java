@@ -1,0 +1,268 @@
+package rpl_sql.jvm;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The table rules' code of a row key, as rpl_sql.compile's table code helper gives it: 10 do_table, 11
+ * ignore_table, 12 wild do, 13 wild ignore, 14/15 the default (true/false), 0 when the channel has no table
+ * rules, NULL for an unknown channel or a NULL name. The spec is written by rpl_sql.compile.jvm_spec (its
+ * format is documented there); names arrive folded and rewritten. Decisions are memoised per distinct
+ * (channel, db, table): a column of events holds few distinct tables, so most rows cost one lookup.
+ */
+public final class TableRules {
+  static final int ANY = -1;
+  static final int ONE = -2;
+  private static final int MEMO_MAX = 1 << 20;
+  private static final Map<String, TableRules> PARSED = new ConcurrentHashMap<>();
+
+  private final boolean bytes;
+  private final HashMap<String, Channel> channels = new HashMap<>();
+  private final ConcurrentHashMap<String, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> memo =
+      new ConcurrentHashMap<>();
+  private volatile int memoSize;
+
+  /** One parse per spec in a JVM: every task deserialises the function, and the memo is worth sharing. */
+  public static TableRules of(String spec) {
+    TableRules r = PARSED.get(spec);
+    if (r == null) {
+      if (PARSED.size() >= 16) {
+        PARSED.clear();
+      }
+      r = new TableRules(spec);
+      PARSED.put(spec, r);
+    }
+    return r;
+  }
+
+  private TableRules(String spec) {
+    String[] lines = spec.split("\\|", -1);
+    if (lines.length < 2 || !lines[0].equals("rpl_sql table rules 1")) {
+      throw new IllegalArgumentException("not an rpl_sql table rules spec (version 1)");
+    }
+    bytes = lines[1].equals("units bytes");
+    Channel ch = null;
+    for (int i = 2; i < lines.length; i++) {
+      String[] f = lines[i].isEmpty() ? new String[0] : lines[i].split(" ", -1);
+      if (f.length == 0) {
+        continue;
+      }
+      switch (f[0]) {
+        case "channel":
+          ch = new Channel(f[2].equals("1"), f[3].equals("1"));
+          channels.put(unhex(f[1]), ch);
+          break;
+        case "dot":
+        case "igt":
+          for (int j = 1; j < f.length; j++) {
+            (f[0].equals("dot") ? ch.dot : ch.igt).add(unhex(f[j]));
+          }
+          break;
+        case "wdo":
+        case "wig":
+          for (int j = 1; j < f.length; j++) {
+            (f[0].equals("wdo") ? ch.wdo : ch.wig).add(pattern(unhex(f[j])));
+          }
+          break;
+        default:
+          throw new IllegalArgumentException("bad spec line: " + lines[i]);
+      }
+    }
+  }
+
+  /** The code; NULL for a NULL argument or an unknown channel. */
+  public Integer code(String c, String k, String t) {
+    if (c == null || k == null || t == null) {
+      return null;
+    }
+    ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>> byDb = memo.get(c);
+    ConcurrentHashMap<String, Integer> byTable = byDb == null ? null : byDb.get(k);
+    Integer hit = byTable == null ? null : byTable.get(t);
+    if (hit != null) {
+      return hit;
+    }
+    Channel ch = channels.get(c);
+    if (ch == null) {
+      return null;
+    }
+    Integer v = ch.code(k + "." + t, bytes);
+    if (memoSize < MEMO_MAX) {
+      memoSize++;
+      memo.computeIfAbsent(c, x -> new ConcurrentHashMap<>()).computeIfAbsent(k, x -> new ConcurrentHashMap<>())
+          .put(t, v);
+    }
+    return v;
+  }
+
+  /** A pattern in LIKE syntax (backslash escapes, a trailing backslash is literal) as units: bytes or code points. */
+  private int[] pattern(String p) {
+    ArrayList<Integer> out = new ArrayList<>();
+    int i = 0;
+    while (i < p.length()) {
+      int cp = p.codePointAt(i);
+      int n = Character.charCount(cp);
+      if (cp == '\\' && i + n < p.length()) {
+        int lit = p.codePointAt(i + n);
+        literal(out, lit);
+        i += n + Character.charCount(lit);
+        continue;
+      }
+      if (cp == '%') {
+        if (out.isEmpty() || out.get(out.size() - 1) != ANY) {
+          out.add(ANY);
+        }
+      } else if (cp == '_') {
+        out.add(ONE);
+      } else {
+        literal(out, cp);
+      }
+      i += n;
+    }
+    int[] a = new int[out.size()];
+    for (int j = 0; j < a.length; j++) {
+      a[j] = out.get(j);
+    }
+    return a;
+  }
+
+  private void literal(List<Integer> out, int cp) {
+    if (!bytes) {
+      out.add(cp);
+      return;
+    }
+    for (byte b : new String(Character.toChars(cp)).getBytes(StandardCharsets.UTF_8)) {
+      out.add(b & 0xff);
+    }
+  }
+
+  static int[] units(String s, boolean bytes) {
+    if (bytes) {
+      byte[] b = s.getBytes(StandardCharsets.UTF_8);
+      int[] a = new int[b.length];
+      for (int i = 0; i < b.length; i++) {
+        a[i] = b[i] & 0xff;
+      }
+      return a;
+    }
+    return s.codePoints().toArray();
+  }
+
+  /** LIKE over units: ANY any run, ONE exactly one unit, the whole subject. */
+  static boolean like(int[] p, int[] s) {
+    int pi = 0;
+    int si = 0;
+    int star = -1;
+    int mark = 0;
+    while (si < s.length) {
+      if (pi < p.length && (p[pi] == ONE || p[pi] == s[si])) {
+        pi++;
+        si++;
+      } else if (pi < p.length && p[pi] == ANY) {
+        star = pi++;
+        mark = si;
+      } else if (star >= 0) {
+        pi = star + 1;
+        si = ++mark;
+      } else {
+        return false;
+      }
+    }
+    while (pi < p.length && p[pi] == ANY) {
+      pi++;
+    }
+    return pi == p.length;
+  }
+
+  private static String unhex(String h) {
+    byte[] b = new byte[h.length() / 2];
+    for (int i = 0; i < b.length; i++) {
+      b[i] = (byte) Integer.parseInt(h.substring(2 * i, 2 * i + 2), 16);
+    }
+    return new String(b, StandardCharsets.UTF_8);
+  }
+
+  /** One channel's table rules. */
+  static final class Channel {
+    final boolean tableRules;
+    final boolean defaultTrue;
+    final HashSet<String> dot = new HashSet<>();
+    final HashSet<String> igt = new HashSet<>();
+    final Wild wdo = new Wild();
+    final Wild wig = new Wild();
+
+    Channel(boolean tableRules, boolean defaultTrue) {
+      this.tableRules = tableRules;
+      this.defaultTrue = defaultTrue;
+    }
+
+    int code(String key, boolean bytes) {
+      if (!tableRules) {
+        return 0;
+      }
+      if (dot.contains(key)) {
+        return 10;
+      }
+      if (igt.contains(key)) {
+        return 11;
+      }
+      int[] u = null;
+      if (!wdo.isEmpty()) {
+        u = units(key, bytes);
+        if (wdo.matches(u)) {
+          return 12;
+        }
+      }
+      if (!wig.isEmpty()) {
+        if (u == null) {
+          u = units(key, bytes);
+        }
+        if (wig.matches(u)) {
+          return 13;
+        }
+      }
+      return defaultTrue ? 14 : 15;
+    }
+  }
+
+  /** Wildcard patterns, indexed by their first unit when it is a literal: a key meets only its bucket. */
+  static final class Wild {
+    final HashMap<Integer, List<int[]>> byFirst = new HashMap<>();
+    final List<int[]> rest = new ArrayList<>();
+
+    void add(int[] p) {
+      if (p.length > 0 && p[0] >= 0) {
+        byFirst.computeIfAbsent(p[0], x -> new ArrayList<>()).add(p);
+      } else {
+        rest.add(p);
+      }
+    }
+
+    boolean isEmpty() {
+      return byFirst.isEmpty() && rest.isEmpty();
+    }
+
+    boolean matches(int[] s) {
+      if (s.length > 0) {
+        List<int[]> ps = byFirst.get(s[0]);
+        if (ps != null) {
+          for (int[] p : ps) {
+            if (like(p, s)) {
+              return true;
+            }
+          }
+        }
+      }
+      for (int[] p : rest) {
+        if (like(p, s)) {
+          return true;
+        }
+      }
+      return false;
+    }
+  }
+}
