@@ -461,6 +461,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=3, help="--cold-ab rounds")
     ap.add_argument("--java-opts", default="", help="the driver JVM's extra options, e.g. -XX:+UseG1GC "
                     "(local_spark adds the parallel collector unless these name one)")
+    ap.add_argument("--jvm", choices=["auto", "off"], default="auto",
+                    help="auto: the JVM table code past the size limit, as rpl_sql.register decides; off: the SQL")
     ap.add_argument("--cold-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.cold_child is not None:
@@ -505,8 +507,13 @@ def main(argv=None) -> None:
     for r in sizes:
         state = make_rules(r)
         t0 = time.perf_counter()
-        compiled = compile_functions(state, jit_huge_methods=jit, **map_kw(sys.modules["rpl_sql.compile"], spark))
+        compiled = compile_functions(state, jit_huge_methods=jit, jvm="udf" if args.jvm == "auto" else None,
+                                     **map_kw(sys.modules["rpl_sql.compile"], spark))
         t_compile = time.perf_counter() - t0
+        if compiled.jvm_spec is not None:
+            from rpl_sql.spark.functions import register_table_code
+
+            register_table_code(spark, compiled.jvm_spec)
         for s in compiled.statements:
             spark.sql(s)
         t_create = time.perf_counter() - t0 - t_compile
