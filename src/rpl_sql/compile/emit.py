@@ -304,9 +304,9 @@ class _Compiler:
         if len(code) - constants > self.max_compiled and self.jvm is not None:
             # the JVM function instead (rpl_sql/jvm): one memoised lookup per row, at any rule count
             spec = table_rules_spec([(ch.name if self.index is None else str(self.index[ch.name]), ch)
-                                     for ch in self.chans], self.lctn)
-            call = (f"{JVM_TABLE_CODE}(CAST(c AS STRING), k, t)" if self.jvm == "udf" else
-                    f"{JVM_TABLE_CODE}({sql_str(spec)}, CAST(c AS STRING), k, t)")
+                                     for ch in self.chans], self.lctn, self.index is not None)
+            call = (f"{JVM_TABLE_CODE}(c, k, t)" if self.jvm == "udf" else
+                    f"{JVM_TABLE_CODE}({sql_str(spec)}, c, k, t)")
             code = sql_case([("x IS NOT NULL", "x")], call)
             self.jvm_spec = spec
         elif len(code) - constants > self.max_compiled:

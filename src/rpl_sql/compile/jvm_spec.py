@@ -3,12 +3,13 @@ lines joined by `|` (one line of text, to sit in a SQL string literal):
 
     rpl_sql table rules 1
     units bytes | units codepoints        lower_case_table_names 0: `_` is one UTF-8 byte (rules.like)
+    channels by index | channels by name  what the table code helper's `c` holds: an INT index or a name
     channel <key> <table rules 0|1> <default true 0|1>
     dot <key> ...  /  igt <key> ...       exact do/ignore table keys, folded
     wdo <pattern> ...  /  wig <pattern> ...   wild patterns in LIKE syntax (backslash escapes), folded
 
-Every name is hex of its UTF-8 bytes, so no name can break the format. The channel key is what the table
-code helper's `c` holds, as a string: the channel's INT index or its stored name. Pure text, no Spark.
+Every name is hex of its UTF-8 bytes, so no name can break the format; a channel's key is its index in
+decimal or its stored name. Pure text, no Spark.
 """
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ def _like(toks: tuple) -> str:
     return "".join("%" if t == ANY else "_" if t == ONE else ("\\" + t if t in "%_\\" else t) for t in toks)
 
 
-def table_rules_spec(chans: list[tuple[str, ChannelRules]], lctn: int) -> str:
+def table_rules_spec(chans: list[tuple[str, ChannelRules]], lctn: int, by_index: bool) -> str:
     """`chans`: (the key `c` holds, the channel's rules), for every channel the helper can be asked about."""
-    lines = [VERSION, "units bytes" if lctn == 0 else "units codepoints"]
+    lines = [VERSION, "units bytes" if lctn == 0 else "units codepoints",
+             "channels by index" if by_index else "channels by name"]
     for key, ch in chans:
         lines.append(f"channel {_hex(key)} {int(ch.table_rules)} {int(ch.default_true)}")
         for tag, values in (("dot", sorted(ch.dot)), ("igt", sorted(ch.igt))):

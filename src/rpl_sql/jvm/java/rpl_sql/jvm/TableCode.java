@@ -2,8 +2,11 @@ package rpl_sql.jvm;
 
 import org.apache.spark.sql.api.java.UDF3;
 
-/** The table code as a Java UDF for Python sessions: the instance carries its spec to every executor. */
-public final class TableCode implements UDF3<String, String, String, Integer> {
+/**
+ * The table code as a Java UDF for Python sessions: the instance carries its spec to every executor. The
+ * channel is an Object: Spark hands it over as the SQL gives it, an Integer index or a String name.
+ */
+public final class TableCode implements UDF3<Object, String, String, Integer> {
   private static final long serialVersionUID = 1L;
   private final String spec;
   private transient TableRules rules;
@@ -14,7 +17,7 @@ public final class TableCode implements UDF3<String, String, String, Integer> {
   }
 
   @Override
-  public Integer call(String channel, String db, String table) {
+  public Integer call(Object channel, String db, String table) {
     if (rules == null) {
       rules = TableRules.of(spec);
     }

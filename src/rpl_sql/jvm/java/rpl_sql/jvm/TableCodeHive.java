@@ -5,6 +5,7 @@ import org.apache.hadoop.hive.ql.metadata.HiveException;
 import org.apache.hadoop.hive.ql.udf.generic.GenericUDF;
 import org.apache.hadoop.hive.serde2.objectinspector.ConstantObjectInspector;
 import org.apache.hadoop.hive.serde2.objectinspector.ObjectInspector;
+import org.apache.hadoop.hive.serde2.objectinspector.PrimitiveObjectInspector;
 import org.apache.hadoop.hive.serde2.objectinspector.primitive.PrimitiveObjectInspectorFactory;
 import org.apache.hadoop.hive.serde2.objectinspector.primitive.StringObjectInspector;
 
@@ -14,7 +15,8 @@ import org.apache.hadoop.hive.serde2.objectinspector.primitive.StringObjectInspe
  */
 public final class TableCodeHive extends GenericUDF {
   private transient TableRules rules;
-  private transient StringObjectInspector[] args;
+  private transient PrimitiveObjectInspector channel;
+  private transient StringObjectInspector[] names;
 
   @Override
   public ObjectInspector initialize(ObjectInspector[] in) throws UDFArgumentException {
@@ -22,20 +24,19 @@ public final class TableCodeHive extends GenericUDF {
       throw new UDFArgumentException("rpl_sql table code: (constant spec, channel, db, table)");
     }
     rules = TableRules.of(((ConstantObjectInspector) in[0]).getWritableConstantValue().toString());
-    args = new StringObjectInspector[3];
-    for (int i = 0; i < 3; i++) {
-      if (!(in[i + 1] instanceof StringObjectInspector)) {
-        throw new UDFArgumentException("rpl_sql table code: channel, db and table are strings");
-      }
-      args[i] = (StringObjectInspector) in[i + 1];
+    if (!(in[1] instanceof PrimitiveObjectInspector) || !(in[2] instanceof StringObjectInspector)
+        || !(in[3] instanceof StringObjectInspector)) {
+      throw new UDFArgumentException("rpl_sql table code: the channel's index or name, db and table strings");
     }
+    channel = (PrimitiveObjectInspector) in[1];
+    names = new StringObjectInspector[] {(StringObjectInspector) in[2], (StringObjectInspector) in[3]};
     return PrimitiveObjectInspectorFactory.javaIntObjectInspector;
   }
 
   @Override
   public Object evaluate(DeferredObject[] a) throws HiveException {
-    return rules.code(args[0].getPrimitiveJavaObject(a[1].get()), args[1].getPrimitiveJavaObject(a[2].get()),
-        args[2].getPrimitiveJavaObject(a[3].get()));
+    return rules.code(channel.getPrimitiveJavaObject(a[1].get()), names[0].getPrimitiveJavaObject(a[2].get()),
+        names[1].getPrimitiveJavaObject(a[3].get()));
   }
 
   @Override

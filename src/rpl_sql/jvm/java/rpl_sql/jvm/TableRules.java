@@ -22,8 +22,9 @@ public final class TableRules {
   private static final Map<String, TableRules> PARSED = new ConcurrentHashMap<>();
 
   private final boolean bytes;
-  private final HashMap<String, Channel> channels = new HashMap<>();
-  private final ConcurrentHashMap<String, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> memo =
+  private final boolean byIndex;
+  private final HashMap<Object, Channel> channels = new HashMap<>();
+  private final ConcurrentHashMap<Object, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> memo =
       new ConcurrentHashMap<>();
   private volatile int memoSize;
 
@@ -42,12 +43,13 @@ public final class TableRules {
 
   private TableRules(String spec) {
     String[] lines = spec.split("\\|", -1);
-    if (lines.length < 2 || !lines[0].equals("rpl_sql table rules 1")) {
+    if (lines.length < 3 || !lines[0].equals("rpl_sql table rules 1")) {
       throw new IllegalArgumentException("not an rpl_sql table rules spec (version 1)");
     }
     bytes = lines[1].equals("units bytes");
+    byIndex = lines[2].equals("channels by index");
     Channel ch = null;
-    for (int i = 2; i < lines.length; i++) {
+    for (int i = 3; i < lines.length; i++) {
       String[] f = lines[i].isEmpty() ? new String[0] : lines[i].split(" ", -1);
       if (f.length == 0) {
         continue;
@@ -55,7 +57,8 @@ public final class TableRules {
       switch (f[0]) {
         case "channel":
           ch = new Channel(f[2].equals("1"), f[3].equals("1"));
-          channels.put(unhex(f[1]), ch);
+          String key = unhex(f[1]);
+          channels.put(byIndex ? (Object) Integer.valueOf(key) : key, ch);
           break;
         case "dot":
         case "igt":
@@ -75,8 +78,8 @@ public final class TableRules {
     }
   }
 
-  /** The code; NULL for a NULL argument or an unknown channel. */
-  public Integer code(String c, String k, String t) {
+  /** The code; NULL for a NULL argument or an unknown channel. `c`: the channel's INT index or its name. */
+  public Integer code(Object c, String k, String t) {
     if (c == null || k == null || t == null) {
       return null;
     }
