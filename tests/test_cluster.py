@@ -115,15 +115,21 @@ def test_apply_runs_on_the_master_that_spark_defaults_names(spark, cluster, ware
 def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
     """A wheel installed in a new virtual environment: its `rpl-sql` exports, and the real spark-sql shell runs
     the script with `--master spark://...`, from a directory outside the checkout, the executors' Python
-    workers on that venv's Python: the views (Python data source) and the compiled functions over rows spread
-    across both executors equal the Python API and the reference evaluator."""
+    workers on that venv's Python: the views (Python data source) and the compiled functions (with the JVM table
+    code) over rows spread across both executors equal the Python API and the reference evaluator."""
     venv = wheel_venv(tmp_path)
     python = str(venv / "bin" / "python")
     wh = tmp_path / "wh"
     session = Session(str(wh))
     session.execute(SETUP)
+    # enough wild rules that the row table code is the JVM function: a Hive function from the jar that the
+    # wheel's rpl-sql builds, which the executors fetch from the driver
+    many = ", ".join(f"'db1.zz{i}\\_%'" for i in range(400))
+    session.execute(f"CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE = ({many}, 'db1.tmp%', 'db1.a\\_b%', "
+                    f"'we;ird\\'db.x;%') FOR CHANNEL 'ch1'")
     init, text = export([str(venv / "bin" / "rpl-sql")], wh, tmp_path)
     assert f"PYSPARK_PYTHON={python} spark-sql" in text
+    assert "AS 'rpl_sql.jvm.TableCodeHive' USING JAR" in text
     n = len(ROW_EVENTS)
 
     def pick(k: int) -> str:

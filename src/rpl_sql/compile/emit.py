@@ -20,7 +20,7 @@ from rpl_sql.compile.codes import (
     CompiledFunctions,
     Guard,
 )
-from rpl_sql.compile.literals import LITERAL, fold_sql, sql_and, sql_case, sql_list, sql_str
+from rpl_sql.compile.literals import LITERAL, fold_sql, hashed_map_get, sql_and, sql_case, sql_list, sql_str
 from rpl_sql.compile.jvm_spec import table_rules_spec
 from rpl_sql.compile.matchers import ROW_KEY, Matchers
 from rpl_sql.evaluate import (
@@ -127,6 +127,10 @@ class _Compiler:
         return sql_case([(guard, self._map_get(g.keyed(d), keyed))], d)
 
     def _map_get(self, key: str, pairs: list[tuple[str, str]]) -> str:
+        hashed = hashed_map_get(key, pairs, self.map_hash_min)
+        if hashed is not None:  # long: one hashed map (at 10,000 rules, 4 linear maps a row cost 0.5 s / 3M rows)
+            return hashed
+
         def one(ps):
             return "element_at(map(" + ", ".join(f"{sql_str(k)}, {sql_str(v)}" for k, v in ps) + f"), {key})"
         if len(pairs) <= MAP_CHUNK:

@@ -85,6 +85,28 @@ def in_list(expr: str, values: Iterable[str], hash_min: int | None) -> str:
     return f"coalesce({m}[{expr}], false)"
 
 
+def hashed_map_get(expr: str, pairs: list[tuple[str, str]], hash_min: int | None) -> str | None:
+    """`map[expr]` as one map that Spark looks up through a hash (see in_list), or None where it would not:
+    fewer than SET_MAP_MIN pairs, no hash lookup in this Spark, or a NUL in a name. Callers test that `expr`
+    is a key first, so the padding keys (numbers that are not keys) are never asked for."""
+    keys_ = [k for k, _ in pairs]
+    if (hash_min is None or hash_min > MAP_PAD_MAX or len(pairs) < codes.SET_MAP_MIN
+            or any("\x00" in x for kv in pairs for x in kv)):
+        return None
+
+    def joined(xs):
+        return "split('" + "\\u0000".join(sql_str(x)[1:-1] for x in xs) + "', '\\u0000', -1)"
+
+    pad = hash_min - len(pairs)
+    if pad <= 0:
+        return f"map_from_arrays({joined(keys_)}, {joined(v for _, v in pairs)})[{expr}]"
+    taken, a = set(keys_), 1
+    while any(str(i) in taken for i in range(a, a + pad)):
+        a += pad
+    return (f"map_from_arrays(concat({joined(keys_)}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
+            f"concat({joined(v for _, v in pairs)}, array_repeat(CAST(NULL AS STRING), {pad})))[{expr}]")
+
+
 def fold_sql(expr: str, lctn: int) -> str:
     """SQL for rules.fold(expr, lctn): per-character simple lowercase, exactly as Python computes it."""
     if not lctn:
