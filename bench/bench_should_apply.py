@@ -6,6 +6,7 @@
     .venv/bin/python bench/bench_should_apply.py --ab 6750e0d --sizes 1,100 --repeat 7   # vs a revision
     .venv/bin/python bench/bench_should_apply.py --cold-ab c027deb --sizes 10000 --rounds 3  # setup, fresh JVMs
     .venv/bin/python bench/bench_should_apply.py --java-opts=-XX:+UseG1GC   # Java 17's default collector
+    .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db too
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
 shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well). The JVM
@@ -461,6 +462,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=3, help="--cold-ab rounds")
     ap.add_argument("--java-opts", default="", help="the driver JVM's extra options, e.g. -XX:+UseG1GC "
                     "(local_spark adds the parallel collector unless these name one)")
+    ap.add_argument("--functions", action="store_true",
+                    help="also filter_decided_by and rewrite_db, SELECT and WHERE forms, beside the bare scan")
     ap.add_argument("--jvm", choices=["auto", "off"], default="auto",
                     help="auto: the JVM table code past the size limit, as rpl_sql.register decides; off: the SQL")
     ap.add_argument("--cold-child", help=argparse.SUPPRESS)
@@ -533,6 +536,19 @@ def main(argv=None) -> None:
             wq = "SELECT count(*) FROM ev WHERE should_apply(channel, db_name, table_name)"
             where_w, where_c, n_where = meter.run(lambda: spark.sql(wq).collect()[0][0], args.repeat)
             assert n_where == applied, (n_where, applied)
+
+        if args.functions:
+            others = {
+                "filter_decided_by": "SELECT count_if(filter_decided_by(channel, db_name, table_name) = 'DEFAULT') "
+                                     "FROM ev",
+                "filter_decided_by WHERE": "SELECT count(*) FROM ev "
+                                           "WHERE filter_decided_by(channel, db_name, table_name) = 'DEFAULT'",
+                "rewrite_db": "SELECT count_if(rewrite_db(channel, db_name) <> db_name) FROM ev",
+                "rewrite_db WHERE": "SELECT count(*) FROM ev WHERE rewrite_db(channel, db_name) <> db_name"}
+            for name, oq in others.items():
+                spark.sql(oq).collect()
+                w, c, _ = meter.run(lambda: spark.sql(oq).collect(), args.repeat)
+                print(f"  {name}: {w:.2f}s ({c:.1f} cpu-s) = {w / bare_w:.2f}x the bare scan", flush=True)
 
         udf_w = udf_c = float("nan")
         if not args.no_udf:
