@@ -789,3 +789,28 @@ def test_channels_dispatched_by_index_or_by_name(spark, monkeypatch, index_max):
               for d in ("a", "b", None) for t in ("t1", "x") for cmd in ("INSERT", "CREATE_DB")]
     bad = run_events(spark, state, events)
     assert not bad, bad[:3]
+
+
+def test_without_a_jdk_the_compiled_sql_decides(spark, tmp_path, monkeypatch):
+    """No javac and no built jar: the session is told so (nothing to build) or, if it tries, falls back to the
+    interpreted SQL; either way the same answers as the reference."""
+    from rpl_sql import jvm
+    from rpl_sql.spark.functions import FunctionInstaller, compile_flags
+
+    monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 1000)
+    monkeypatch.setattr("rpl_sql.compile.emit.COMPILE_MAX_CHARS_JIT", 1000)  # sessions rpl_sql starts JIT them
+    monkeypatch.setenv("RPL_SQL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(jvm, "_BUILT", {})
+    monkeypatch.setattr(jvm, "_javac", lambda: None)
+    assert compile_flags(spark)["jvm"] is None and compile_flags()["jvm"] is None
+    state = _large_state(0, seed=3)
+    monkeypatch.setattr(jvm, "possible", lambda: True)  # as if a jar were there, and then none can be built
+    installer = FunctionInstaller(spark)
+    assert installer.flags["jvm"] == "udf"
+    compiled = installer.install(state)
+    assert "interpreted" in compiled.encoding and compiled.jvm_spec is None and installer.flags["jvm"] is None
+    rows = [(ch.name, *instantiate(p, random.Random(1), "a").split(".", 1))
+            for ch in state.channels for p in ch.filters.values(T.WILD_DO_TABLE)[:20]]
+    got = spark.createDataFrame(rows, "c string, d string, t string").selectExpr(
+        "should_apply(c, d, t) AS v").collect()
+    assert [r.v for r in got] == [decide_row(state.channel(c).filters, RowEvent(d, t), 0).apply for c, d, t in rows]

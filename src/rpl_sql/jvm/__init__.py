@@ -36,7 +36,7 @@ def _cache_dir() -> Path:
     return Path(base)
 
 
-def _key(jars: Path) -> str:
+def _key() -> str:
     import pyspark
 
     h = hashlib.sha256(pyspark.__version__.encode())
@@ -50,13 +50,15 @@ _BUILT: dict[str, Path] = {}
 
 def jar_path() -> Path:
     """The jar of rpl_sql's Java classes for the installed pyspark, built if it is not in the cache yet."""
-    jars = _spark_jars()
-    key = _key(jars)
+    key = _key()
     if key in _BUILT:
         return _BUILT[key]
     out = _cache_dir() / f"rpl_sql-jvm-{key}.jar"
     if not out.exists():
-        _build(jars, out)
+        try:
+            _build(_spark_jars(), out)
+        except OSError as e:  # a cache that cannot be written, a javac that cannot start
+            raise JarUnavailable(f"cannot build {out}: {e}") from e
     _BUILT[key] = out
     return out
 
@@ -94,6 +96,6 @@ def possible() -> bool:
     if os.environ.get("RPL_SQL_JVM", "1") == "0":
         return False
     try:
-        return (_cache_dir() / f"rpl_sql-jvm-{_key(_spark_jars())}.jar").exists() or _javac() is not None
+        return (_cache_dir() / f"rpl_sql-jvm-{_key()}.jar").exists() or _javac() is not None
     except ImportError:
         return False
