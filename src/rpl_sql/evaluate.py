@@ -391,3 +391,10 @@ def statement_event(command: str, default_db: str | None,
     if cmd == "DROP_TRIGGER":
         return StatementEvent(cmd, default_db, (), trigger_table=tables[0] if tables else None)
     return StatementEvent(cmd, default_db, tables)
+
+
+def statement_event_of(command: str | None, default_db: str | None, tables) -> StatementEvent:
+    """statement_event of a landed statement, its `tables` as the events table and Spark hold them: dicts or
+    rows with db, name and updating."""
+    return statement_event(command, default_db, [TableRef(t["db"], t["name"], bool(t["updating"]))
+                                                 for t in tables or ()])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import Event, RowEvent, TableRef, decide, statement_event
+from rpl_sql.evaluate import Event, RowEvent, decide, statement_event_of
 from rpl_sql.state import ServerState
 
 ROW_TYPES = ("write_rows", "update_rows", "delete_rows")
@@ -68,9 +68,8 @@ def shapes(warehouse: str, channels: list[str] | None = None, last: int | None =
         groups = keyed.group_by(["channel", "command", "default_db", "tables"], use_threads=False).aggregate(
             [([], "count_all"), ("i", "min")])
         for r in groups.select(["channel", "command", "default_db", "i_min", "count_all"]).to_pylist():
-            refs = [TableRef(x["db"], x["name"], bool(x["updating"])) for x in tables[r["i_min"]].as_py() or ()]
             out.setdefault(r["channel"], []).append(
-                (statement_event(r["command"] or "OTHER", r["default_db"], refs), r["count_all"]))
+                (statement_event_of(r["command"], r["default_db"], tables[r["i_min"]].as_py()), r["count_all"]))
     return out
 
 

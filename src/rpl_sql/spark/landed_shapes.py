@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rpl_sql.evaluate import RowEvent, TableRef, statement_event
+from rpl_sql.evaluate import RowEvent, statement_event_of
 from rpl_sql.landed_shapes import ROW_TYPES, Landed
 from rpl_sql.spark.deltaread import read_delta
 from rpl_sql.store import utc_time
@@ -61,10 +61,7 @@ def shape_counts(df):
 
 def event_of(r: dict):
     """The evaluator's event of a shape_counts row."""
-    if r["q"]:
-        refs = [TableRef(x["db"], x["name"], bool(x["updating"])) for x in r["tabs"] or ()]
-        return statement_event(r["cmd"] or "OTHER", r["ddb"], refs)
-    return RowEvent(r["d"], r["t"])
+    return statement_event_of(r["cmd"], r["ddb"], r["tabs"]) if r["q"] else RowEvent(r["d"], r["t"])
 
 
 def shapes(spark: Any, warehouse: str, channels: list[str] | None = None, last: int | None = None,

@@ -20,8 +20,8 @@ from rpl_sql.evaluate import (
     TRANSACTION_CONTROL,
     XA_UNCOUNTED,
     RowEvent,
-    TableRef,
     statement_event,
+    statement_event_of,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES
 from rpl_sql.rules import TYPES, Filters, FilterType, fold, tally_rule_hits
@@ -156,8 +156,7 @@ class Shape:
     def event(self):
         if self.kind == "row":
             return RowEvent(self.key[1], self.key[2])
-        refs = [TableRef(t["db"], t["name"], bool(t["updating"])) for t in (self.tables or ())]
-        return statement_event(self.key[3], self.key[4], refs)
+        return statement_event_of(self.key[3], self.key[4], self.tables)
 
     def describe(self) -> str:
         et, db, table, cmd, ddb, tj = self.key
