@@ -68,43 +68,43 @@ def in_list(expr: str, values: Iterable[str], hash_min: int | None) -> str:
     tests, so no condition can tell).
     """
     vals = sorted(set(values))
-    if (hash_min is None or hash_min > MAP_PAD_MAX or len(vals) < codes.SET_MAP_MIN
-            or any("\x00" in v for v in vals)):
+    if not _hashable(vals, hash_min):
         return f"{expr} IN ({sql_list(vals)})"
-    keys = "'" + "\\u0000".join(sql_str(v)[1:-1] for v in vals) + "'"
-    split = f"split({keys}, '\\u0000', -1)"
-    pad = hash_min - len(vals)
-    if pad <= 0:
-        m = f"map_from_arrays({split}, array_repeat(true, {len(vals)}))"
-    else:
-        taken, a = set(vals), 1
-        while any(str(i) in taken for i in range(a, a + pad)):
-            a += pad
-        m = (f"map_from_arrays(concat({split}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
-             f"concat(array_repeat(true, {len(vals)}), array_repeat(false, {pad})))")
-    return f"coalesce({m}[{expr}], false)"
+    return f"coalesce({_hashed_map(vals, f'array_repeat(true, {len(vals)})', hash_min, 'false')}[{expr}], false)"
 
 
 def hashed_map_get(expr: str, pairs: list[tuple[str, str]], hash_min: int | None) -> str | None:
     """`map[expr]` as one map that Spark looks up through a hash (see in_list), or None where it would not:
     fewer than SET_MAP_MIN pairs, no hash lookup in this Spark, or a NUL in a name. Callers test that `expr`
     is a key first, so the padding keys (numbers that are not keys) are never asked for."""
-    keys_ = [k for k, _ in pairs]
-    if (hash_min is None or hash_min > MAP_PAD_MAX or len(pairs) < codes.SET_MAP_MIN
-            or any("\x00" in x for kv in pairs for x in kv)):
+    if not _hashable([x for kv in pairs for x in kv], hash_min, len(pairs)):
         return None
+    values = _split_literal(v for _, v in pairs)
+    return f"{_hashed_map([k for k, _ in pairs], values, hash_min, 'CAST(NULL AS STRING)')}[{expr}]"
 
-    def joined(xs):
-        return "split('" + "\\u0000".join(sql_str(x)[1:-1] for x in xs) + "', '\\u0000', -1)"
 
-    pad = hash_min - len(pairs)
+def _hashable(names: list[str], hash_min: int | None, n: int | None = None) -> bool:
+    """A map of these (n) entries is looked up through a hash here, and its literal can hold every name."""
+    return not (hash_min is None or hash_min > MAP_PAD_MAX or (len(names) if n is None else n) < codes.SET_MAP_MIN
+                or any("\x00" in v for v in names))
+
+
+def _split_literal(names: Iterable[str]) -> str:
+    """An ARRAY<STRING> of `names` as one string literal split on NUL: one node for Spark to parse."""
+    return "split('" + "\\u0000".join(sql_str(v)[1:-1] for v in names) + "', '\\u0000', -1)"
+
+
+def _hashed_map(keys: list[str], values: str, hash_min: int, fill: str) -> str:
+    """map_from_arrays of `keys` and the SQL array `values`, padded to `hash_min` entries (numbers that are
+    not keys, mapped to `fill`) so that Spark looks it up through a hash."""
+    pad = hash_min - len(keys)
     if pad <= 0:
-        return f"map_from_arrays({joined(keys_)}, {joined(v for _, v in pairs)})[{expr}]"
-    taken, a = set(keys_), 1
+        return f"map_from_arrays({_split_literal(keys)}, {values})"
+    taken, a = set(keys), 1
     while any(str(i) in taken for i in range(a, a + pad)):
         a += pad
-    return (f"map_from_arrays(concat({joined(keys_)}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
-            f"concat({joined(v for _, v in pairs)}, array_repeat(CAST(NULL AS STRING), {pad})))[{expr}]")
+    return (f"map_from_arrays(concat({_split_literal(keys)}, CAST(sequence({a}, {a + pad - 1}) AS ARRAY<STRING>)), "
+            f"concat({values}, array_repeat({fill}, {pad})))")
 
 
 def fold_sql(expr: str, lctn: int) -> str:
