@@ -33,10 +33,10 @@ def register_table_code(spark: Any, spec: str) -> None:
     """JVM_TABLE_CODE in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
     from the driver), the UDF built by the session's jar class loader and registered as a temporary function."""
     jar = str(jvm.jar_path())
-    if _JARS_ADDED.get(spark) != jar:
-        spark.sql(f"ADD JAR '{jar}'")
-        _JARS_ADDED[spark] = jar
     jss = spark._jsparkSession
+    if _JARS_ADDED.get(spark) != jar:
+        jss.sessionState().resourceLoader().addJar(jar)  # what ADD JAR does, without quoting a path into SQL
+        _JARS_ADDED[spark] = jar
     gw = spark.sparkContext._gateway
     cls = jss.sharedState().jarClassLoader().loadClass(jvm.UDF_CLASS)
     args = gw.new_array(gw.jvm.java.lang.Object, 1)
