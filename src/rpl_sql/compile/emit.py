@@ -307,7 +307,8 @@ class _Compiler:
 
         code = self.dispatch(compiled_code, "k IS NULL OR t IS NULL")
         # the size of the code: the dotted paths' regexes and sets are constants in the generated class
-        if len(code) - constants > self.max_compiled and self.jvm is not None:
+        too_big = len(code) - constants > self.max_compiled
+        if too_big and self.jvm is not None:
             # the JVM function instead (rpl_sql/jvm): one memoised lookup per row, at any rule count
             spec = table_rules_spec([(ch.name if self.index is None else str(self.index[ch.name]), ch)
                                      for ch in self.chans], self.lctn, self.index is not None)
@@ -315,7 +316,7 @@ class _Compiler:
                     f"{JVM_TABLE_CODE}({sql_str(spec)}, c, k, t)")
             code = sql_case([("x IS NOT NULL", "x")], call)
             self.jvm_spec = spec
-        elif len(code) - constants > self.max_compiled:
+        elif too_big:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled (unless -XX:-DontCompileHugeMethods) and runs in the
             # bytecode interpreter, many times slower than Spark's expression interpreter. A higher-order
