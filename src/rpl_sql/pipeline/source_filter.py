@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from rpl_sql.evaluate import TRANSACTION_CONTROL, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.pipeline.events import events_path
-from rpl_sql.pipeline.writer import IngestError, SourceFilterConflict, ingest_meta, open_table
+from rpl_sql.pipeline.writer import IngestError, SourceFilterConflict, channel_commits, open_table
 from rpl_sql.rules import TYPES, FilterType, tally_rule_hits, type_counts
 from rpl_sql.state import ServerState
 
@@ -125,29 +125,17 @@ def source_filtered(warehouse: str, channel: str, after_seq: int = 0,
     dt = open_table(events_path(warehouse))
     if dt is None:
         return []
-    out: dict[int, SourceFiltered] = {}
-    for limit in (64, 1024, None):  # newest first: stop once the window reaches back past after_seq
-        hist = dt.history(limit)
-        reached = False
-        for info in hist:
-            meta = ingest_meta(info)
-            if meta.get("channel") != channel or "last_seq" not in meta:
-                continue
-            last = int(meta["last_seq"])
-            if last <= after_seq:
-                reached = True
-                continue
-            if not meta.get("dropped") or meta.get("filter_at_source") != "true" or \
-                    (through_seq is not None and last > through_seq):
-                continue
-            sv = meta.get("state_version")
-            out[int(info["version"])] = SourceFiltered(
-                int(info["version"]), int(meta["first_seq"]), last, meta.get("filters", ""),
-                int(sv) if sv not in (None, "", "None") else None, dropped_from_json(meta["dropped"]))
-        if reached or limit is None or len(hist) < limit:
-            break
-    out = list(out.values())
-    return sorted(out, key=lambda s: s.last_seq)
+    out = []
+    for version, meta in channel_commits(dt, channel, after_seq):
+        last = int(meta["last_seq"])
+        if not meta.get("dropped") or meta.get("filter_at_source") != "true" or \
+                (through_seq is not None and last > through_seq):
+            continue
+        sv = meta.get("state_version")
+        out.append(SourceFiltered(version, int(meta["first_seq"]), last, meta.get("filters", ""),
+                                  int(sv) if sv not in (None, "", "None") else None,
+                                  dropped_from_json(meta["dropped"])))
+    return out
 
 
 def settle_source_filtering(state: ServerState, channel: str, batches: Iterable[SourceFiltered]

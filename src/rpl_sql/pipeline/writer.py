@@ -25,6 +25,7 @@ from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.evaluate import TableRef
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
+from rpl_sql.pipeline.summary import summarize
 from rpl_sql.state import channel_key
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,29 @@ class ChannelPosition:
 
 def ingest_meta(info: dict[str, Any]) -> dict[str, str]:
     return {k[len(META):]: str(v) for k, v in info.items() if k.startswith(META)}
+
+
+def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0) -> list[tuple[int, dict[str, str]]]:
+    """(version, ingest metadata) of the channel's commits whose last seq is past `after_seq`, oldest first.
+
+    Read newest first in growing windows of the log, until one reaches back to a commit at or before
+    `after_seq` (or the log's start): usually only the last few commits are read.
+    """
+    out: dict[int, dict[str, str]] = {}
+    for limit in (64, 1024, None):
+        hist = dt.history(limit)
+        reached = False
+        for info in hist:
+            meta = ingest_meta(info)
+            if meta.get("channel") != channel or "last_seq" not in meta:
+                continue
+            if int(meta["last_seq"]) <= after_seq:
+                reached = True
+            else:
+                out[int(info["version"])] = meta
+        if reached or limit is None or len(hist) < limit:
+            break
+    return sorted(out.items(), key=lambda vm: int(vm[1]["last_seq"]))
 
 
 def open_table(path: str) -> DeltaTable | None:
@@ -220,7 +244,7 @@ class EventsWriter:
         """
         n = table.num_rows
         first, last = self.last_seq + 1, self.last_seq + n
-        meta = {META + k: v for k, v in metadata.items()}
+        meta = {META + k: v for k, v in {**summarize(table), **metadata}.items()}
         meta.update({META + "channel": self.channel, META + "first_seq": str(first), META + "last_seq": str(last),
                      META + "rows": str(n)})
         try:
