@@ -312,6 +312,87 @@ def test_applier_position_round_trips_through_the_store(warehouse):
 
 
 
+HOSTILE = ["3:a+", "-", "it's", "back\\slash", "`tick`", "a,b", "p%c", "u_s", "ünï", "MiXed", "", "Db1"]
+
+
+def hostile_log(seed: int) -> Log:
+    """mixed_log plus events whose names hold quotes, backslashes, backticks, commas, % and _, unicode and
+    mixed case; statements with no tables, NULL default databases and unqualified tables."""
+    rnd = random.Random(seed)
+    log = mixed_log(seed)
+    for _ in range(40):
+        ch = rnd.choice(["", "ch1", "ch2"])
+        flavor = "mariadb" if ch == "ch2" else "mysql"
+        if rnd.random() < 0.5:
+            log.rows_txn(ch, [(rnd.choice(HOSTILE), rnd.choice(HOSTILE)) for _ in range(rnd.randint(1, 3))], flavor,
+                         ddb=rnd.choice(HOSTILE))
+        else:
+            tl = [(rnd.choice([None, *HOSTILE]), rnd.choice(HOSTILE), rnd.random() < 0.5)
+                  for _ in range(rnd.randint(0, 2))]
+            log.stmt(ch, rnd.choice(["INSERT", "UPDATE_MULTI", "DELETE"]), rnd.choice([None, *HOSTILE]), tl, flavor)
+    return log
+
+
+def land_in_commits(warehouse, log: Log, seed: int, rows=None, unsummarized=()):
+    """Land `log` through the ingest's EventsWriter, each channel in commits of 1-4 whole transactions (so each
+    commit carries its summary); the commits numbered in `unsummarized` go without one. Returns the commits."""
+    from rpl_sql.pipeline import writer as W
+
+    rnd = random.Random(seed)
+    rows = log.rows if rows is None else rows
+    n = 0
+    for ch in sorted({r["channel"] for r in rows}):
+        mine = sorted((r for r in rows if r["channel"] == ch), key=lambda r: r["seq"])
+        txns = [list(g) for _, g in itertools.groupby(mine, key=lambda r: r["gtid"])]
+        with W.EventsWriter(warehouse, ch) as w:
+            while txns:
+                k = rnd.randint(1, 4)
+                part, txns = [r for t in txns[:k] for r in t], txns[k:]
+                summarize = W.summarize
+                if n in unsummarized:
+                    W.summarize = lambda table: {}
+                try:
+                    w.commit(log.table(part), {"source": "binlog"})
+                finally:
+                    W.summarize = summarize
+                n += 1
+    return n
+
+
+def test_commit_summaries_hold_the_shapes_gtids_and_last_position():
+    from rpl_sql.pipeline import summary
+
+    log = hostile_log(seed=21)
+    for ch in ("", "ch1", "ch2"):
+        rows = [r for r in log.rows if r["channel"] == ch]
+        s = summary.parse({**summary.summarize(log.table(rows)), "first_seq": "1", "last_seq": str(len(rows))}, 0)
+        want: dict = {}
+        for r in rows:
+            key = (r["event_type"], r["db_name"], r["table_name"], r["command"], r["default_db"],
+                   None if r["event_type"] != "query" or r["tables"] is None
+                   else tuple((t["db"], t["name"], t["updating"]) for t in r["tables"]))
+            n, lo, hi = want.get(key, (0, r["seq"], r["seq"]))
+            want[key] = (n + 1, min(lo, r["seq"]), max(hi, r["seq"]))
+        got = {(r["event_type"], r["db_name"], r["table_name"], r["command"], r["default_db"],
+                None if r["tables"] is None else tuple((t["db"], t["name"], t["updating"]) for t in r["tables"])):
+               (r["n"], r["lo"], r["hi"]) for r in s.shapes.to_pylist()}
+        assert got == want and len(got) == s.shapes.num_rows
+        assert str(s.gtids) == gtid_set(rows, ch)
+        assert (s.last_file, s.last_pos) == (rows[-1]["binlog_file"], rows[-1]["binlog_pos"])
+    # what the applier would refuse, or too much to carry: no summary (the applier's pass decides, or reports)
+    bad = log.table([{**log.rows[0], "gtid": "0-x-1"}])
+    assert summary.summarize(bad) == {}
+    assert summary.summarize(log.table(log.rows[:1]))[summary.SHAPES]
+
+
+def test_too_many_shapes_for_a_commit_go_without_a_summary(monkeypatch):
+    from rpl_sql.pipeline import summary
+
+    log = hostile_log(seed=2)
+    monkeypatch.setattr(summary, "MAX_ENCODED", 100)
+    assert summary.summarize(log.table()) == {}
+
+
 # ---------------------------------------------------------------- the applier, in-process
 
 def check_against_reference(spark, warehouse, log: Log, state_before: ServerState):
@@ -368,6 +449,43 @@ def test_apply_matches_the_reference_evaluator(spark, warehouse, monkeypatch, co
     assert status["ch1"]["executed_gtid_set"].startswith(UUID1) and "0-7-" in status["ch1"]["executed_gtid_set"]
     last = max((r for r in log.rows if r["channel"] == "ch1"), key=lambda r: r["seq"])
     assert status["ch1"]["exec_source_log_pos"] == last["binlog_pos"]
+
+
+@pytest.mark.parametrize("batch_size,unsummarized", [(None, ()), (40, (1, 4))], ids=["one-batch", "batches-gaps"])
+def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, batch_size, unsummarized):
+    """Commits landed by the ingest's writer carry summaries: the applier decides from them, without its pass
+    over the events, where they cover the batch; a commit without one (older rpl_sql) sends it to the pass."""
+    calls = []
+    real = A._Applier._aggregate
+
+    def counted(self, ev, ch, sql):
+        calls.append(ch.name)
+        return real(self, ev, ch, sql)
+    monkeypatch.setattr(A._Applier, "_aggregate", counted)
+    setup_server(warehouse)
+    log = hostile_log(seed=31)
+    land_in_commits(warehouse, log, seed=31, unsummarized=unsummarized)
+    before = DeltaStore(warehouse).load().state
+    report = apply(spark, warehouse, verify="all", batch_size=batch_size)
+    check_against_reference(spark, warehouse, log, before)
+    assert sum(c.events for c in report.channels) == len(log.rows)
+    assert (calls == []) == (not unsummarized)
+    if batch_size is not None:  # batches of whole commits: as many as the batch size asks for, about
+        assert sum(c.batches for c in report.channels) > 3
+    # more events: the next run starts where the last one stopped, at a commit boundary
+    more = hostile_log(seed=32)
+    cut = len(log.rows)
+    for r in more.rows:
+        r["seq"] += log.seq.get(r["channel"], 0)
+        r["gtid"] = None if r["gtid"] is None else r["gtid"].replace(":", ":9").replace("0-7-", "0-7-9")
+    log.rows += more.rows
+    for ch, n in more.seq.items():
+        log.seq[ch] = log.seq.get(ch, 0) + n
+    calls.clear()
+    land_in_commits(warehouse, log, seed=33, rows=log.rows[cut:])
+    apply(spark, warehouse, verify="all", batch_size=batch_size)
+    check_against_reference(spark, warehouse, log, before)
+    assert calls == []
 
 
 def test_rerun_is_a_no_op_and_new_events_continue_in_batches(spark, warehouse):
@@ -446,7 +564,7 @@ def test_crash_between_the_two_commits_is_completed_from_the_metadata(spark, war
     dt = DeltaTable(applied_path(warehouse))
     state = DeltaStore(warehouse).load().state
     assert (dt.transaction_version(app_id(half)) or 0) > state.channel(half).applier.seq
-    report = apply(spark, warehouse, batch_size=10)
+    report = apply(spark, warehouse)  # the half-done batch completed, then the rest in one batch
     assert report.channel(half).recovered == 1
     check_against_reference(spark, warehouse, log, before)
 
@@ -581,7 +699,7 @@ def test_sigkill_at_random_points_loses_nothing_and_counts_once(spark, warehouse
             st, dt = DeltaStore(warehouse).load().state, DeltaTable(applied_path(warehouse))
             assert any((dt.transaction_version(app_id(c)) or 0) > st.channel(c).applier.seq for c in ("", "ch1", "ch2"))
     assert kills >= 3
-    apply(spark, warehouse, batch_size=60)
+    apply(spark, warehouse)  # recovery, then the rest in one batch per channel
     check_against_reference(spark, warehouse, log, before)
     seqs = {}
     for (ch, seq), _ in applied_rows(spark, warehouse):

@@ -9,6 +9,7 @@ the next run. Design: docs/design/README.md#rpl_sqlpipelineapply.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -25,6 +26,7 @@ from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import Decision, decide, hit_rules, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
+from rpl_sql.pipeline.applier.landed import summarized
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, Progress
 from rpl_sql.pipeline.applier.shapes import (
@@ -43,6 +45,7 @@ from rpl_sql.pipeline.applier.shapes import (
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
+from rpl_sql.pipeline.summary import Summary, merge
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.writer import SourceFilterConflict
 from rpl_sql.rules import TYPES, FilterType
@@ -170,6 +173,7 @@ class _Applier:
         from pyspark.sql import functions as F
 
         events = deltaread.read_snapshot(spark, snap).withColumn("channel", F.lit(channel))
+        landed = summarized(self.events, channel, state.channel(channel).applier.seq, version)
         done = 0
         batch = 0
         while True:
@@ -179,10 +183,13 @@ class _Applier:
                 report.status, report.note = "stopped", "SQL thread stopped during the run"
                 break
             pos = ch.applier.seq
+            if landed.done(pos):
+                break
             if ch.skip_counter > 0:  # sql_replica_skip_counter: the same skip batch as the service's
-                rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
+                rec, commits = LocalApplier(self.warehouse, store=self.store).run_batch(channel), ()
             else:
-                rec = self.batch(events, state, ch, pos, version)
+                commits = landed.batch(pos, self.batch_size)
+                rec = self.batch(events, state, ch, pos, version, commits)
             if rec is None:
                 break
             self.materialize(channel)
@@ -194,8 +201,8 @@ class _Applier:
             if self.progress is not None:
                 pending = None if known_max is None else max(0, known_max - rec.end)
                 self.progress(Progress(channel, batch, rec.end, done, pending, time.perf_counter() - t0))
-            if self.batch_size is None:
-                break
+            if self.batch_size is None and (not commits or landed.complete):
+                break  # else the summaries ended before the events did: the pass takes the rest
         report.seconds += time.perf_counter() - t0
 
     def _batch_end(self, events, lo: int) -> int | None:
@@ -214,12 +221,17 @@ class _Applier:
         last = events.where((F.col("seq") > hi) & (F.col("gtid") == gtid)).agg(F.max("seq")).collect()[0][0]
         return hi if last is None else last
 
-    def batch(self, events, state: ServerState, ch: Channel, lo: int, version: int) -> BatchRecord | None:
-        """Decide, write and commit one batch after seq `lo`; None when there is nothing after `lo`."""
+    def batch(self, events, state: ServerState, ch: Channel, lo: int, version: int,
+              commits: tuple[Summary, ...] = ()) -> BatchRecord | None:
+        """Decide, write and commit one batch after seq `lo`: the events of `commits` (decided from their
+        summaries), or without any, of a pass over the events; None when there is nothing after `lo`."""
         from pyspark.sql import functions as F
 
-        with _timed("batch end", ch.name):
-            hi = self._batch_end(events, lo)
+        if commits:
+            hi = commits[-1].last_seq
+        else:
+            with _timed("batch end", ch.name):
+                hi = self._batch_end(events, lo)
         ev = events.where(F.col("seq") > lo)
         if hi is not None:
             ev = ev.where(F.col("seq") <= hi)
@@ -227,8 +239,11 @@ class _Applier:
         sql = state.filter_mode == "mysql"  # the compiled functions implement MySQL's semantics only
         if sql:
             self._functions(state, ch.name)
+        if commits:
+            log.debug("channel '%s': seqs %d..%d from %d commit summaries", ch.name, lo + 1, hi, len(commits))
         with _timed("shapes + verdicts + gtids", ch.name):
-            shapes, gtids, (last_file, last_pos) = self._aggregate(ev, ch, sql)
+            shapes, gtids, (last_file, last_pos) = (self._summarized(commits, ch, sql) if commits
+                                                    else self._aggregate(ev, ch, sql))
         if not shapes:
             return None
         total = sum(s.count for s in shapes)
@@ -318,12 +333,7 @@ class _Applier:
         last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
         for r in rows:
             if r["_set"] == "shape":
-                s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"], hash=r["h"])
-                if sql and s.kind in ("row", "query"):
-                    if r["code"] not in LABELS:
-                        raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", ch.name)
-                    s.apply, s.decided_by, s.applied_db = r["code"] in TRUE_CODES, LABELS[r["code"]], r["adb"]
-                out.append(s)
+                out.append(_shape(r, ch.name, sql))
                 continue
             if r["last_seq"] is not None and r["last_seq"] > last[0]:
                 last = (r["last_seq"], r["binlog_file"], r["last_pos"])
@@ -340,6 +350,18 @@ class _Applier:
                     mariadb[d] = (int(r["srv"]), int(r["mx"]))
         mysql_iv = {k: _word_intervals(v) for k, v in words.items()}
         return out, GtidSet(mysql_iv, mariadb), last[1:]
+
+    def _summarized(self, commits: tuple[Summary, ...], ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
+        """What _aggregate finds, from the commits' summaries: their shapes merged (in Arrow) and decided in one
+        small Spark query (the per-event hash is Spark's, so _write joins on it), their GTID sets' union and the
+        last commit's position."""
+        frame = with_shape_key(self.spark.createDataFrame(merge([c.shapes for c in commits])))
+        shapes = shape_frame(frame, summed=True)  # the key hash and the tables, as the pass computes them
+        if sql:
+            shapes = shapes.select("*", *decision_columns(ch.name))
+        out = [_shape(r, ch.name, sql) for r in shapes.toArrow().to_pylist()]
+        gtids = functools.reduce(GtidSet.union, (c.gtids for c in commits), GtidSet())
+        return out, gtids, (commits[-1].last_file, commits[-1].last_pos)
 
     def _decide(self, state: ServerState, ch: Channel, shapes: list[Shape], sql: bool) -> None:
         """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
@@ -427,6 +449,16 @@ class _Applier:
             raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
                              f"nothing committed", rec.channel)
         return actions
+
+
+def _shape(r: dict, channel: str, sql: bool) -> Shape:
+    """A shape_frame row as a Shape, with its SQL verdict when `sql`."""
+    s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"], hash=r["h"])
+    if sql and s.kind in ("row", "query"):
+        if r["code"] not in LABELS:
+            raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", channel)
+        s.apply, s.decided_by, s.applied_db = r["code"] in TRUE_CODES, LABELS[r["code"]], r["adb"]
+    return s
 
 
 def _word_intervals(words: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
