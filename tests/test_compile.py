@@ -674,8 +674,8 @@ def _large_state(lctn: int, seed: int) -> ServerState:
     return states(lctn, chans)
 
 
-@pytest.mark.parametrize("lctn", [0, 1, 2])
-@pytest.mark.parametrize("regime", ["interpreted", "compiled", "JVM"])
+@pytest.mark.parametrize("regime,lctn", [("interpreted", 0), ("interpreted", 2), ("compiled", 1), ("compiled", 2),
+                                         ("JVM", 0), ("JVM", 1)])  # each regime under two lctns, each lctn twice
 def test_large_configurations_are_exact_interpreted_and_compiled(spark, lctn, regime, monkeypatch):
     """Past COMPILE_MAX_CHARS the row table code runs in Spark's expression interpreter, or where the session
     has it, as the JVM function; below it as generated code; in all, every guarded form (length groups, masked
