@@ -23,6 +23,7 @@ one interpreter; alternating, because the shared machine's speed drifts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -156,18 +157,29 @@ def channel_events(channel: str, n_events: int, seed: int) -> pa.Table:
     return pa.table(cols, schema=EVENTS_SCHEMA)
 
 
-def generate(warehouse: str, n_events: int) -> float:
-    from deltalake import write_deltalake
+def generate(warehouse: str, n_events: int, commit_rows: int = 20_000) -> float:
+    """Land the events as the ingest does: through its EventsWriter, in commits of whole transactions of about
+    `commit_rows` events (the binlog ingest's default batch), each carrying its summary for the applier, and
+    compacted every 40 commits; then vacuumed, as upkeep would."""
+    import pyarrow.compute as pc
 
+    EventsWriter = _module("rpl_sql.pipeline.writer").EventsWriter
     t = time.perf_counter()
-    path = events_path(warehouse)
     per = n_events // len(CHANNELS)
     for i, ch in enumerate(CHANNELS):
         n = per + (n_events - per * len(CHANNELS) if i == 0 else 0)
         tbl = channel_events(ch, n, seed=100 + i)
-        for done in range(0, n, 2_000_000):
-            write_deltalake(path, tbl.slice(done, 2_000_000), partition_by=PARTITION_BY, mode="append")
+        g = tbl.column("gtid").combine_chunks()
+        starts = np.flatnonzero(np.asarray(pc.fill_null(pc.not_equal(g[1:], g[:-1]), True))) + 1  # txn starts
+        cuts = sorted(set(starts[np.searchsorted(starts, np.arange(commit_rows, n, commit_rows))].tolist()) - {n})
+        with EventsWriter(warehouse, ch) as w:
+            for lo, hi in zip([0, *cuts], [*cuts, n]):
+                w.commit(tbl.slice(lo, hi - lo), {"source": "binlog"})
+            w.compact()
         del tbl
+    from deltalake import DeltaTable  # the files compaction replaced: a directory scan must not see them
+
+    DeltaTable(events_path(warehouse)).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
     return time.perf_counter() - t
 
 
@@ -365,6 +377,22 @@ def ab_runs(ref: str, n: int, data: str, rules: list[int], rounds: int) -> None:
         shutil.rmtree(tree, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _deciding_by(how: str):
+    """'summaries': as the applier runs (the ingest commits' summaries); 'pass': as if the commits had none
+    (its own pass over the events, as for events landed by an older rpl_sql)."""
+    job = _module("rpl_sql.pipeline.applier.job")
+    real = getattr(job, "summarized", None)
+    if how == "summaries" or real is None:
+        yield
+        return
+    job.summarized = lambda *a, **k: _module("rpl_sql.pipeline.applier.landed").Landed((), False)
+    try:
+        yield
+    finally:
+        job.summarized = real
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="1M events, rule sets 1/100/1000")
@@ -388,7 +416,7 @@ def main(argv=None) -> int:
     deltaread = _module("rpl_sql.spark.deltaread", "rpl_sql.deltaread")
     read_delta, snapshot = deltaread.read_delta, deltaread.snapshot
 
-    wh = os.path.join(args.data, f"apply_wh_{n}")
+    wh = os.path.join(args.data, f"apply_wh_ingested_{n}")  # (apply_wh_<n>: the data before commit summaries)
     fresh = not os.path.exists(events_path(wh))
     if fresh:
         shutil.rmtree(wh, ignore_errors=True)
@@ -445,14 +473,15 @@ def main(argv=None) -> int:
     t_warm = timed(lambda: apply(spark, wh, verify="auto"))[0]
     print(f"warm-up apply ({rule_sets[0]} rules/channel, not counted): {t_warm:.1f}s", flush=True)
     results = []
-    for r in rule_sets:
+    for r, how in [(r, how) for r in rule_sets for how in ("summaries", "pass")]:
         t_cfg = configure(wh, r)
         phases.by_phase.clear()
-        t_apply, c_apply, report = timed(lambda: apply(spark, wh, verify="auto"))
+        with _deciding_by(how):
+            t_apply, c_apply, report = timed(lambda: apply(spark, wh, verify="auto"))
         applied = sum(c.applied for c in report.channels)
         ph = dict(phases.by_phase)
-        results.append((r, t_cfg, t_apply, c_apply, report.events, applied, ph))
-        print(f"rules/channel={r:>6}: apply {t_apply:6.1f}s wall, {c_apply:6.1f}s CPU "
+        results.append((r, how, t_cfg, t_apply, c_apply, report.events, applied, ph))
+        print(f"rules/channel={r:>6} ({how}): apply {t_apply:6.1f}s wall, {c_apply:6.1f}s CPU "
               f"({report.events / t_apply / 1e6:.2f} M ev/s, {applied / max(report.events, 1):.0%} applied) = "
               f"{t_apply / t_rd:.2f}x scan, {t_apply / t_copy:.2f}x copy (CPU {c_apply / c_rd:.2f}x, "
               f"{c_apply / c_copy:.2f}x)  [configure {t_cfg:.1f}s; " +
@@ -463,10 +492,10 @@ def main(argv=None) -> int:
                 f"{k} {w:.2f}s wall / {c:.2f} CPU s" for k, (w, c) in ab.items()), flush=True)
 
     print()
-    print(f"{'rules/ch':>8} {'apply s':>8} {'CPU s':>7} {'M ev/s':>7} {'x scan':>7} {'x copy':>7} "
+    print(f"{'rules/ch':>8} {'shapes by':>9} {'apply s':>8} {'CPU s':>7} {'M ev/s':>7} {'x scan':>7} {'x copy':>7} "
           f"{'CPU x scan':>10} {'CPU x copy':>10} {'compile s':>9} {'decide s':>9} {'write s':>8} {'applied':>8}")
-    for r, t_cfg, t_apply, c_apply, events, applied, ph in results:
-        print(f"{r:>8} {t_apply:8.1f} {c_apply:7.1f} {events / t_apply / 1e6:7.2f} {t_apply / t_rd:7.2f} "
+    for r, how, t_cfg, t_apply, c_apply, events, applied, ph in results:
+        print(f"{r:>8} {how:>9} {t_apply:8.1f} {c_apply:7.1f} {events / t_apply / 1e6:7.2f} {t_apply / t_rd:7.2f} "
               f"{t_apply / t_copy:7.2f} {c_apply / c_rd:10.2f} {c_apply / c_copy:10.2f} "
               f"{ph.get('compile + register functions', 0.0):9.1f} {ph.get('shapes + verdicts + gtids', 0.0):9.1f} "
               f"{ph.get('write', 0.0):8.1f} {applied / max(events, 1):8.0%}")

@@ -52,7 +52,7 @@ def applier_at(spark, data: str, events: int, rules: int, repeat: int, warm: boo
     from rpl_sql.pipeline.applier import apply
     from rpl_sql.spark.deltaread import read_delta
 
-    wh = os.path.join(data, f"apply_wh_{events}")
+    wh = os.path.join(data, f"apply_wh_ingested_{events}")
     if not os.path.exists(BA.events_path(wh)):
         shutil.rmtree(wh, ignore_errors=True)
         print(f"  generating {events:,} events under {wh} ...", flush=True)
