@@ -80,7 +80,7 @@ def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0) -> list[tu
     `after_seq` (or the log's start): usually only the last few commits are read.
     """
     out: dict[int, dict[str, str]] = {}
-    for limit in (64, 1024, None):
+    for limit in (16, 256, 4096, None):  # each commit's entry holds its summary: read few
         hist = dt.history(limit)
         reached = False
         for info in hist:
@@ -108,7 +108,7 @@ def committed_position(warehouse: str, channel: str, dt: DeltaTable | None = Non
     """The channel's committed position, or None before its first ingest.
 
     The app transaction version is the truth for the last seq; the commit carrying that seq is looked up
-    newest-first in growing windows (usually among the last few commits). Should the log have been cleaned,
+    newest-first (channel_commits: usually among the last few commits). Should the log have been cleaned,
     the row with that seq gives the binlog position (every batch ends with a transaction's last event).
     """
     dt = dt if dt is not None else open_table(events_path(warehouse))
@@ -117,14 +117,9 @@ def committed_position(warehouse: str, channel: str, dt: DeltaTable | None = Non
     last = dt.transaction_version(app_id(channel))
     if last is None:
         return None
-    for limit in (16, 256, 4096, None):
-        hist = dt.history(limit)
-        for info in hist:
-            meta = ingest_meta(info)
-            if meta.get("channel") == channel and meta.get("last_seq") == str(last):
-                return ChannelPosition(last, int(info["version"]), meta)
-        if limit is None or len(hist) < limit:
-            break
+    for version, meta in channel_commits(dt, channel, after_seq=last - 1):
+        if meta["last_seq"] == str(last):
+            return ChannelPosition(last, version, meta)
     row = _row_at_seq(dt, channel, last)
     if row is None:
         raise IngestError(f"channel {channel!r}: app transaction says seq {last}, but neither a commit nor a "
