@@ -519,7 +519,9 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     channel has events to apply).
     `channels`: names to run (each must exist, be configured and have its SQL thread running, else MySQL's
     error); None = every configured channel, skipping those whose SQL thread is stopped.
-    `batch_size`: events per batch (extended to the end of the last transaction); None = one batch per channel.
+    `batch_size`: events per batch (extended to the end of the last transaction, or where the ingest commits
+    carry summaries, of the last commit); None = one batch per channel (two where the summaries stop short
+    of the last event).
     `progress`: called with a `Progress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many shapes
     the reference evaluator re-checks. `tables`: also keep the replica tables (`pipeline.replica`) after
     each batch, with `exec_mode` 'STRICT' (MySQL's errors 1032/1062 stop) or 'IDEMPOTENT'. Half-done batches
