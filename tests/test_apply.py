@@ -374,7 +374,7 @@ def test_commit_summaries_hold_the_shapes_gtids_and_last_position():
     log = hostile_log(seed=21)
     for ch in ("", "ch1", "ch2"):
         rows = [r for r in log.rows if r["channel"] == ch]
-        s = summary.parse({**summary.summarize(log.table(rows)), "first_seq": "1", "last_seq": str(len(rows))}, 0)
+        s = summary.parse({**summary.summarize(log.table(rows)), "first_seq": "1", "last_seq": str(len(rows))})
         want: dict = {}
         for r in rows:
             key = (r["event_type"], r["db_name"], r["table_name"], r["command"], r["default_db"],

@@ -31,7 +31,6 @@ _PLAIN_KEYS = ["event_type", "db_name", "table_name", "command", "default_db"]
 class Summary:
     """One commit's summary (`shapes` in SHAPES_SCHEMA) and the channel's seqs it holds."""
 
-    version: int
     first_seq: int
     last_seq: int
     shapes: pa.Table
@@ -60,13 +59,13 @@ def summarize(table: pa.Table) -> dict[str, str]:
     return meta
 
 
-def parse(meta: dict[str, str], version: int) -> Summary | None:
+def parse(meta: dict[str, str]) -> Summary | None:
     """The summary in a commit's ingest metadata (keys without the prefix), or None when it has none."""
     if SHAPES not in meta or "first_seq" not in meta:
         return None
     reader = pa.ipc.open_stream(base64.b64decode(meta[SHAPES]))
     pos = meta.get(LAST_POS)
-    return Summary(version, int(meta["first_seq"]), int(meta["last_seq"]), reader.read_all(),
+    return Summary(int(meta["first_seq"]), int(meta["last_seq"]), reader.read_all(),
                    GtidSet.parse(meta.get(GTIDS, "")), meta.get(LAST_FILE), int(pos) if pos else None)
 
 

@@ -48,8 +48,8 @@ def summarized(events: str, channel: str, after_seq: int, version: int) -> Lande
     commits = [(v, m) for v, m in channel_commits(dt, channel, after_seq) if v <= version]
     chain: list[Summary] = []
     expected = after_seq + 1
-    for v, meta in commits:
-        s = parse(meta, v)
+    for _, meta in commits:
+        s = parse(meta)
         if s is None or s.first_seq != expected:
             break
         chain.append(s)
