@@ -7,8 +7,8 @@ from functools import lru_cache
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rpl_sql.rules import (TABLE_TYPES, TYPES, Filters, FilterType, Slot, fold, format_rule, like, like_tokens,
-                           normalize_values)
+from rpl_sql.rules import (LONG_LIST, TABLE_TYPES, TYPES, Filters, FilterType, Slot, first_equal, first_like, fold,
+                           format_rule, like, like_tokens, normalize_values)
 
 T = FilterType
 FAST = settings(max_examples=200, deadline=None)
@@ -223,6 +223,38 @@ def test_like_case_insensitive_iff_lctn(p, s):
     for lctn in (1, 2):
         assert like(p, s, lctn) == like(p.upper(), s.lower(), lctn) == like(p.lower(), s.swapcase(), lctn)
     assert like(p, s, 0) == ref_like(p, s, 0)
+
+
+# ---------------------------------------------------------------- the first matching rule of a long list
+
+HOSTILE_CHARS = st.sampled_from(list("aAbB.%_\\'`,\"éÉΣς€İx\u0000"))
+
+
+@FAST
+@given(st.lists(st.text(HOSTILE_CHARS, max_size=6), max_size=3 * LONG_LIST),
+       st.lists(st.text(HOSTILE_CHARS, max_size=6), min_size=1, max_size=12), st.sampled_from([0, 1, 2]))
+def test_first_like_is_the_first_pattern_that_matches(patterns, subjects, lctn):
+    patterns = tuple(patterns)
+    for subject in subjects + subjects:  # the second round answers from the index's memo
+        assert first_like(patterns, subject, lctn) == next((p for p in patterns if like(p, subject, lctn)), None)
+
+
+@FAST
+@given(st.lists(st.text(HOSTILE_CHARS, max_size=5), max_size=3 * LONG_LIST),
+       st.lists(st.text(HOSTILE_CHARS, max_size=5), min_size=1, max_size=12), st.sampled_from([0, 1, 2]))
+def test_first_equal_is_the_first_value_equal_after_folding(values, subjects, lctn):
+    values = tuple(values)
+    for subject in subjects + list(values[:4]):
+        want = next((v for v in values if fold(v, lctn) == fold(subject, lctn)), None)
+        assert first_equal(values, subject, lctn) == want
+
+
+def test_a_long_list_is_indexed_once_and_a_new_list_anew():
+    patterns = tuple(f"db{i}%.t_" for i in range(LONG_LIST)) + ("%.tx",)
+    assert first_like(patterns, "db1x.t1") == "db1%.t_"
+    assert first_like(patterns, "zz.tx") == "%.tx"
+    assert first_like(patterns[:-1] + ("%.t%",), "zz.tx") == "%.t%"  # an equal-length list, other rules
+    assert first_like(patterns, "zz.ty") is None
 
 
 # ---------------------------------------------------------------- §2 case folding (simple Unicode case folding)

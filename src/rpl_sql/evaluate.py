@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.rules import Filters, FilterType, Matching, Value, fold, like
+from rpl_sql.rules import Filters, FilterType, Matching, Value, first_equal, first_like, fold, like
 
 T = FilterType
 
@@ -124,33 +124,18 @@ def rewrite_db(filters: Filters, db: str | None, lctn: int = 0) -> str | None:
     return rewrite(filters, fold(db, lctn), lctn)[0]
 
 
-def _in(value: str, values: tuple, lctn: int) -> str | None:
-    v = fold(value, lctn)
-    for candidate in values:
-        if fold(candidate, lctn) == v:
-            return candidate
-    return None
-
-
-def _wild(patterns: tuple, key: str, lctn: int) -> str | None:
-    for p in patterns:
-        if like(p, key, lctn):
-            return p
-    return None
-
-
 def _db_rules(filters: Filters, db: str, lctn: int, count: bool, trace: list | None = None):
     """Database rules (do list wins over ignore list). Returns (verdict or None, label, rule, hits)."""
     do, ignore = filters.values(T.DO_DB), filters.values(T.IGNORE_DB)
     if do:
-        hit = _in(db, do, lctn)
+        hit = first_equal(do, db, lctn)
         if hit is None:
             _note(trace, T.DO_DB.value, db, "no match: ignored", None, False)
             return False, T.DO_DB.value, None, ()
         _note(trace, T.DO_DB.value, db, "matched: go on" + (" (REPLICATE_IGNORE_DB is not consulted)"
                                                             if ignore else ""), hit)
         return None, T.DO_DB.value, hit, ((T.DO_DB,) if count else ())
-    hit = _in(db, ignore, lctn)
+    hit = first_equal(ignore, db, lctn)
     if hit is not None:
         _note(trace, T.IGNORE_DB.value, db, "matched: ignored", hit, False)
         return False, T.IGNORE_DB.value, hit, ((T.IGNORE_DB,) if count else ())
@@ -174,14 +159,14 @@ def tables_verdict(filters: Filters, tables: tuple[TableRef, ...], default_db: s
             continue
         any_updating = True
         for ftype, values, verdict in ((T.DO_TABLE, do_t, True), (T.IGNORE_TABLE, ign_t, False)):
-            hit = _in(key, values, lctn)
+            hit = first_equal(values, key, lctn)
             if hit is not None:
                 _note(trace, ftype.value, key, "matched: " + ("applied" if verdict else "ignored"), hit, verdict)
                 return verdict, ftype.value, hit, (ftype,)
             if values:
                 _note(trace, ftype.value, key, "no match")
         for ftype, values, verdict in ((T.WILD_DO_TABLE, wdo, True), (T.WILD_IGNORE_TABLE, wign, False)):
-            hit = _wild(values, key, lctn)
+            hit = first_like(values, key, lctn)
             if hit is not None:
                 _note(trace, ftype.value, key, "matched: " + ("applied" if verdict else "ignored"), hit, verdict)
                 return verdict, ftype.value, hit, (ftype,)
@@ -227,14 +212,14 @@ def decide_statement(filters: Filters, ev: StatementEvent, lctn: int = 0, trace:
     elif cmd in DATABASE_COMMANDS:
         key = db + "."
         wdo, wign = filters.values(T.WILD_DO_TABLE), filters.values(T.WILD_IGNORE_TABLE)
-        hit = _wild(wdo, key, lctn)
+        hit = first_like(wdo, key, lctn)
         if hit is not None:
             _note(trace, T.WILD_DO_TABLE.value, key, "matched (database statement, no database rules): applied",
                   hit, True)
             return done(True, T.WILD_DO_TABLE.value, hit, (T.WILD_DO_TABLE,))
         if wdo:
             _note(trace, T.WILD_DO_TABLE.value, key, "no match")
-        hit = _wild(wign, key, lctn)
+        hit = first_like(wign, key, lctn)
         if hit is not None:
             _note(trace, T.WILD_IGNORE_TABLE.value, key, "matched (database statement, no database rules): "
                   "ignored", hit, False)
@@ -313,7 +298,7 @@ def hit_rules(filters: Filters, event: Event, d: Decision, lctn: int = 0) -> tup
         elif h.value == d.decided_by:
             out.append((h, d.rule))
         else:  # a do-db rule passed the event on and a table rule (or the default) decided
-            out.append((h, _in(d.database or "", filters.values(h), lctn)))
+            out.append((h, first_equal(filters.values(h), d.database or "", lctn)))
     return tuple(out)
 
 

@@ -254,3 +254,81 @@ def like(pattern: str, subject: str, lctn: int = 0) -> bool:
     if lctn == 0:
         return rx.fullmatch(subject.encode("utf-8", "surrogatepass")) is not None
     return rx.fullmatch(fold(subject, lctn)) is not None
+
+
+# ---------------------------------------------------------------- the first matching rule of a long list
+
+LONG_LIST = 16  # from this many values on, lookups go through a cached index (below: the plain loop)
+_MEMO_MAX = 65536  # subjects remembered per wild list, then forgotten all at once
+_INDEX_MAX = 64  # lists indexed at once (a server holds a few per channel)
+_indexes: dict[tuple[int, int, bool], tuple[tuple, object]] = {}
+
+
+def _index(values: tuple, lctn: int, wild: bool):
+    """The index of one value list, built once while that very tuple lives (Filters are immutable, so a
+    channel's lists are the same objects from decision to decision)."""
+    key = (id(values), lctn, wild)
+    hit = _indexes.get(key)
+    if hit is not None and hit[0] is values:
+        return hit[1]
+    index = _WildIndex(values, lctn) if wild else _equal_index(values, lctn)
+    if len(_indexes) >= _INDEX_MAX:
+        _indexes.pop(next(iter(_indexes)))
+    _indexes[key] = (values, index)
+    return index
+
+
+def _equal_index(values: tuple, lctn: int) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        out.setdefault(fold(v, lctn), v)
+    return out
+
+
+def _longest_literal(pattern: str, lctn: int) -> bytes | str:
+    """The longest run of literal characters of a LIKE pattern, in the form `like` matches (UTF-8 bytes at
+    lctn 0, folded text otherwise): a subject without it cannot match."""
+    runs, run = [], []
+    for kind, ch in like_tokens(pattern if lctn == 0 else fold(pattern, lctn)):
+        if kind == "lit":
+            run.append(ch)
+        else:
+            runs.append("".join(run))
+            run = []
+    best = max(runs + ["".join(run)], key=len)
+    return best.encode("utf-8", "surrogatepass") if lctn == 0 else best
+
+
+class _WildIndex:
+    """`first_like` over one long pattern list: a pattern is tried only on subjects holding its longest literal
+    run, and each subject's answer is remembered (the same tables come back batch after batch)."""
+
+    def __init__(self, patterns: tuple, lctn: int):
+        self.lctn = lctn
+        self.entries = [(_longest_literal(p, lctn), _like_regex(p, lctn), p) for p in patterns]
+        self.memo: dict[str, str | None] = {}
+
+    def first(self, subject: str) -> str | None:
+        if subject in self.memo:
+            return self.memo[subject]
+        s = subject.encode("utf-8", "surrogatepass") if self.lctn == 0 else fold(subject, self.lctn)
+        hit = next((p for need, rx, p in self.entries if need in s and rx.fullmatch(s) is not None), None)
+        if len(self.memo) >= _MEMO_MAX:
+            self.memo.clear()
+        self.memo[subject] = hit
+        return hit
+
+
+def first_like(patterns: tuple, subject: str, lctn: int = 0) -> str | None:
+    """The first of `patterns`, in order, that `subject` matches (`like`); None when none does."""
+    if len(patterns) < LONG_LIST:
+        return next((p for p in patterns if like(p, subject, lctn)), None)
+    return _index(patterns, lctn, True).first(subject)
+
+
+def first_equal(values: tuple, value: str, lctn: int = 0) -> str | None:
+    """The first of `values` equal to `value` under lctn folding; None when none is."""
+    if len(values) < LONG_LIST:
+        v = fold(value, lctn)
+        return next((c for c in values if fold(c, lctn) == v), None)
+    return _index(values, lctn, False).get(fold(value, lctn))
