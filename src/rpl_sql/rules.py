@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Iterable, Union
@@ -262,6 +263,8 @@ LONG_LIST = 16  # from this many values on, lookups go through a cached index (b
 _MEMO_MAX = 65536  # subjects remembered per wild list, then forgotten all at once
 _INDEX_MAX = 64  # lists indexed at once (a server holds a few per channel)
 _indexes: dict[tuple[int, int, bool], tuple[tuple, object]] = {}
+_indexes_lock = threading.Lock()  # the replica service decides on several threads
+_MISS = object()
 
 
 def _index(values: tuple, lctn: int, wild: bool):
@@ -272,9 +275,10 @@ def _index(values: tuple, lctn: int, wild: bool):
     if hit is not None and hit[0] is values:
         return hit[1]
     index = _WildIndex(values, lctn) if wild else _equal_index(values, lctn)
-    if len(_indexes) >= _INDEX_MAX:
-        _indexes.pop(next(iter(_indexes)))
-    _indexes[key] = (values, index)
+    with _indexes_lock:
+        if len(_indexes) >= _INDEX_MAX:
+            _indexes.pop(next(iter(_indexes)))
+        _indexes[key] = (values, index)
     return index
 
 
@@ -309,8 +313,9 @@ class _WildIndex:
         self.memo: dict[str, str | None] = {}
 
     def first(self, subject: str) -> str | None:
-        if subject in self.memo:
-            return self.memo[subject]
+        hit = self.memo.get(subject, _MISS)
+        if hit is not _MISS:
+            return hit
         s = subject.encode("utf-8", "surrogatepass") if self.lctn == 0 else fold(subject, self.lctn)
         hit = next((p for need, rx, p in self.entries if need in s and rx.fullmatch(s) is not None), None)
         if len(self.memo) >= _MEMO_MAX:
