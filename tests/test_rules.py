@@ -231,7 +231,7 @@ HOSTILE_CHARS = st.sampled_from(list("aAbB.%_\\'`,\"éÉΣς€İx\u0000"))
 
 
 @FAST
-@given(st.lists(st.text(HOSTILE_CHARS, max_size=6), max_size=3 * LONG_LIST),
+@given(st.lists(st.text(HOSTILE_CHARS, max_size=6), min_size=LONG_LIST, max_size=3 * LONG_LIST),
        st.lists(st.text(HOSTILE_CHARS, max_size=6), min_size=1, max_size=12), st.sampled_from([0, 1, 2]))
 def test_first_like_is_the_first_pattern_that_matches(patterns, subjects, lctn):
     patterns = tuple(patterns)
@@ -240,7 +240,7 @@ def test_first_like_is_the_first_pattern_that_matches(patterns, subjects, lctn):
 
 
 @FAST
-@given(st.lists(st.text(HOSTILE_CHARS, max_size=5), max_size=3 * LONG_LIST),
+@given(st.lists(st.text(HOSTILE_CHARS, max_size=5), min_size=LONG_LIST, max_size=3 * LONG_LIST),
        st.lists(st.text(HOSTILE_CHARS, max_size=5), min_size=1, max_size=12), st.sampled_from([0, 1, 2]))
 def test_first_equal_is_the_first_value_equal_after_folding(values, subjects, lctn):
     values = tuple(values)

@@ -251,10 +251,12 @@ def _like_regex(pattern: str, lctn: int) -> re.Pattern:
 
 def like(pattern: str, subject: str, lctn: int = 0) -> bool:
     """MySQL's wild-table match of `pattern` against the whole `subject` (a `db.table` key)."""
-    rx = _like_regex(pattern, lctn)
-    if lctn == 0:
-        return rx.fullmatch(subject.encode("utf-8", "surrogatepass")) is not None
-    return rx.fullmatch(fold(subject, lctn)) is not None
+    return _like_regex(pattern, lctn).fullmatch(_like_subject(subject, lctn)) is not None
+
+
+def _like_subject(subject: str, lctn: int) -> bytes | str:
+    """What a `_like_regex` matches: UTF-8 bytes with lctn=0, folded text otherwise."""
+    return subject.encode("utf-8", "surrogatepass") if lctn == 0 else fold(subject, lctn)
 
 
 # ---------------------------------------------------------------- the first matching rule of a long list
@@ -316,7 +318,7 @@ class _WildIndex:
         hit = self.memo.get(subject, _MISS)
         if hit is not _MISS:
             return hit
-        s = subject.encode("utf-8", "surrogatepass") if self.lctn == 0 else fold(subject, self.lctn)
+        s = _like_subject(subject, self.lctn)
         hit = next((p for need, rx, p in self.entries if need in s and rx.fullmatch(s) is not None), None)
         if len(self.memo) >= _MEMO_MAX:
             self.memo.clear()
