@@ -27,7 +27,7 @@ from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, applier_stat
 from rpl_sql.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, statement_event
 from rpl_sql.pipeline.applier import job as A
 from rpl_sql.pipeline.applier import apply
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, _rewrite_index, app_id, derive_hits
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, app_id, derive_hits
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.rules import TYPES, Filters
 from rpl_sql.rules import FilterType as T
@@ -243,7 +243,6 @@ def test_derive_hits_equals_the_evaluator():
     for _ in range(300):
         lctn = rnd.choice([0, 1])
         f = random_filters(rnd, lctn)
-        idx = _rewrite_index(f, lctn)
         for _ in range(40):
             if rnd.random() < 0.5:
                 ev, kind, cmd, db = RowEvent(rnd.choice(names), rnd.choice(tables)), "row", None, None
@@ -254,7 +253,7 @@ def test_derive_hits_equals_the_evaluator():
                         for _ in range(rnd.randint(0, 3))]
                 ev, kind = statement_event(cmd, db, refs), "query"
             d = decide(f, ev, lctn)
-            got = derive_hits(f, kind, cmd, db, d.apply, d.decided_by, idx, lctn)
+            got = derive_hits(f, kind, cmd, db, d.apply, d.decided_by, lctn)
             assert sorted(h.value for h in got) == sorted(h.value for h in d.hits), (f, ev, d)
             checked += 1
     assert checked == 12000

@@ -7,8 +7,8 @@ from functools import lru_cache
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rpl_sql.rules import (LONG_LIST, TABLE_TYPES, TYPES, Filters, FilterType, Slot, first_equal, first_like, fold,
-                           format_rule, like, like_tokens, normalize_values)
+from rpl_sql.rules import (LONG_LIST, TABLE_TYPES, TYPES, Filters, FilterType, Slot, first_equal, first_like,
+                           first_pair, fold, format_rule, like, like_tokens, normalize_values)
 
 T = FilterType
 FAST = settings(max_examples=200, deadline=None)
@@ -247,6 +247,16 @@ def test_first_equal_is_the_first_value_equal_after_folding(values, subjects, lc
     for subject in subjects + list(values[:4]):
         want = next((v for v in values if fold(v, lctn) == fold(subject, lctn)), None)
         assert first_equal(values, subject, lctn) == want
+
+
+@FAST
+@given(st.lists(st.tuples(st.text(HOSTILE_CHARS, max_size=4), st.text(HOSTILE_CHARS, max_size=4)),
+                min_size=LONG_LIST, max_size=3 * LONG_LIST),
+       st.lists(st.text(HOSTILE_CHARS, max_size=4), min_size=1, max_size=12), st.sampled_from([0, 1, 2]))
+def test_first_pair_is_the_first_rewrite_of_the_folded_database(pairs, dbs, lctn):
+    pairs = tuple(pairs)
+    for db in [fold(d, lctn) for d in dbs + [src for src, _ in pairs[:4]]]:
+        assert first_pair(pairs, db, lctn) == next((p for p in pairs if fold(p[0], lctn) == db), None)
 
 
 def test_a_long_list_is_indexed_once_and_a_new_list_anew():

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.rules import Filters, FilterType, Matching, Value, first_equal, first_like, fold, like
+from rpl_sql.rules import Filters, FilterType, Matching, Value, first_equal, first_like, first_pair, fold, like
 
 T = FilterType
 
@@ -108,11 +108,12 @@ def rewrite(filters: Filters, db: str, lctn: int = 0, trace: list | None = None
             ) -> tuple[str, tuple[str, str] | None]:
     """First pair whose `from` equals `db` (already folded) gives the new name; no chaining."""
     pairs = filters.values(T.REWRITE_DB)
-    for src, dst in pairs:
-        if fold(src, lctn) == db:
-            _note(trace, T.REWRITE_DB.value, db, f"rewritten to {dst!r} (the first matching pair; no chaining)",
-                  f"({src},{dst})")
-            return dst, (src, dst)
+    pair = first_pair(pairs, db, lctn)
+    if pair is not None:
+        src, dst = pair
+        _note(trace, T.REWRITE_DB.value, db, f"rewritten to {dst!r} (the first matching pair; no chaining)",
+              f"({src},{dst})")
+        return dst, (src, dst)
     _note(trace, T.REWRITE_DB.value, db, "no pair for this database" if pairs else "no rules")
     return db, None
 

@@ -264,19 +264,20 @@ def _like_subject(subject: str, lctn: int) -> bytes | str:
 LONG_LIST = 16  # from this many values on, lookups go through a cached index (below: the plain loop)
 _MEMO_MAX = 65536  # subjects remembered per wild list, then forgotten all at once
 _INDEX_MAX = 64  # lists indexed at once (a server holds a few per channel)
-_indexes: dict[tuple[int, int, bool], tuple[tuple, object]] = {}
+_indexes: dict[tuple[int, int, str], tuple[tuple, object]] = {}
 _indexes_lock = threading.Lock()  # the replica service decides on several threads
 _MISS = object()
 
 
-def _index(values: tuple, lctn: int, wild: bool):
-    """The index of one value list, built once while that very tuple lives (Filters are immutable, so a
-    channel's lists are the same objects from decision to decision)."""
-    key = (id(values), lctn, wild)
+def _index(values: tuple, lctn: int, kind: str):
+    """The index of one value list ('wild', 'equal' or 'pair': by the `from` of rewrite pairs), built once
+    while that very tuple lives (Filters are immutable, so a channel's lists are the same objects from
+    decision to decision)."""
+    key = (id(values), lctn, kind)
     hit = _indexes.get(key)
     if hit is not None and hit[0] is values:
         return hit[1]
-    index = _WildIndex(values, lctn) if wild else _equal_index(values, lctn)
+    index = _WildIndex(values, lctn) if kind == "wild" else _equal_index(values, lctn, kind == "pair")
     with _indexes_lock:
         if len(_indexes) >= _INDEX_MAX:
             _indexes.pop(next(iter(_indexes)))
@@ -284,10 +285,10 @@ def _index(values: tuple, lctn: int, wild: bool):
     return index
 
 
-def _equal_index(values: tuple, lctn: int) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _equal_index(values: tuple, lctn: int, pairs: bool) -> dict:
+    out: dict = {}
     for v in values:
-        out.setdefault(fold(v, lctn), v)
+        out.setdefault(fold(v[0] if pairs else v, lctn), v)
     return out
 
 
@@ -330,7 +331,7 @@ def first_like(patterns: tuple, subject: str, lctn: int = 0) -> str | None:
     """The first of `patterns`, in order, that `subject` matches (`like`); None when none does."""
     if len(patterns) < LONG_LIST:
         return next((p for p in patterns if like(p, subject, lctn)), None)
-    return _index(patterns, lctn, True).first(subject)
+    return _index(patterns, lctn, "wild").first(subject)
 
 
 def first_equal(values: tuple, value: str, lctn: int = 0) -> str | None:
@@ -338,4 +339,11 @@ def first_equal(values: tuple, value: str, lctn: int = 0) -> str | None:
     if len(values) < LONG_LIST:
         v = fold(value, lctn)
         return next((c for c in values if fold(c, lctn) == v), None)
-    return _index(values, lctn, False).get(fold(value, lctn))
+    return _index(values, lctn, "equal").get(fold(value, lctn))
+
+
+def first_pair(pairs: tuple, db: str, lctn: int = 0) -> Pair | None:
+    """The first REPLICATE_REWRITE_DB pair whose `from` equals `db` (already folded); None when none does."""
+    if len(pairs) < LONG_LIST:
+        return next((p for p in pairs if fold(p[0], lctn) == db), None)
+    return _index(pairs, lctn, "pair").get(db)

@@ -35,7 +35,6 @@ from rpl_sql.pipeline.applier.shapes import (
     VERIFY_BUDGET,
     VERIFY_MAX_SHAPES,
     Shape,
-    _rewrite_index,
     batch_record,
     decision_columns,
     derive_hits,
@@ -373,11 +372,10 @@ class _Applier:
                 s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
                 s.applied_db = self._applied_db(ch, s, lctn)
             return
-        idx = _rewrite_index(ch.filters, lctn)
         decided: dict[int, Decision] = {}  # id(shape) -> the evaluator's decision, for _verify to reuse
         for s in shapes:
             s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
-                                 s.apply, s.decided_by, idx, lctn)
+                                 s.apply, s.decided_by, lctn)
             if s.hits:  # which rule: the evaluator names it (SQL returns the deciding type only)
                 d = self._reference(ch, s, state.matching)
                 s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)

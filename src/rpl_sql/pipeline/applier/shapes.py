@@ -24,7 +24,7 @@ from rpl_sql.evaluate import (
     statement_event_of,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES
-from rpl_sql.rules import TYPES, Filters, FilterType, fold, tally_rule_hits
+from rpl_sql.rules import TYPES, Filters, FilterType, first_pair, fold, tally_rule_hits
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +53,8 @@ def app_id(channel: str) -> str:
 
 # ---------------------------------------------------------------- hits of one decided shape
 
-def _rewrite_index(filters: Filters, lctn: int) -> dict[str, str]:
-    """folded `from` -> `to` of the first pair per source: evaluate.rewrite as a dict (O(1) per shape)."""
-    idx: dict[str, str] = {}
-    for src, dst in filters.values(T.REWRITE_DB):
-        idx.setdefault(fold(src, lctn), dst)
-    return idx
-
-
 def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None, apply: bool, decided_by: str,
-                rewrite_idx: dict[str, str], lctn: int) -> tuple[FilterType, ...]:
+                lctn: int) -> tuple[FilterType, ...]:
     """COUNTER hits of one decision from its verdict and deciding rule (spec §4, §7), without re-deciding.
 
     `db` is the row's table database, or the statement's default database. Equal to `evaluate.decide(...).hits`
@@ -76,7 +68,8 @@ def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None
         count_db, count_rw = cmd not in XA_UNCOUNTED, cmd not in REWRITE_UNCOUNTED
     hits = []
     d = fold(db or "", lctn)
-    if count_rw and d in rewrite_idx and rewrite_idx[d] != d:
+    pair = first_pair(filters.values(T.REWRITE_DB), d, lctn) if count_rw else None
+    if pair is not None and pair[1] != d:
         hits.append(T.REWRITE_DB)
     if filters.values(T.DO_DB) and count_db and not (decided_by == T.DO_DB.value and not apply):
         hits.append(T.DO_DB)
