@@ -259,6 +259,15 @@ def test_first_pair_is_the_first_rewrite_of_the_folded_database(pairs, dbs, lctn
         assert first_pair(pairs, db, lctn) == next((p for p in pairs if fold(p[0], lctn) == db), None)
 
 
+def test_an_equal_list_read_again_keeps_its_index_and_answers():
+    from rpl_sql.rules import _index
+
+    patterns = tuple(f"app{i}.%" for i in range(LONG_LIST))
+    reread = tuple(p.encode().decode() for p in patterns)  # equal, new objects: as after a state load
+    assert reread is not patterns and _index(reread, 0, "wild") is _index(patterns, 0, "wild")
+    assert _index(patterns, 1, "wild") is not _index(patterns, 0, "wild")
+
+
 def test_a_long_list_is_indexed_once_and_a_new_list_anew():
     patterns = tuple(f"db{i}%.t_" for i in range(LONG_LIST)) + ("%.tx",)
     assert first_like(patterns, "db1x.t1") == "db1%.t_"

@@ -264,24 +264,32 @@ def _like_subject(subject: str, lctn: int) -> bytes | str:
 LONG_LIST = 16  # from this many values on, lookups go through a cached index (below: the plain loop)
 _MEMO_MAX = 65536  # subjects remembered per wild list, then forgotten all at once
 _INDEX_MAX = 64  # lists indexed at once (a server holds a few per channel)
-_indexes: dict[tuple[int, int, str], tuple[tuple, object]] = {}
+_by_id: dict[tuple[int, int, str], tuple[tuple, object]] = {}  # the fast path: this very tuple
+_by_value: dict[tuple[tuple, int, str], object] = {}  # an equal list read again (each state load makes new tuples)
 _indexes_lock = threading.Lock()  # the replica service decides on several threads
 _MISS = object()
 
 
+def _bounded_put(d: dict, key, value) -> None:
+    if len(d) >= _INDEX_MAX:
+        d.pop(next(iter(d)))
+    d[key] = value
+
+
 def _index(values: tuple, lctn: int, kind: str):
-    """The index of one value list ('wild', 'equal' or 'pair': by the `from` of rewrite pairs), built once
-    while that very tuple lives (Filters are immutable, so a channel's lists are the same objects from
-    decision to decision)."""
+    """The index of one value list ('wild', 'equal' or 'pair': by the `from` of rewrite pairs), built once per
+    distinct list, so a wild list's answers per table outlive the state object (Filters are immutable: a
+    channel's lists are the same tuples from decision to decision, and equal ones after a reload)."""
     key = (id(values), lctn, kind)
-    hit = _indexes.get(key)
+    hit = _by_id.get(key)
     if hit is not None and hit[0] is values:
         return hit[1]
-    index = _WildIndex(values, lctn) if kind == "wild" else _equal_index(values, lctn, kind == "pair")
     with _indexes_lock:
-        if len(_indexes) >= _INDEX_MAX:
-            _indexes.pop(next(iter(_indexes)))
-        _indexes[key] = (values, index)
+        index = _by_value.get((values, lctn, kind))
+        if index is None:
+            index = _WildIndex(values, lctn) if kind == "wild" else _equal_index(values, lctn, kind == "pair")
+            _bounded_put(_by_value, (values, lctn, kind), index)
+        _bounded_put(_by_id, key, (values, index))
     return index
 
 
