@@ -338,7 +338,8 @@ class _WildIndex:
 def first_like(patterns: tuple, subject: str, lctn: int = 0) -> str | None:
     """The first of `patterns`, in order, that `subject` matches (`like`); None when none does."""
     if len(patterns) < LONG_LIST:
-        return next((p for p in patterns if like(p, subject, lctn)), None)
+        s = _like_subject(subject, lctn)
+        return next((p for p in patterns if _like_regex(p, lctn).fullmatch(s) is not None), None)
     return _index(patterns, lctn, "wild").first(subject)
 
 
