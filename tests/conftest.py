@@ -2,8 +2,12 @@
 MariaDB servers of tests/mariadb.py (`mariadb`, `mariadb_pair`) for every test module."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +23,66 @@ def spark():
     session = local_spark(app_name="rpl_sql-tests")
     yield session
     session.stop()
+
+
+# ---------------------------------------------------------------- two workers (pytest-xdist, `-n 2`)
+# One worker runs every test that uses the in-process SparkSession, so a run still starts one session; the other
+# tests go to either worker by module, so a module's servers (and tests/test_cluster.py's cluster: its tests use
+# no session) start once. Groups with the most JVM tests (marked `spark`: seconds to minutes each, the rest
+# milliseconds) start first, so neither worker ends the run alone with a long one. Only the workers see
+# fixtures and marks: they write each test's group and weight to a directory the scheduler reads. (xdist's own
+# `loadgroup` does not group under pytest 9.2: it renames `item._nodeid`, which `nodeid` no longer reads.)
+_GROUPS = "RPL_SQL_TEST_GROUPS"
+
+
+def pytest_configure(config):
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        os.environ[_GROUPS] = tempfile.mkdtemp(prefix="rpl_sql-test-groups-")
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and os.environ.get(_GROUPS):
+        shutil.rmtree(os.environ.pop(_GROUPS), ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput") or not os.environ.get(_GROUPS):
+        return
+    groups = {item.nodeid: ["spark" if "spark" in item.fixturenames else item.nodeid.split("::")[0],
+                            1000 if item.get_closest_marker("spark") else 1] for item in items}
+    path = Path(os.environ[_GROUPS], config.workerinput["workerid"] + ".json")
+    path.with_suffix(".tmp").write_text(json.dumps(groups))
+    path.with_suffix(".tmp").replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which may not be installed
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """Whole groups to a worker, heaviest first (called once every worker has collected)."""
+
+        groups: dict[str, list] | None = None
+
+        def _group(self, nodeid: str) -> list:
+            if self.groups is None:
+                self.groups = {}
+                for f in sorted(Path(os.environ[_GROUPS]).glob("*.json")):
+                    self.groups.update(json.loads(f.read_text()))
+            return self.groups.get(nodeid, [nodeid.split("::")[0], 1])
+
+        def _split_scope(self, nodeid: str) -> str:
+            return self._group(nodeid)[0]
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "ordered", False):
+                self.ordered = True
+                queue = sorted(self.workqueue.items(), key=lambda kv: -sum(self._group(n)[1] for n in kv[1]))
+                self.workqueue.clear()
+                self.workqueue.update(queue)
+            super()._assign_work_unit(node)
+
+    return ByGroup(config, log)
 
 
 @pytest.fixture
