@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from rpl_sql.classify import classify
+from rpl_sql.pipeline.debezium_types import RowDecoder
 from rpl_sql.pipeline.writer import Batch, EventsWriter, IngestError, IngestReport, tables_value
 from rpl_sql.state import channel_key
 
@@ -60,24 +61,25 @@ class _Mark:
         return _key(self.file, self.pos, self.row)
 
 
-def _payload(record: dict | str | bytes | None) -> dict | None:
+def _payload(record: dict | str | bytes | None) -> tuple[dict | None, dict | None]:
+    """(the event, its Kafka Connect schema when the record carries the JSON envelope)."""
     if record is None:
-        return None
+        return None, None
     if isinstance(record, (str, bytes, bytearray)):
         text = record.strip()
         if not text:
-            return None
+            return None, None
         try:
             record = json.loads(text)
         except ValueError as e:
             raise DebeziumRecordError(f"not JSON: {str(text)[:80]!r}") from e
     if record is None:
-        return None
+        return None, None
     if not isinstance(record, dict):
         raise DebeziumRecordError(f"not a JSON object: {str(record)[:80]!r}")
     if "payload" in record and ("schema" in record or len(record) == 1):
-        return record["payload"]  # the Kafka Connect JSON envelope (schemas.enable=true)
-    return record
+        return record["payload"], record.get("schema")  # the Kafka Connect JSON envelope (schemas.enable=true)
+    return record, None
 
 
 def _is_snapshot(p: dict, src: dict) -> bool:
@@ -103,10 +105,10 @@ class DebeziumIngest:
             self.group: list | None = None   # the open canonical row of a rows event: [key tuple, images, row]
             for rec in records:
                 self.report.events_read += 1
-                p = _payload(rec)
+                p, schema = _payload(rec)
                 if p is None:
                     continue
-                self._record(p)
+                self._record(p, schema)
             self._flush()
         self.report.seconds = time.monotonic() - t0
         self.report.commits, self.report.bytes_written = w.commits, w.bytes_written
@@ -156,7 +158,7 @@ class DebeziumIngest:
 
     # ---------------------------------------------------------------- records
 
-    def _record(self, p: dict) -> None:
+    def _record(self, p: dict, schema: dict | None = None) -> None:
         src = p.get("source") or {}
         if "ddl" in p:
             return self._ddl(p, src)
@@ -172,6 +174,10 @@ class DebeziumIngest:
         us = int(src.get("ts_ms") or p.get("ts_ms") or 0) * 1000
         gtid = src.get("gtid") or None
         before, after = p.get("before"), p.get("after")
+        decoder = RowDecoder.of(schema) if op != "t" else None
+        images, columns = (before, after), None   # as landed: the canonical values when the schema says
+        if decoder is not None:
+            images, columns = (decoder.image(before), decoder.image(after)), decoder.columns_json
         etype = _OPS.get(op)
         g = self.group
         snapshot = op != "t" and _is_snapshot(p, src)
@@ -187,7 +193,7 @@ class DebeziumIngest:
             return
         if snapshot:
             sk = (db, table, file, pos)
-            h = _digest(after)
+            h = _digest(images[1])  # compared with the landed images read back
             seen = self._snapshot_hashes(sk)
             if h in seen:
                 self.report.skipped += 1
@@ -195,17 +201,18 @@ class DebeziumIngest:
             seen.add(h)
             self.snapshots[sk] = self.snapshots.get(sk, 0) + 1
             self._land(gtid, file, pos, "write_rows", None, None, None, db, table, None, None,
-                       [{"before": None, "after": after}], us)
+                       [{"before": None, "after": images[1]}], us, columns=columns)
             return
         if not self._admit(f"{db}.{table}", file, pos, row, _digest(op, before, after)):
             self.report.skipped += 1
             return
         if continues:
-            g[1].append({"before": before, "after": after})
+            g[1].append({"before": images[0], "after": images[1]})
             g[2] = row
             return
         self._land(gtid, file, pos, etype, None, None, None, db, table, None, None,
-                   [{"before": before, "after": after}], us, group=(file, pos, db, table, etype), row=row)
+                   [{"before": images[0], "after": images[1]}], us, group=(file, pos, db, table, etype), row=row,
+                   columns=columns)
 
     def _ddl(self, p: dict, src: dict) -> None:
         file, pos, row = src.get("file") or "", int(src.get("pos") or 0), int(src.get("row") or 0)
@@ -241,10 +248,11 @@ class DebeziumIngest:
         return True
 
     def _land(self, gtid, file, pos, etype, command, kind, default_db, db, table, tables, stmt, images, us,
-              group: tuple | None = None, row: int = 0) -> None:
+              group: tuple | None = None, row: int = 0, columns: str | None = None) -> None:
         """Add a canonical row; a row event's images stay open (`self.group`) for the next rows of its event."""
         self._close_group()
-        self.batch.add(gtid, file, pos, etype, command, kind, default_db, db, table, tables, stmt, None, us)
+        self.batch.add(gtid, file, pos, etype, command, kind, default_db, db, table, tables, stmt, None, us,
+                       columns)
         if images is not None:
             self.group = [group, images, row, len(self.batch) - 1]
         self.last = (file, pos, gtid)

@@ -25,6 +25,7 @@ from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.evaluate import TableRef
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
+from rpl_sql.pipeline.replica.columns import time_text
 from rpl_sql.pipeline.summary import summarize
 from rpl_sql.state import channel_key
 
@@ -430,10 +431,7 @@ def _json_default(v: Any) -> Any:
     if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
         return v.isoformat()
     if isinstance(v, _dt.timedelta):  # MySQL TIME
-        sign = "-" if v < _dt.timedelta(0) else ""
-        us = abs(v) // _dt.timedelta(microseconds=1)
-        s, us = divmod(us, 1_000_000)
-        return f"{sign}{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}" + (f".{us:06d}" if us else "")
+        return time_text(v)
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"$binary": base64.b64encode(bytes(v)).decode("ascii")}
     if isinstance(v, (set, frozenset)):

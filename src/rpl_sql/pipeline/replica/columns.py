@@ -91,6 +91,15 @@ def same_shape(a: list[dict], b: list[dict]) -> bool:
     return [(c["name"], arrow_type(c)) for c in a] == [(c["name"], arrow_type(c)) for c in b]
 
 
+def settle(event: list[dict], known: list[dict] | None) -> list[dict]:
+    """A row event's columns against the replica table's: where the event's types were only inferred (a
+    Debezium record without its source types) and the names agree, the table's own types (from its DDL) stand."""
+    if known is not None and any(c.get("inferred") for c in event) and \
+            [c["name"].lower() for c in event] == [c["name"].lower() for c in known]:
+        return known
+    return event
+
+
 def arrow_type(c: dict) -> pa.DataType:
     t = c["type"]
     if t in _SIGNED:
@@ -251,7 +260,8 @@ def from_information_schema(rows: Iterable[dict]) -> list[dict]:
     return out
 
 
-def _time_text(v: _dt.timedelta) -> str:
+def time_text(v: _dt.timedelta) -> str:
+    """A MySQL TIME value as MySQL shows it ('-838:59:59', '12:00:00.500000')."""
     sign = "-" if v < _dt.timedelta(0) else ""
     us = abs(v) // _dt.timedelta(microseconds=1)
     s, us = divmod(us, 1_000_000)
@@ -266,7 +276,7 @@ def client_converter(c: dict) -> Callable[[Any], Any]:
     if t == "timestamp":
         return lambda v: v.replace(tzinfo=_dt.timezone.utc) if isinstance(v, _dt.datetime) else converter(c)(v)
     if t == "time":
-        return lambda v: _time_text(v) if isinstance(v, _dt.timedelta) else str(v)
+        return lambda v: time_text(v) if isinstance(v, _dt.timedelta) else str(v)
     if t == "bit":
         conv = decimal.Decimal if pa.types.is_decimal(arrow_type(c)) else int
         return lambda v: conv(int.from_bytes(v, "big")) if isinstance(v, (bytes, bytearray)) else conv(v)

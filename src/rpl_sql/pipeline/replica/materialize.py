@@ -165,6 +165,8 @@ class ReplicaTables:
         entry = self.cat.table(db, name)
         if entry is not None and _in_snapshot(entry, ev):
             return
+        if entry is not None:
+            cols = C.settle(cols, entry.columns)
         if entry is None:
             entry = self.cat.add_table(db, name, cols)
             log.info("channel %r: %s.%s created from its table map", self.channel, db, name)
