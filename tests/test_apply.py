@@ -761,6 +761,48 @@ def test_the_local_engine_equals_the_spark_job(spark, warehouse, tmp_path):
     assert DeltaStore(third).load().state.channel("ch1").applier.seq == 0
 
 
+def test_the_local_engine_compacts_its_batches_and_changes_no_row(warehouse, tmp_path, monkeypatch):
+    """The service's applier rewrites every few of a channel's batches into one file (a predicate overwrite of
+    their seqs, from the rows it kept): with three channels' batches interleaved, the applied table holds the
+    same rows, positions and batch records as without compaction, in far fewer files."""
+    from rpl_sql.pipeline.applier import commits as K
+    from rpl_sql.pipeline.applier.local import LocalApplier
+
+    plain = str(tmp_path / "plain")
+    log = mixed_log(seed=5, scale=3)
+    for wh in (warehouse, plain):
+        setup_server(wh)
+        land(wh, log)
+
+    def run(wh):
+        local, busy, batches = LocalApplier(wh, batch_size=5), ["", "ch1", "ch2"], 0
+        while busy:
+            for ch in list(busy):
+                if local.run_batch(ch) is None:
+                    busy.remove(ch)
+                else:
+                    batches += 1
+        return batches
+
+    monkeypatch.setattr(K, "COMPACT_EVERY", 0)
+    assert run(plain) > 40
+    monkeypatch.setattr(K, "COMPACT_EVERY", 4)
+    run(warehouse)
+
+    def rows(wh):
+        t = DeltaTable(applied_path(wh)).to_pyarrow_table()
+        return sorted(t.to_pylist(), key=lambda r: (r["channel"] or "", r["seq"]))
+    assert rows(warehouse) == rows(plain) and len(rows(plain)) > 100
+    a, b = DeltaTable(applied_path(warehouse)), DeltaTable(applied_path(plain))
+    assert len(a.file_uris()) * 3 < len(b.file_uris())
+    assert sum(h.get("rpl_sql.operation") == "APPLY COMPACT" for h in a.history()) >= 8
+    assert all(a.transaction_version(app_id(c)) == b.transaction_version(app_id(c)) for c in ("", "ch1", "ch2"))
+    sa, sb = DeltaStore(warehouse).load().state, DeltaStore(plain).load().state
+    assert [c.applier for c in sa.channels] == [c.applier for c in sb.channels]
+    assert counters(sa) == counters(sb) and rule_hits(sa) == rule_hits(sb)
+    assert K.BatchCommits.find_record(a, "ch1", sa.channel("ch1").applier.seq) is not None
+
+
 def test_events_landed_before_the_columns_column_apply(spark, warehouse):
     """An events table that an older rpl_sql landed has no `columns` (the table map's columns, added with the
     replica tables): the applier reads it as NULL and applies as the reference says."""

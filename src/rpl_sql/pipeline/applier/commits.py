@@ -8,10 +8,13 @@ applied table ahead of the state: `recover` completes the state commit from the 
 from __future__ import annotations
 
 import json
+import logging
 import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, record_batch
 from rpl_sql.delta import commit as delta_commit
@@ -20,30 +23,51 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, META_KEY, app_id
 
+log = logging.getLogger(__name__)
+
+COMPACT_EVERY = 40  # a channel's applied batches (written from memory) merged into one file (0: never)
+COMPACT_BATCH_BYTES = 4 << 20   # a batch this big stays its own file
+COMPACT_KEEP_BYTES = 32 << 20   # compact early rather than keep more than this in memory
+
 
 class BatchCommits:
-    """The applied table and the state store of one warehouse, committed in that order."""
+    """The applied table and the state store of one warehouse, committed in that order.
+
+    The applied table stays open between batches (each brings it up to date by the new log entries only):
+    opening it again per batch costs time and memory in its number of files."""
 
     def __init__(self, store, applied: str):
         self.store, self.applied = store, applied
+        self._dt: DeltaTable | None = None
+        # per channel: (end seq, rows) of the consecutive batches `commit_applied_rows` committed since the
+        # channel's last compaction
+        self._loose: dict[str, list[tuple[int, pa.Table]]] = {}
 
     def table(self, create: bool):
         check(self.applied)
+        if self._dt is not None:
+            try:
+                self._dt.update_incremental()
+                return self._dt
+            except Exception:  # replaced under us (a repair, a re-create): open it again
+                self._dt = None
         try:
             dt = DeltaTable(self.applied)
             if create and delta_commit.add_missing_columns(dt, APPLIED_SCHEMA):
                 dt = DeltaTable(self.applied)
-            return dt
         except TableNotFoundError:
             if not create:
                 return None
-        try:
-            return DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
-                                     description="events applied by rpl_sql's applier")
-        except Exception:
-            if DeltaTable.is_deltatable(self.applied):
-                return DeltaTable(self.applied)
-            raise
+            try:
+                dt = DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
+                                       description="events applied by rpl_sql's applier")
+            except Exception:
+                if not DeltaTable.is_deltatable(self.applied):
+                    raise
+                dt = DeltaTable(self.applied)
+        if create:
+            self._dt = dt
+        return dt
 
     @staticmethod
     def find_record(dt, channel: str, end: int) -> BatchRecord | None:
@@ -91,9 +115,46 @@ class BatchCommits:
         """Commit the batch's files with its app transaction; False if this batch was already committed."""
         return self._commit(rec, lambda dt, kw: delta_commit.add_files(dt, actions, schema=APPLIED_SCHEMA, **kw))
 
-    def commit_applied_rows(self, rec: BatchRecord, rows) -> bool:
-        """`commit_applied` for rows in memory (an Arrow table of APPLIED_SCHEMA), written by delta-rs."""
-        return self._commit(rec, lambda dt, kw: delta_commit.write(dt, rows, mode="append", **kw))
+    def commit_applied_rows(self, rec: BatchRecord, rows: pa.Table) -> bool:
+        """`commit_applied` for rows in memory (an Arrow table of APPLIED_SCHEMA), written by delta-rs. Every
+        COMPACT_EVERY such batches of a channel, their files are rewritten as one (`compact`)."""
+        done = self._commit(rec, lambda dt, kw: delta_commit.write(dt, rows, mode="append", **kw))
+        if not done or not COMPACT_EVERY:
+            return done
+        loose = self._loose.get(rec.channel)
+        if loose and loose[-1][0] != rec.start:  # not the next batch: the kept ones no longer cover a range
+            self.compact(rec.channel)
+        if rows.nbytes >= COMPACT_BATCH_BYTES:  # a file big enough already (and a bound on what is kept)
+            self.compact(rec.channel)
+            return done
+        loose = self._loose.setdefault(rec.channel, [])
+        loose.append((rec.end, rows))
+        if len(loose) >= COMPACT_EVERY or sum(t.nbytes for _, t in loose) >= COMPACT_KEEP_BYTES:
+            self.compact(rec.channel)
+        return done
+
+    def compact(self, channel: str) -> None:
+        """Rewrite the channel's batches committed by this object since its last compaction into one file, in
+        one commit (a predicate overwrite of exactly their seqs; the rows kept in memory, not read back).
+
+        Without it the service adds a file per batch for as long as it runs, and every open or append of the
+        table costs more. Rows, app transactions and batch records stay. Best effort, as the events writer's:
+        on a conflict or an error the files stay as they are."""
+        loose = self._loose.pop(channel, [])
+        rows = pa.concat_tables([t for _, t in loose]) if len(loose) > 1 else None
+        if rows is None or rows.num_rows == 0:
+            return
+        seqs = rows.column("seq")
+        lo, hi = pc.min(seqs).as_py(), pc.max(seqs).as_py()
+        where = ("(channel = '' OR channel IS NULL)" if not channel
+                 else "channel = '" + channel.replace("'", "''") + "'")
+        try:
+            delta_commit.write(self.table(create=True), rows.sort_by("seq"), mode="overwrite",
+                               predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
+                               metadata={"rpl_sql.operation": "APPLY COMPACT",
+                                         "rpl_sql.apply.compacted": f"{channel}:{lo}-{hi}"})
+        except (DeltaError, OSError) as e:
+            log.warning("applied events of channel %r, seqs %d..%d: compaction skipped (%s)", channel, lo, hi, e)
 
     def _commit(self, rec: BatchRecord, commit) -> bool:
         for attempt in range(50):
