@@ -13,6 +13,7 @@ import pytest
 
 import rpl_sql
 from mariadb import MariaDBServer, _require
+from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF
 from rpl_sql.replica_catalog import Catalog
 from rpl_sql.store import DeltaStore
 from test_replica import _normal, _ours
@@ -102,6 +103,24 @@ PHASE_2 = ["SET SESSION binlog_format = ROW", "INSERT INTO shop.orders VALUES (4
            "UPDATE people SET name = 'bob2' WHERE id = 2"]
 
 
+def sql_thread_environments(service_pid: int) -> list[dict]:
+    """The environments of the service's SQL-thread processes (its multiprocessing children)."""
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if ppid == service_pid and b"spawn_main" in cmd:
+            out.append({k.decode(): v.decode() for k, v in env.items()})
+    return out
+
+
 def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_replica(warehouse, servers):
     src, oracle = servers
     session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_IGNORE_DB = (hr)",
@@ -110,6 +129,8 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
     try:
         wait_for(lambda: service_running(warehouse) and status(session)["Replica_IO_Running"] == "Yes" and
                  status(session)["Replica_SQL_Running"] == "Yes", "the service's threads")
+        # the SQL thread's process runs with the allocator setting that keeps its memory flat
+        assert [e.get(MALLOC_CONF_VAR) for e in sql_thread_environments(proc.pid)] == [SQL_THREAD_MALLOC_CONF]
         second = start_service(warehouse, "--channel", "A", capture=True)  # one service per channel
         try:
             out, err = second.communicate(timeout=60)

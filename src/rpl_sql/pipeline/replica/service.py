@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 STATE_EVERY = 0.2      # seconds between reads of the state table (START/STOP reach the loops within this)
 HEARTBEAT = 0.5        # seconds between status files
 MAX_BACKOFF = 30.0
+# The allocator linked into deltalake (jemalloc, configured by this variable) keeps much of what the SQL
+# thread's merges free: with its defaults the process grows for as long as it runs. One arena and freed pages
+# handed back after 200 ms keep it flat at about the same speed (docs/benchmarks.md, "Where the memory goes").
+# Set for the SQL-thread processes when they start; a value the user set wins.
+MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF = "_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
 
 
 class ServiceError(Exception):
@@ -261,6 +266,7 @@ class ChannelLoops:
         this process's GIL with the receiver); its status comes back over a pipe and is published from here.
         A child that dies is started again, as an error the SQL thread reports."""
         ctx = multiprocessing.get_context("spawn")  # no fork: delta-rs' runtime threads do not survive one
+        os.environ.setdefault(MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF)  # read by the children's deltalake
         st = self.status
         while not self.svc.stopping.is_set():
             mine, theirs = ctx.Pipe()
