@@ -57,13 +57,12 @@ def _days(v: Any) -> Any:
     return (_EPOCH_DAY + _dt.timedelta(days=v)).isoformat() if isinstance(v, int) else v
 
 
-def _since_epoch(us_per_unit: float) -> Decode:
-    def decode(v: Any) -> Any:
-        if not isinstance(v, int):
-            return v
-        us = v // 1000 if us_per_unit < 1 else v * int(us_per_unit)
-        return (_EPOCH + _dt.timedelta(microseconds=us)).isoformat()
-    return decode
+_TO_MICROS: dict[str, Callable[[int], int]] = {"ms": lambda v: v * 1000, "us": lambda v: v, "ns": lambda v: v // 1000}
+
+
+def _since_epoch(unit: str) -> Decode:
+    to_us = _TO_MICROS[unit]
+    return lambda v: (_EPOCH + _dt.timedelta(microseconds=to_us(v))).isoformat() if isinstance(v, int) else v
 
 
 def _zoned(v: Any) -> Any:
@@ -74,13 +73,9 @@ def _zoned(v: Any) -> Any:
     return (t.astimezone(_dt.timezone.utc) if t.tzinfo else t).replace(tzinfo=None).isoformat()
 
 
-def _time(us_per_unit: float) -> Decode:
-    def decode(v: Any) -> Any:
-        if not isinstance(v, int):
-            return v
-        us = v // 1000 if us_per_unit < 1 else v * int(us_per_unit)
-        return C.time_text(_dt.timedelta(microseconds=us))
-    return decode
+def _time(unit: str) -> Decode:
+    to_us = _TO_MICROS[unit]
+    return lambda v: C.time_text(_dt.timedelta(microseconds=to_us(v))) if isinstance(v, int) else v
 
 
 def _bits(v: Any) -> Any:
@@ -121,15 +116,15 @@ _SEMANTIC: dict[str, Callable[[dict], tuple[dict, Decode | None]]] = {
                                                         _variable_decimal),
     "io.debezium.time.Date": lambda p: ({"type": "date"}, _days),
     "org.apache.kafka.connect.data.Date": lambda p: ({"type": "date"}, _days),
-    "io.debezium.time.Timestamp": lambda p: ({"type": "datetime", "fsp": 3}, _since_epoch(1000)),
-    "org.apache.kafka.connect.data.Timestamp": lambda p: ({"type": "datetime", "fsp": 3}, _since_epoch(1000)),
-    "io.debezium.time.MicroTimestamp": lambda p: ({"type": "datetime", "fsp": 6}, _since_epoch(1)),
-    "io.debezium.time.NanoTimestamp": lambda p: ({"type": "datetime", "fsp": 6}, _since_epoch(0.001)),
+    "io.debezium.time.Timestamp": lambda p: ({"type": "datetime", "fsp": 3}, _since_epoch("ms")),
+    "org.apache.kafka.connect.data.Timestamp": lambda p: ({"type": "datetime", "fsp": 3}, _since_epoch("ms")),
+    "io.debezium.time.MicroTimestamp": lambda p: ({"type": "datetime", "fsp": 6}, _since_epoch("us")),
+    "io.debezium.time.NanoTimestamp": lambda p: ({"type": "datetime", "fsp": 6}, _since_epoch("ns")),
     "io.debezium.time.ZonedTimestamp": lambda p: ({"type": "timestamp", "fsp": 6}, _zoned),
-    "io.debezium.time.Time": lambda p: ({"type": "time", "fsp": 3}, _time(1000)),
-    "org.apache.kafka.connect.data.Time": lambda p: ({"type": "time", "fsp": 3}, _time(1000)),
-    "io.debezium.time.MicroTime": lambda p: ({"type": "time", "fsp": 6}, _time(1)),
-    "io.debezium.time.NanoTime": lambda p: ({"type": "time", "fsp": 6}, _time(0.001)),
+    "io.debezium.time.Time": lambda p: ({"type": "time", "fsp": 3}, _time("ms")),
+    "org.apache.kafka.connect.data.Time": lambda p: ({"type": "time", "fsp": 3}, _time("ms")),
+    "io.debezium.time.MicroTime": lambda p: ({"type": "time", "fsp": 6}, _time("us")),
+    "io.debezium.time.NanoTime": lambda p: ({"type": "time", "fsp": 6}, _time("ns")),
     "io.debezium.time.Year": lambda p: ({"type": "year"}, None),
     "io.debezium.data.Json": lambda p: ({"type": "json"}, _json),
     "io.debezium.data.Enum": lambda p: ({"type": "enum", "values": _members(p)}, None),

@@ -14,11 +14,12 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, record_batch
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
+from rpl_sql.delta.scan import Followed
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, META_KEY, app_id
@@ -38,35 +39,29 @@ class BatchCommits:
 
     def __init__(self, store, applied: str):
         self.store, self.applied = store, applied
-        self._dt: DeltaTable | None = None
+        self._open = Followed(applied)
+        self._columns_checked = False  # columns a newer release added: added once, at the first commit
         # per channel: (end seq, rows) of the consecutive batches `commit_applied_rows` committed since the
         # channel's last compaction
         self._loose: dict[str, list[tuple[int, pa.Table]]] = {}
 
     def table(self, create: bool):
         check(self.applied)
-        if self._dt is not None:
-            try:
-                self._dt.update_incremental()
-                return self._dt
-            except Exception:  # replaced under us (a repair, a re-create): open it again
-                self._dt = None
-        try:
-            dt = DeltaTable(self.applied)
-            if create and delta_commit.add_missing_columns(dt, APPLIED_SCHEMA):
-                dt = DeltaTable(self.applied)
-        except TableNotFoundError:
+        dt = self._open.table()
+        if dt is None:
             if not create:
                 return None
             try:
-                dt = DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
-                                       description="events applied by rpl_sql's applier")
+                DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
+                                  description="events applied by rpl_sql's applier")
             except Exception:
                 if not DeltaTable.is_deltatable(self.applied):
                     raise
-                dt = DeltaTable(self.applied)
-        if create:
-            self._dt = dt
+            dt = self._open.table()
+        elif create and not self._columns_checked:
+            if delta_commit.add_missing_columns(dt, APPLIED_SCHEMA):
+                dt = self._open.table()
+            self._columns_checked = True
         return dt
 
     @staticmethod
