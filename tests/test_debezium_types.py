@@ -124,20 +124,22 @@ def test_the_other_modes_and_propagated_source_types():
               field("t", "int32", "org.apache.kafka.connect.data.Time", source=("TIME", 3)),
               field("n", "int64", "io.debezium.time.NanoTimestamp", source=("DATETIME", 6)),
               field("u", "int64", source=("BIGINT UNSIGNED", 20)), field("i", "int64", source=("INT UNSIGNED", 10)),
+              field("j", "int64", source=("INT UNSIGNED", 10)),
               field("e", "string", "io.debezium.data.Enum", source=("ENUM", 1), allowed="a,b'c"),
               field("v", "bytes", "io.debezium.data.VariableScaleDecimal")]
     values = {"s": "-1.250", "f": 12.3, "d": 19782, "t": 3_723_004, "n": 1_700_000_000_123_456_789,
-              "u": -1, "i": 4_294_967_295, "e": "b'c",
+              "u": -1, "i": 4_294_967_295, "j": 7, "e": "b'c",
               "v": {"scale": 3, "value": base64.b64encode((-1).to_bytes(1, "big", signed=True)).decode()}}
     cols, image = decoded(fields, values)
     assert [(c["type"], c.get("unsigned"), c.get("precision"), c.get("scale"), c.get("fsp")) for c in cols[:7]] == [
         ("decimal", None, 6, 3, None), ("decimal", None, 4, 1, None), ("date", None, None, None, None),
         ("time", None, None, None, 3), ("datetime", None, None, None, 6), ("bigint", True, None, None, None),
         ("int", True, None, None, None)]
-    assert cols[7]["values"] == ["a", "b'c"] and not any(c.get("inferred") for c in cols[:8])
+    assert [c["name"] for c in cols] == [f["field"] for f in fields]  # two columns of one type stay two
+    assert cols[8]["values"] == ["a", "b'c"] and not any(c.get("inferred") for c in cols[:9])
     got = [C.converter(c)(image[c["name"]]) for c in cols]
     assert got == [decimal.Decimal("-1.250"), decimal.Decimal("12.3"), dt.date(2024, 2, 29), "01:02:03.004000",
-                   dt.datetime(2023, 11, 14, 22, 13, 20, 123456), decimal.Decimal(2 ** 64 - 1), 4_294_967_295,
+                   dt.datetime(2023, 11, 14, 22, 13, 20, 123456), decimal.Decimal(2 ** 64 - 1), 4_294_967_295, 7,
                    "b'c", "-0.001"]
 
 

@@ -192,7 +192,7 @@ def _field(f: dict) -> tuple[dict, Decode | None]:
     if declared is None:
         col["inferred"] = True
     else:
-        col = declared
+        col = dict(declared)  # the cached column is shared by every field of that type
         if col["type"] == "bigint" and col.get("unsigned") and f.get("type") == "int64":
             decode = _unsigned_long  # bigint.unsigned.handling.mode=long wraps values above 2^63 - 1
     col["name"] = f["field"]
