@@ -46,7 +46,8 @@ HEARTBEAT = 0.5        # seconds between status files
 MAX_BACKOFF = 30.0
 # The allocator linked into deltalake (jemalloc, configured by this variable) keeps much of what the SQL
 # thread's merges free: with its defaults the process grows for as long as it runs. One arena and freed pages
-# handed back after 200 ms keep it flat at about the same speed (docs/benchmarks.md, "Where the memory goes").
+# handed back after 200 ms about halve that growth at 1.06x the time (bench/bench_sql_thread.py;
+# docs/benchmarks.md, "Where the memory goes").
 # Set for the SQL-thread processes when they start; a value the user set wins.
 MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF = "_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
 
