@@ -19,6 +19,7 @@ from typing import Any, Callable
 from rpl_sql.applier_state import GtidSet
 from rpl_sql.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.replica.columns import UnsupportedColumn, columns_json, from_table_map
+from rpl_sql.pipeline.row_images import ImageDecoder
 from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
 from rpl_sql.pipeline.writer import (
     MAX_DROPPED_KEYS,
@@ -55,7 +56,7 @@ _FL_STANDALONE = 0x01  # MariaDB GTID event flag: no BEGIN/COMMIT follows
 _FL_XA = 0x40 | 0x80   # MariaDB GTID event flags FL_PREPARED_XA, FL_COMPLETED_XA
 
 
-def _images(ev, etype: str) -> list[dict]:
+def _library_images(ev, etype: str) -> list[dict]:
     if etype == "update_rows":
         return [{"before": r["before_values"], "after": r["after_values"]} for r in ev.rows]
     if etype == "write_rows":
@@ -213,6 +214,7 @@ class BinlogIngest:
         self.txn: _Txn | None = None
         self.last_flush = self.last_progress = time.monotonic()
         self.columns: dict[int, str | None] = {}  # table_id -> its table map's columns (JSON)
+        self.decoder = ImageDecoder()
         self.t0 = t0
         self.landed_run = 0
         self.done = False
@@ -266,6 +268,7 @@ class BinlogIngest:
             # that freeze_schema keeps; every statement logs its Table_maps again anyway.
             self.stream.table_map.clear()
             self.columns.clear()
+            self.decoder.clear()
         if name == "RotateEvent":
             self.file, self.pos = ev.next_binlog, ev.position
             if self.txn is None:
@@ -359,7 +362,7 @@ class BinlogIngest:
             if row is None:  # continues a dropped statement's rows: already counted
                 pass
             elif len(row[11]) < MAX_MERGED_IMAGES:
-                row[11].extend(_images(ev, etype))
+                row[11].extend(self._images(ev, etype))
                 row[1], row[2] = self.file, self.pos
             else:
                 row = self._new_rows_row(txn, ev, etype)
@@ -376,6 +379,10 @@ class BinlogIngest:
         row = self._new_rows_row(txn, ev, etype)
         txn.merge = None if ends else (ev.table_id, cls, row)
 
+    def _images(self, ev, etype: str) -> list[dict]:
+        images = self.decoder.images(ev, etype)
+        return images if images is not None else _library_images(ev, etype)
+
     def _table_columns(self, ev) -> str | None:
         """The table map's columns as JSON, once per table id (a table id names one table definition)."""
         tid = ev.table_id
@@ -390,7 +397,7 @@ class BinlogIngest:
 
     def _new_rows_row(self, txn: _Txn, ev, etype: str) -> list:
         row = [txn.gtid, self.file, self.pos, etype, None, None, None, ev.schema, ev.table, None, None,
-               _images(ev, etype), ev.timestamp * 1_000_000, self._table_columns(ev)]
+               self._images(ev, etype), ev.timestamp * 1_000_000, self._table_columns(ev)]
         txn.rows.append(row)
         return row
 
