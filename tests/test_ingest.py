@@ -26,7 +26,7 @@ from rpl_sql import server
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
 from rpl_sql.pipeline.writer import (ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict,
                                      committed_position)
-from rpl_sql.pipeline.binlog import ingest_all, ingest_channel
+from rpl_sql.pipeline.binlog import BACKLOG_COMMIT_SECONDS, BinlogIngest, _log_key, ingest_all, ingest_channel
 from rpl_sql.cli.commands import ingest_main as main
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.rules import FilterType
@@ -189,6 +189,23 @@ def test_max_events_stops_at_a_transaction_boundary(sources, warehouse):
     assert r.landed == len(rows) == 6 and rows[-1]["command"] == "COMMIT"   # 2 DDL + 2 x (rows, COMMIT)
     r2 = ingest_channel(warehouse, "a")
     assert r2.start == r.end and len(landed(warehouse, "a")) == 2 + 20
+
+
+def test_a_backlog_commits_less_often_than_a_followed_stream():
+    """Reading what the source held at connect, commits come every BACKLOG_COMMIT_SECONDS at most; from the
+    source's end on (a higher file number counts as later), every `batch_seconds`, and it stays so."""
+    ing = BinlogIngest("/nowhere", "a", batch_seconds=0.2)
+    ing.backlog_end = _log_key("binlog.000009", 500)
+    ing.file, ing.pos = "binlog.000009", 499
+    assert ing._commit_every() == BACKLOG_COMMIT_SECONDS
+    ing.file, ing.pos = "binlog.000010", 4
+    assert ing._commit_every() == 0.2
+    ing.file, ing.pos = "binlog.000009", 4
+    assert ing._commit_every() == 0.2 and ing.backlog_end is None
+    assert _log_key("binlog.999999", 9) < _log_key("binlog.1000000", 4) < _log_key("binlog.1000000", 5)
+    batch = BinlogIngest("/nowhere", "a", batch_seconds=30.0)  # `rpl-sql ingest`: its own, longer interval
+    batch.backlog_end, batch.file, batch.pos = _log_key("binlog.000009", 500), "binlog.000009", 4
+    assert batch._commit_every() == 30.0
 
 
 def test_source_log_position_and_column_names_without_metadata(sources, warehouse):
