@@ -9,7 +9,7 @@ import sys
 from rpl_sql.applier_state import ApplyError
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
-from rpl_sql.pipeline.replica.service import ReplicaService, ServiceError
+from rpl_sql.pipeline.replica.service import BATCH_SIZE, ReplicaService, ServiceError
 from rpl_sql.pipeline.replica.snapshot import Snapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
@@ -137,7 +137,8 @@ def replica_main(argv: list[str] | None = None) -> int:
                                             "replica tables, obeying START/STOP REPLICA from any client.")
     p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
     p.add_argument("--channel", action="append", help="channel to run (repeatable; default: all configured)")
-    p.add_argument("--batch-size", type=int, default=5000, help="events per applier batch (default 5,000)")
+    p.add_argument("--batch-size", type=int, default=BATCH_SIZE,
+                   help=f"events per applier batch at most (default {BATCH_SIZE:,})")
     p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
                    help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
     p.add_argument("--one-process", action="store_true",
