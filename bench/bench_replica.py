@@ -1,11 +1,13 @@
 """The replica service against a local MariaDB: catch-up throughput, end-to-end lag, memory. Prints, asserts nothing.
 
-    .venv/bin/python bench/bench_replica.py [--catchup-rows 100000] [--rate 5000] [--seconds 60]
+    .venv/bin/python bench/bench_replica.py [--catchup-rows 100000] [--repeat 2] [--rate 5000] [--seconds 60]
 
 1. Catch-up. `--catchup-rows` row changes are generated in the server (a stored procedure, transactions of
    `--per-txn` single-row INSERTs/UPDATEs into two tables) before the service starts; then, side by side:
-   python-mysql-replication alone decoding the same binlog (every row image read), and `rpl-sql replica`
-   (a separate process) from start until its replica tables hold everything. Rows/s of each and their ratio.
+   python-mysql-replication alone decoding the same binlog (every row image read), the receiver's part alone
+   (`rpl-sql ingest` to the events table), and `rpl-sql replica` (a separate process) from start until its
+   replica tables hold everything. Each `--repeat` times, taking turns (a shared 2-core machine varies by
+   +-20% from run to run); the best time of each side, its rows/s and its ratio to the bare reader's best.
 2. Lag. The service runs while a client inserts at a steady `--rate` rows/s for `--seconds` (one multi-row
    INSERT every 20 ms); each row's id is timed at its COMMIT. A sampler reads the replica table's highest id
    from its Delta log every 50 ms: a row's lag is the time it became visible minus its commit. p50/p99.
@@ -120,35 +122,61 @@ def bare_reader(m: MariaDBServer) -> tuple[int, float]:
     return rows, time.monotonic() - t
 
 
+def receive_only(warehouse: str, m: MariaDBServer) -> float:
+    """The receiver's part alone: the same binlog landed in the events table (`rpl-sql ingest`), seconds."""
+    from rpl_sql.pipeline.binlog import ingest_channel
+
+    configure(warehouse, m)
+    t = time.monotonic()
+    ingest_channel(warehouse, "a", batch_rows=5_000, batch_seconds=0.2)  # as the service commits
+    return time.monotonic() - t
+
+
 def configure(warehouse: str, m: MariaDBServer) -> None:
     rpl_sql.connect(warehouse).execute(m.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_REWRITE_DB = "
                                        "((app, crm)) FOR CHANNEL 'a';\nSTART REPLICA")
 
 
-def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int) -> None:
+def replica_catch_up(warehouse: str, m: MariaDBServer) -> float:
+    """`rpl-sql replica` from its start until the replica tables hold the whole binlog, seconds."""
+    configure(warehouse, m)
+    proc = service(warehouse)
+    try:
+        while (st := service_status.read_status(warehouse, "a")) is None or st.sql != "Yes":  # the process is up
+            time.sleep(0.02)
+        t = time.monotonic()
+        wait_caught_up(warehouse, m)
+        return time.monotonic() - t
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int, repeat: int) -> None:
     m.reset()
     m.execute("CREATE DATABASE bench", "CREATE DATABASE app",
               "CREATE TABLE app.orders (id INT AUTO_INCREMENT PRIMARY KEY, k INT, v VARCHAR(64), at DATETIME)", GEN)
     t = time.monotonic()
     m.execute("SET SESSION binlog_format=ROW", f"CALL bench.gen({n}, {per_txn})", timeout=3600)
     print(f"1. catch-up: {n:,} row changes generated in {time.monotonic() - t:.1f} s "
-          f"({per_txn} per transaction, 1/4 UPDATEs)")
-    rows, bare_s = bare_reader(m)
-    wh = f"{base}/catchup"
-    configure(wh, m)
-    proc = service(wh)
-    try:
-        while (st := service_status.read_status(wh, "a")) is None or st.sql != "Yes":  # the process is up
-            time.sleep(0.02)
-        t = time.monotonic()
-        wait_caught_up(wh, m)
-        ours_s = time.monotonic() - t
-    finally:
-        proc.terminate()
-        proc.wait()
-    print(f"   python-mysql-replication alone: {rows:,} row images in {bare_s:.1f} s = {rows / bare_s:,.0f} rows/s")
-    print(f"   rpl-sql replica (threads running to replica tables current): {ours_s:.1f} s = "
-          f"{rows / ours_s:,.0f} rows/s = {bare_s / ours_s:.2f} x the bare reader")
+          f"({per_txn} per transaction, 1/4 UPDATEs); each side {repeat} times, taking turns, best of each")
+    bare_reader(m)  # once to warm the server's caches, so neither side below pays for it
+    bare, receiving, ours = [], [], []
+    for i in range(repeat):
+        rows, s = bare_reader(m)
+        bare.append(s)
+        receiving.append(receive_only(f"{base}/receive{i}", m))
+        ours.append(replica_catch_up(f"{base}/catchup{i}", m))
+
+    def line(label: str, times: list[float], ratio: bool = True) -> None:
+        best = min(times)
+        runs = " / ".join(f"{x:.1f}" for x in times)
+        print(f"   {label}: {best:.1f} s (runs {runs}) = {rows / best:,.0f} rows/s"
+              + (f" = {min(bare) / best:.2f} x the bare reader" if ratio else ""))
+
+    line(f"python-mysql-replication alone, {rows:,} row images", bare, ratio=False)
+    line("receiving alone (rpl-sql ingest to the events table, one process)", receiving)
+    line("rpl-sql replica (threads running to replica tables current)", ours)
 
 
 def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
@@ -248,6 +276,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--catchup-rows", type=int, default=100_000)
     p.add_argument("--per-txn", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=2, help="catch-up runs of each side (the best counts)")
     p.add_argument("--rate", type=int, default=5000)
     p.add_argument("--seconds", type=float, default=60)
     args = p.parse_args()
@@ -259,7 +288,7 @@ def main() -> None:
     try:
         m.start()
         if args.catchup_rows:
-            catch_up(base, m, args.catchup_rows, args.per_txn)
+            catch_up(base, m, args.catchup_rows, args.per_txn, args.repeat)
         if args.seconds:
             lag(base, m, args.rate, args.seconds)
     finally:

@@ -439,9 +439,13 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"cannot land a {type(v).__name__} value")
 
 
+# one encoder for every call: json.dumps with options builds a new JSONEncoder each time (a third of its cost)
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
 def rows_json(images: list[dict]) -> str:
     """Row images as the canonical JSON text."""
-    return json.dumps(images, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(images)
 
 
 def tables_value(tables: Iterable[TableRef]) -> list[dict]:
