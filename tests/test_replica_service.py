@@ -337,12 +337,92 @@ def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, 
         proc.wait(60)
 
 
+def busy_source(src, step, pause: float):
+    """A client committing `step(cursor, i)` on `src` (row format) every `pause` seconds, in a thread, until the
+    returned event is set: (event, thread)."""
+    import threading
+
+    stop = threading.Event()
+
+    def writes():
+        conn = src.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                i = 0
+                while not stop.is_set():
+                    step(cur, i)
+                    conn.commit()
+                    i += 1
+                    time.sleep(pause)
+        finally:
+            conn.close()
+    worker = threading.Thread(target=writes)
+    worker.start()
+    return stop, worker
+
+
+def sql_thread_pids(service_pid: int) -> set[int]:
+    out = set()
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if ppid == service_pid and b"spawn_main" in f.read():
+                    out.add(int(d))
+        except OSError:
+            continue
+    return out
+
+
+def test_sql_thread_processes_replaced_for_memory_lose_and_repeat_nothing(warehouse, servers):
+    """With --sql-thread-max-memory 1 every SQL-thread process is over its limit at once and replaced, over and
+    over, while the source writes without pause (inserts, updates of the key, deletes): the SQL thread keeps
+    reading Yes with no error, and the replica tables equal the MariaDB replica's."""
+
+    src, oracle = servers
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm))",
+                         {"replicate_rewrite_db": "shop->crm"})
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",  # DDL under the rewrite
+                "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET utf8mb4, n INT)")
+
+    def step(cur, i):
+        cur.execute("INSERT INTO shop.t VALUES (%s, 'ü', %s), (%s, NULL, NULL)", (2 * i, 2 * i, 2 * i + 1))
+        cur.execute("UPDATE shop.t SET id = id + 1000000, n = n + 1 WHERE id = %s", (2 * i,))
+        cur.execute("DELETE FROM shop.t WHERE id = %s", (2 * i - 9,))
+    stop, worker = busy_source(src, step, pause=0.01)
+    proc = start_service(warehouse, "--sql-thread-max-memory", "1", "--batch-size", "200")
+    pids, states = set(), []
+    try:
+        wait_for(lambda: service_running(warehouse) and status(session)["Replica_SQL_Running"] == "Yes",
+                 "the service's threads")
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and len(pids) < 4:
+            pids |= sql_thread_pids(proc.pid)
+            row = status(session)
+            states.append((row["Replica_SQL_Running"], row["Last_SQL_Errno"]))
+            time.sleep(0.2)
+        stop.set()
+        worker.join()
+        caught_up(warehouse, src, timeout=120)
+        oracle.caught_up(src, "a")
+        ours = _normal(_ours(warehouse, ["a"]))
+        assert ours == _normal(oracle.contents()) and len(ours[("crm", "t")]) > 20
+        assert len(pids) >= 4, f"the SQL-thread process was not replaced: {pids}"
+        assert set(states) == {("Yes", 0)}, states
+        assert status(session)["Last_SQL_Errno"] == 0
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
 def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(warehouse, servers):
     """While the source writes without pause, another client runs STOP REPLICA SQL_THREAD; CHANGE REPLICATION
     FILTER; START REPLICA SQL_THREAD eight times. STOP returns only once the service's batch is done, so the
     applier position read right after it splits the events exactly: every event after one STOP and up to the
     next is decided by the filters set in between, which the reference evaluator checks for every event."""
-    import threading
 
     from deltalake import DeltaTable
 
@@ -356,22 +436,12 @@ def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(wareh
     session.execute(src.channel_sql("a") + f";\nCHANGE REPLICATION FILTER {sets[0]} FOR CHANNEL 'a';\nSTART REPLICA")
     src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d",
                 *[f"CREATE TABLE d.{t} (k INT PRIMARY KEY AUTO_INCREMENT, v INT)" for t in ("odd1", "even1")])
-    stop = threading.Event()
 
-    def writes():
-        conn = src.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION binlog_format = ROW")
-                while not stop.is_set():
-                    cur.execute("INSERT INTO d.odd1 (v) VALUES (1), (2)")
-                    cur.execute("INSERT INTO d.even1 (v) VALUES (1)")
-                    conn.commit()
-                    time.sleep(0.005)  # ~200 transactions/s: busy, and within what the service keeps up with
-        finally:
-            conn.close()
-    worker = threading.Thread(target=writes)
-    worker.start()
+    def step(cur, i):
+        cur.execute("INSERT INTO d.odd1 (v) VALUES (1), (2)")
+        cur.execute("INSERT INTO d.even1 (v) VALUES (1)")
+    # ~200 transactions/s: busy, and within what the service keeps up with
+    stop, worker = busy_source(src, step, pause=0.005)
     proc = start_service(warehouse, "--batch-size", "50")
     cuts = [(0, sets[0])]
     try:

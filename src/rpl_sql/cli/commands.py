@@ -9,7 +9,7 @@ import sys
 from rpl_sql.applier_state import ApplyError
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
-from rpl_sql.pipeline.replica.service import BATCH_SIZE, ReplicaService, ServiceError
+from rpl_sql.pipeline.replica.service import BATCH_SIZE, SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError
 from rpl_sql.pipeline.replica.snapshot import Snapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
@@ -144,6 +144,9 @@ def replica_main(argv: list[str] | None = None) -> int:
     p.add_argument("--one-process", action="store_true",
                    help="run the SQL threads as threads of this process (default: a process per channel's SQL "
                         "thread, so receiving and applying use separate cores)")
+    p.add_argument("--sql-thread-max-memory", metavar="MB", type=int, default=SQL_THREAD_MAX_MEMORY or 0,
+                   help="replace a SQL-thread process whose resident memory passes this, at a batch boundary "
+                        "(default 0: never)")
     p.add_argument("--master", help="Spark master: the SQL threads decide with the Spark job on this cluster "
                                     "(default: no Spark, the reference evaluator in Python)")
     p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
@@ -156,7 +159,8 @@ def replica_main(argv: list[str] | None = None) -> int:
     try:
         service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode,
                                  processes=not args.one_process, master=args.master,
-                                 spark_conf=dict(c.split("=", 1) for c in args.conf), verbose=args.verbose)
+                                 spark_conf=dict(c.split("=", 1) for c in args.conf), verbose=args.verbose,
+                                 sql_thread_max_memory=args.sql_thread_max_memory or None)
         names = service.channels()
         sys.stderr.write(f"rpl-sql replica: running {', '.join(repr(n) for n in names)} "
                          f"(pid {os.getpid()}); SHOW REPLICA STATUS shows them, Ctrl-C stops\n")

@@ -48,6 +48,11 @@ MAX_BACKOFF = 30.0
 # took 7.4 s against 12.7 s in batches of 5,000 (each batch merges into the replica tables once); one batch
 # takes about 0.7 s, which bounds how long STOP REPLICA SQL_THREAD waits.
 BATCH_SIZE = 10_000
+# MB of resident memory above which a SQL-thread process is replaced by a fresh one, as Celery's
+# worker_max_memory_per_child (delta-rs's allocator keeps what it once used: the process grew from 210 to
+# 380-450 MB over ten minutes at 5,000 rows/s). Off unless asked: at 320 MB each replacement stalled the SQL
+# thread for seconds on 2 cores (lag p99 3.54 -> 6.31 s) and the two processes of a handoff raised the peak.
+SQL_THREAD_MAX_MEMORY: int | None = None
 # The allocator linked into deltalake (jemalloc, configured by this variable) keeps much of what the SQL
 # thread's merges free: with its defaults the process grows for as long as it runs. One arena and freed pages
 # handed back after 200 ms about halve that growth at 1.06x the time (bench/bench_sql_thread.py;
@@ -269,44 +274,48 @@ class ChannelLoops:
     def _applier_process(self) -> None:
         """The SQL thread in a child process (decoding and applying then use a second core instead of sharing
         this process's GIL with the receiver); its status comes back over a pipe and is published from here.
-        A child that dies is started again, as an error the SQL thread reports."""
+        A child that dies is started again, as an error the SQL thread reports. A child whose memory passed
+        `sql_thread_max_memory` is replaced: its successor starts (imports, connects) while it applies, then
+        it stops after its batch and the successor takes the channel's SQL-thread lock."""
         ctx = multiprocessing.get_context("spawn")  # no fork: delta-rs' runtime threads do not survive one
         os.environ.setdefault(MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF)  # read by the children's deltalake
         st = self.status
-        while not self.svc.stopping.is_set():
-            mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=_sql_process, name=f"rpl-sql-sql-{self.channel}", daemon=True,
-                               args=(self.svc.warehouse, self.channel, self.svc.settings(), theirs))
-            proc.start()
-            theirs.close()
-            asked = False
-            while True:
-                if self.svc.stopping.is_set() and not asked:
-                    try:
-                        mine.send("stop")
-                    except OSError:
-                        pass
-                    asked = True
-                try:
-                    ready = mine.poll(0.1)
-                    msg = mine.recv() if ready else None
-                except (EOFError, OSError):
-                    break
-                if msg is not None:
+        children = [_Child.start(ctx, self)]  # the first applies; a second is its successor
+        while children:
+            if self.svc.stopping.is_set():
+                for c in children:
+                    c.ask_stop()
+            for c in list(children):
+                msg = c.receive(0.1 / len(children))
+                if msg is _Child.ENDED:
+                    children.remove(c)
+                    if c.retiring or self.svc.stopping.is_set():
+                        continue
+                    st.last_sql_error = [13117, f"the SQL thread's process ended (exit code {c.proc.exitcode}); "
+                                                "started again", _stamp()]
+                    st.sql, st.sql_state, st.seconds_behind = "No", "", None
+                    self.svc.publish(self)
+                    log.error("channel %r: the SQL thread's process ended (exit code %s)", self.channel,
+                              c.proc.exitcode)
+                    if all(o.retiring for o in children):  # no successor waiting to take over: a new one
+                        self.svc.stopping.wait(1.0)
+                        if not self.svc.stopping.is_set():
+                            children.append(_Child.start(ctx, self, successor=bool(children)))
+                elif msg is None or c.retiring:
+                    continue
+                elif "recycle" in msg:
+                    if len(children) == 1:
+                        log.info("channel %r: the SQL thread's process holds %d MB; replacing it", self.channel,
+                                 msg["recycle"])
+                        children.append(_Child.start(ctx, self, successor=True))
+                elif "ready" in msg:
+                    if c is not children[0]:  # the successor is up: its predecessor stops after its batch
+                        children[0].retiring = True
+                        children[0].ask_stop()
+                else:
                     for k, v in msg.items():
                         setattr(st, k, v)
                     self.svc.publish(self)
-                elif not proc.is_alive():
-                    break
-            proc.join()
-            if self.svc.stopping.is_set():
-                break
-            st.last_sql_error = [13117, f"the SQL thread's process ended (exit code {proc.exitcode}); started "
-                                        "again", _stamp()]
-            st.sql, st.sql_state, st.seconds_behind = "No", "", None
-            self.svc.publish(self)
-            log.error("channel %r: the SQL thread's process ended (exit code %s)", self.channel, proc.exitcode)
-            self.svc.stopping.wait(1.0)
         self._stopped("sql", self.svc.state.versioned()[1])
 
     def _sql_error(self, e: Exception) -> None:
@@ -344,8 +353,10 @@ class ReplicaService:
     def __init__(self, warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, *,
                  batch_size: int = BATCH_SIZE, batch_rows: int = 5000, batch_seconds: float = 0.2, poll: float = 0.1,
                  exec_mode: str = "STRICT", processes: bool = True, master: str | None = None,
-                 spark_conf: dict[str, str] | None = None, verbose: bool = False):
+                 spark_conf: dict[str, str] | None = None, verbose: bool = False,
+                 sql_thread_max_memory: int | None = SQL_THREAD_MAX_MEMORY):
         self.warehouse = resolve_warehouse(warehouse)
+        self.sql_thread_max_memory = sql_thread_max_memory  # MB; a SQL-thread process above it is replaced
         self.processes = processes  # each channel's SQL thread in a process of its own
         # master: the SQL threads decide with the Spark job on this cluster instead of in Python
         self.master, self.spark_conf, self.verbose = master, dict(spark_conf or {}), verbose
@@ -366,7 +377,8 @@ class ReplicaService:
     def settings(self) -> dict:
         """What a SQL-thread process needs to run like this service's own thread."""
         return {"batch_size": self.batch_size, "poll": self.poll, "exec_mode": self.exec_mode,
-                "master": self.master, "spark_conf": self.spark_conf, "verbose": self.verbose}
+                "master": self.master, "spark_conf": self.spark_conf, "verbose": self.verbose,
+                "sql_thread_max_memory": self.sql_thread_max_memory}
 
     def spark(self):
         """The SparkSession on `master` (one per process, started on first use)."""
@@ -437,6 +449,57 @@ def run_service(warehouse: str | os.PathLike | None = None, channels: list[str] 
 _SQL_FIELDS = ("sql", "sql_state", "seconds_behind", "sql_version", "last_sql_error")
 
 
+class _Child:
+    """One SQL-thread process as its parent sees it."""
+
+    ENDED = object()
+
+    def __init__(self, proc, conn):
+        self.proc, self.conn = proc, conn
+        self.retiring = False
+        self.asked = False
+
+    @classmethod
+    def start(cls, ctx, loops: "ChannelLoops", successor: bool = False) -> "_Child":
+        mine, theirs = ctx.Pipe()
+        svc = loops.svc
+        proc = ctx.Process(target=_sql_process, name=f"rpl-sql-sql-{loops.channel}", daemon=True,
+                           args=(svc.warehouse, loops.channel, svc.settings(), theirs, successor))
+        proc.start()
+        theirs.close()
+        return cls(proc, mine)
+
+    def ask_stop(self) -> None:
+        if not self.asked:
+            try:
+                self.conn.send("stop")
+            except OSError:
+                pass
+            self.asked = True
+
+    def receive(self, timeout: float):
+        """The child's next message, None when none came within `timeout`, ENDED once it has exited."""
+        try:
+            if self.conn.poll(timeout):
+                return self.conn.recv()
+        except (EOFError, OSError):
+            pass
+        else:
+            if self.proc.is_alive():
+                return None
+        self.proc.join()
+        return _Child.ENDED
+
+
+def _rss_mb() -> float | None:
+    """This process's resident memory (Linux), None where /proc does not say."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class _ChildService(ReplicaService):
     """The service as the SQL-thread process sees it: its publish sends the SQL fields to the parent."""
 
@@ -453,36 +516,49 @@ class _ChildService(ReplicaService):
                 self.sent = fields
 
 
-def _sql_process(warehouse: str, channel: str, settings: dict, conn) -> None:
-    """A channel's SQL thread as a process: runs until the parent says stop or goes away."""
+def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: bool = False) -> None:
+    """A channel's SQL thread as a process: runs until the parent says stop or goes away. A successor says
+    `ready` once started and waits for its predecessor's lock (released after the batch it is applying)."""
     _die_with_parent()
     logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
+    limit = settings.pop("sql_thread_max_memory", None)
+    if settings.get("master"):  # its SparkSession would start again with every replacement
+        limit = None
     svc = _ChildService(warehouse, conn, **settings)
     lp = ChannelLoops(svc, channel)
     parent = os.getppid()
 
     def listen() -> None:  # the parent's stop, and this thread's heartbeat (what changed since it last said)
+        asked = False
         while not svc.stopping.is_set():
             try:
                 if conn.poll(HEARTBEAT) and conn.recv() == "stop":
                     break
                 svc.publish(lp, changed_only=True)
+                rss = _rss_mb() if limit and not asked else None
+                if rss is not None and rss > limit:
+                    with svc.write_lock:
+                        conn.send({"recycle": int(rss)})
+                    asked = True
             except (EOFError, OSError):
                 break
             if os.getppid() != parent:
                 break
         svc.stop()
 
+    conn.send({"ready": os.getpid()})
     # One SQL thread per channel, also across a SIGKILLed service's restart (its old child may still be dying)
+    # and while a predecessor finishes its batch
     lock = ChannelLock(warehouse, channel, role="sql-thread", busy=ServiceError)
-    for attempt in range(100):
+    deadline = time.monotonic() + (600 if successor else 10)
+    while True:
         try:
             lock.acquire(channel)
             break
         except ServiceError:
-            if attempt == 99:
+            if time.monotonic() > deadline or os.getppid() != parent:
                 raise
-            time.sleep(0.1)
+            time.sleep(0.05)
     threading.Thread(target=listen, daemon=True).start()
     try:
         (lp._applier_spark if svc.master else lp._applier)()
