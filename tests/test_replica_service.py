@@ -103,21 +103,31 @@ PHASE_2 = ["SET SESSION binlog_format = ROW", "INSERT INTO shop.orders VALUES (4
            "UPDATE people SET name = 'bob2' WHERE id = 2"]
 
 
-def sql_thread_environments(service_pid: int) -> list[dict]:
-    """The environments of the service's SQL-thread processes (its multiprocessing children)."""
-    out = []
+def sql_thread_pids(service_pid: int) -> set[int]:
+    """The service's SQL-thread processes (its multiprocessing children)."""
+    out = set()
     for d in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{d}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{d}/environ", "rb") as f:
+                if ppid == service_pid and b"spawn_main" in f.read():
+                    out.add(int(d))
+        except OSError:
+            continue
+    return out
+
+
+def sql_thread_environments(service_pid: int) -> list[dict]:
+    """The environments of the service's SQL-thread processes (its multiprocessing children)."""
+    out = []
+    for pid in sql_thread_pids(service_pid):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
                 env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
         except OSError:
             continue
-        if ppid == service_pid and b"spawn_main" in cmd:
-            out.append({k.decode(): v.decode() for k, v in env.items()})
+        out.append({k.decode(): v.decode() for k, v in env.items()})
     return out
 
 
@@ -360,20 +370,6 @@ def busy_source(src, step, pause: float):
     worker = threading.Thread(target=writes)
     worker.start()
     return stop, worker
-
-
-def sql_thread_pids(service_pid: int) -> set[int]:
-    out = set()
-    for d in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                if ppid == service_pid and b"spawn_main" in f.read():
-                    out.add(int(d))
-        except OSError:
-            continue
-    return out
 
 
 def test_sql_thread_processes_replaced_for_memory_lose_and_repeat_nothing(warehouse, servers):
