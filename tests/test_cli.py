@@ -41,6 +41,14 @@ def test_startup_options_need_start_and_bad_options_abort(tmp_path):
     assert p.stderr.splitlines() == ["[ERROR] Bad syntax in replicate-rewrite-db - missing '->'!", "[ERROR] Aborting"]
 
 
+def test_the_service_turns_away_bad_sizes_before_it_starts(tmp_path):
+    wh = tmp_path / "wh"
+    for bad in (["--batch-size", "0"], ["--sql-thread-max-memory", "-1"]):
+        p = run("replica", "--warehouse", str(wh), *bad)
+        assert p.returncode == 2 and "--batch-size wants 1 or more events" in p.stderr, p.stderr
+    assert not wh.exists()
+
+
 def test_tables_warnings_and_piped_stdin(tmp_path):
     wh = str(tmp_path / "wh")
     p = run("--warehouse", wh, stdin="CHANGE MASTER TO MASTER_HOST='h';\n"

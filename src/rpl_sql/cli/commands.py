@@ -156,6 +156,8 @@ def replica_main(argv: list[str] | None = None) -> int:
         p.error("--conf wants KEY=VALUE")
     if args.conf and not args.master:
         p.error("--conf is for Spark: give --master too")
+    if args.batch_size < 1 or args.sql_thread_max_memory < 0:
+        p.error("--batch-size wants 1 or more events, --sql-thread-max-memory 0 (never) or more MB")
     try:
         service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode,
                                  processes=not args.one_process, master=args.master,
