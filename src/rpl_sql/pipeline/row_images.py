@@ -16,11 +16,14 @@ import struct
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
-_INTS = {  # type -> (struct format signed, unsigned, width)
-    FIELD_TYPE.TINY: ("b", "B", 1), FIELD_TYPE.SHORT: ("h", "H", 2), FIELD_TYPE.LONG: ("i", "I", 4),
-    FIELD_TYPE.LONGLONG: ("q", "Q", 8),
+_FIXED = {  # type -> little-endian struct format (signed, unsigned) of fixed-width numbers
+    FIELD_TYPE.TINY: ("b", "B"), FIELD_TYPE.SHORT: ("h", "H"), FIELD_TYPE.LONG: ("i", "I"),
+    FIELD_TYPE.LONGLONG: ("q", "Q"), FIELD_TYPE.FLOAT: ("f", "f"), FIELD_TYPE.DOUBLE: ("d", "d"),
 }
-_V2 = (BINLOG.WRITE_ROWS_EVENT_V2, BINLOG.UPDATE_ROWS_EVENT_V2, BINLOG.DELETE_ROWS_EVENT_V2)
+_UNPACK = {f: struct.Struct("<" + f) for pair in _FIXED.values() for f in pair}
+# rows events whose body this reads (MySQL's PARTIAL_UPDATE_ROWS_EVENT is left to the library)
+_ROWS_EVENTS = (BINLOG.WRITE_ROWS_EVENT_V1, BINLOG.UPDATE_ROWS_EVENT_V1, BINLOG.DELETE_ROWS_EVENT_V1,
+                BINLOG.WRITE_ROWS_EVENT_V2, BINLOG.UPDATE_ROWS_EVENT_V2, BINLOG.DELETE_ROWS_EVENT_V2)
 _COMPRESSED = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH = datetime.datetime.utcfromtimestamp
 
@@ -128,21 +131,15 @@ def _column_code(column, k: int, env: dict) -> list[str]:
     t = column.type
     if getattr(column, "fsp", 0) > 6:
         raise _Unsupported
-    if t in _INTS:
-        signed, unsigned, width = _INTS[t]
-        fmt = env.setdefault(f"S_{signed if not column.unsigned else unsigned}",
-                             struct.Struct("<" + (unsigned if column.unsigned else signed))).unpack_from
-        name = f"U{k}"
-        env[name] = fmt
-        return [f"v{k} = {name}(buf, pos)[0]", f"pos += {width}"]
+    if t in _FIXED:
+        unpack = _UNPACK[_FIXED[t][1 if column.unsigned else 0]]
+        env[f"U{k}"] = unpack.unpack_from
+        return [f"v{k} = U{k}(buf, pos)[0]", f"pos += {unpack.size}"]
     if t == FIELD_TYPE.INT24:
         code = [f"v{k} = buf[pos] + (buf[pos + 1] << 8) + (buf[pos + 2] << 16)", "pos += 3"]
         if not column.unsigned:
             code.insert(1, f"if v{k} >= 0x800000: v{k} -= 0x1000000")
         return code
-    if t in (FIELD_TYPE.FLOAT, FIELD_TYPE.DOUBLE):
-        env[f"U{k}"] = struct.Struct("<f" if t == FIELD_TYPE.FLOAT else "<d").unpack_from
-        return [f"v{k} = U{k}(buf, pos)[0]", f"pos += {4 if t == FIELD_TYPE.FLOAT else 8}"]
     if t in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING, FIELD_TYPE.BLOB):
         size = column.length_size if t == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
         if size not in (1, 2, 3, 4):
@@ -221,9 +218,7 @@ class ImageDecoder:
     def images(self, ev, etype: str) -> list[dict] | None:
         """The event's images as `[{"before": ..., "after": ...}]`, or None (ask the library: `ev.rows`).
         Reads nothing from `ev` unless it succeeds, so the library can still decode the event after a None."""
-        if ev.event_type not in _V2 and ev.event_type not in (BINLOG.WRITE_ROWS_EVENT_V1,
-                                                               BINLOG.UPDATE_ROWS_EVENT_V1,
-                                                               BINLOG.DELETE_ROWS_EVENT_V1):
+        if ev.event_type not in _ROWS_EVENTS:
             return None
         wrapper = ev.packet
         if wrapper._BinLogPacketWrapper__data_buffer or not ev.complete:
