@@ -6,6 +6,8 @@ float, double, decimals up to DECIMAL(65,30), strings in utf8mb4 and latin1, bin
 DATETIME/TIMESTAMP/TIME at each fractional precision, negative TIMEs, zero dates, YEAR, NULLs) under hostile
 column names, writes, updates (the key too) and deletes them in FULL, MINIMAL and NOBLOB row images, and every
 rows event read back must give the library's images exactly, from the compiled code (no silent fallback).
+`rpl_sql.pipeline.binlog_stream` frames those rows events from their packets: the same events, in the same order,
+with the same statement-end flags and images, and what it cannot frame read by the library in its place.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rpl_sql.pipeline import binlog
 from rpl_sql.pipeline.binlog import _library_images, ingest_channel
+from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
 from rpl_sql.pipeline.row_images import ImageDecoder
 
 pytest.importorskip("pymysqlreplication", reason="pip install '.[ingest]' (mysql-replication, pymysql)")
@@ -89,20 +92,30 @@ def _types(images: list[dict]) -> list:
     return [[(k, type(v)) for k, v in (img[side] or {}).items()] for img in images for side in ("before", "after")]
 
 
-def rows_events(m, start: tuple[str, int]):
+def rows_events(m, start: tuple[str, int], framed: bool = False):
+    """(event, kind) of the rows events from `start`: the library's, or `BinlogStream`'s (`framed`, asking for the
+    events the ingest asks for), which frames what it can and leaves the rest to the library (the rows event after
+    a table id's first table map among them)."""
     from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication import event
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    stream = BinLogStreamReader(connection_settings={"host": "127.0.0.1", "port": m.port, "user": "root",
-                                                     "password": ""}, server_id=4711, blocking=False,
-                                only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-                                log_file=start[0], log_pos=start[1], resume_stream=True)
     kinds = {WriteRowsEvent: "write_rows", UpdateRowsEvent: "update_rows", DeleteRowsEvent: "delete_rows"}
+    wanted = [*kinds, *([event.MariadbGtidEvent, event.QueryEvent, event.XidEvent] if framed else [])]
+    kwargs = dict(connection_settings={"host": "127.0.0.1", "port": m.port, "user": "root", "password": ""},
+                  server_id=4711, blocking=False, only_events=wanted, log_file=start[0], log_pos=start[1],
+                  resume_stream=True, freeze_schema=True)
+    stream = BinlogStream(**kwargs, decoder=ImageDecoder()) if framed else BinLogStreamReader(**kwargs)
     try:
         for ev in stream:
-            yield ev, kinds[type(ev)]
+            if type(ev) is FramedRows or type(ev) in kinds:
+                yield ev, ev.etype if type(ev) is FramedRows else kinds[type(ev)]
     finally:
         stream.close()
+
+
+def _framed_images(ev, kind) -> list[dict]:
+    return ev.images if type(ev) is FramedRows else _library_images(ev, kind)
 
 
 @pytest.fixture(scope="module")
@@ -140,15 +153,38 @@ def test_every_compiled_image_equals_the_librarys(source, rows, changes, image, 
                         " WHERE id = %s", (new_key, *(change[n] for n in set_cols), key))
         cur.execute("DELETE FROM `ty pes`.t WHERE id = 0")
     conn.close()
-    decoder, seen = ImageDecoder(), 0
+    decoder, expected = ImageDecoder(), []
     for ev, kind in rows_events(m, start):
         ours = decoder.images(ev, kind)
         assert ours is not None, f"{kind} of {ev.table} in {image} image fell back to the library"
         library = _library_images(ev, kind)
         assert ours == library
         assert _types(ours) == _types(library)  # 1 == 1.0 and b"" != "" aside: the same Python types
-        seen += 1
-    assert seen >= 2
+        expected.append((kind, ev.flags, library))
+    assert len(expected) >= 2
+    # the same events framed from their packets: in order, the same kinds, flags (statement ends) and images
+    framed = list(rows_events(m, start, framed=True))
+    got = [(kind, ev.flags, _framed_images(ev, kind)) for ev, kind in framed]
+    assert got == expected
+    assert [_types(images) for _, _, images in got] == [_types(images) for _, _, images in expected]
+    assert sum(type(ev) is not FramedRows for ev, _ in framed) == 1  # only the one after the new table map
+
+
+def test_a_statement_logged_in_several_rows_events_is_framed_event_by_event(source):
+    """A big statement is split into rows events of about 8 KB; only the last carries the statement end, which the
+    ingest groups by. The framed flags, kinds and images equal the library's."""
+    m = source
+    m.execute("CREATE TABLE IF NOT EXISTS `ty pes`.big (id INT PRIMARY KEY, v VARCHAR(200)) DEFAULT CHARSET utf8mb4")
+    start = m.binlog_end()
+    m.execute("SET SESSION binlog_format=ROW",
+              "INSERT INTO `ty pes`.big SELECT seq, REPEAT('é', 100) FROM `ty pes`.seq_1_to_400",
+              "UPDATE `ty pes`.big SET v = 'x', id = id + 1000", "DELETE FROM `ty pes`.big")
+    library = [(kind, ev.flags, _library_images(ev, kind)) for ev, kind in rows_events(m, start)]
+    framed = list(rows_events(m, start, framed=True))
+    assert [(kind, ev.flags, _framed_images(ev, kind)) for ev, kind in framed] == library
+    assert sum(type(ev) is not FramedRows for ev, _ in framed) == 1
+    assert [flags & 1 for _, flags, _ in library].count(0) >= 6  # events that continue a statement
+    assert [kind for kind, flags, _ in library if flags & 1] == ["write_rows", "update_rows", "delete_rows"]
 
 
 def test_types_it_does_not_compile_are_read_by_the_library(source):
@@ -156,15 +192,19 @@ def test_types_it_does_not_compile_are_read_by_the_library(source):
     start = m.binlog_end()
     m.execute("SET SESSION binlog_format=ROW", "INSERT INTO `ty pes`.other VALUES (1, 'b', 'x,y', b'10101', "
               "'{\"k\": [1, 2.5, \"é\"]}')", "UPDATE `ty pes`.other SET e = 'a' WHERE id = 1")
-    kinds = []
+    library = []
     for ev, kind in rows_events(m, start):
         assert ImageDecoder().images(ev, kind) is None
-        kinds.append(kind)
-    assert kinds == ["write_rows", "update_rows"]
+        library.append((kind, ev.rows))
+    assert [kind for kind, _ in library] == ["write_rows", "update_rows"]
+    framed = list(rows_events(m, start, framed=True))  # every packet handed back to the library, in order
+    assert not any(type(ev) is FramedRows for ev, _ in framed)
+    assert [(kind, ev.rows) for ev, kind in framed] == library
 
 
 def test_an_ingest_lands_the_same_rows_with_and_without_the_compiled_reader(source, tmp_path, monkeypatch):
-    """End to end: the events table's row images (JSON text) are the same bytes either way."""
+    """End to end: the events table's row images (JSON text) are the same bytes either way (without it, every
+    rows event is framed and decoded by the library, handed back by `BinlogStream` in order)."""
     import rpl_sql
     from deltalake import DeltaTable
 
@@ -179,7 +219,7 @@ def test_an_ingest_lands_the_same_rows_with_and_without_the_compiled_reader(sour
 
     def landed(wh, *, compiled: bool):
         if not compiled:
-            monkeypatch.setattr(binlog.ImageDecoder, "images", lambda self, ev, kind: None)
+            monkeypatch.setattr(binlog.ImageDecoder, "decode", lambda self, *args: None)
         rpl_sql.connect(wh).execute(m.channel_sql("a"))
         ingest_channel(wh, "a")
         monkeypatch.undo()

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from rpl_sql.applier_state import GtidSet
 from rpl_sql.evaluate import TRANSACTION_CONTROL
+from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
 from rpl_sql.pipeline.replica.columns import UnsupportedColumn, columns_json, from_table_map
 from rpl_sql.pipeline.row_images import ImageDecoder
 from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
@@ -47,7 +48,7 @@ class _Txn:
         self.content = 0                # non-control events seen
         self.kept = 0                   # non-control events kept
         self.time_us = 0
-        self.merge: tuple | None = None  # (table_id, event class, row or None when dropped)
+        self.merge: tuple | None = None  # (table_id, rows event kind, row or None when dropped)
 
 
 # While reading what the source had already written when the run connected (a backlog), commit at most this
@@ -217,8 +218,6 @@ class BinlogIngest:
         return self.report
 
     def _read(self, settings: dict, start: tuple[str, int], t0: float) -> None:
-        from pymysqlreplication import BinLogStreamReader
-
         self.batch = Batch(self.channel, "binlog")
         self.file, self.pos = start
         self.boundary = start            # position after the last complete transaction read
@@ -251,8 +250,9 @@ class BinlogIngest:
             extra.update(auto_position=self.gtid_start, is_mariadb=self.report.flavor == "mariadb")
         else:
             extra.update(resume_stream=True, log_file=start[0], log_pos=start[1], is_mariadb=False)
-        self.stream = stream = BinLogStreamReader(connection_settings=dict(settings), server_id=self.server_id,
-                                    blocking=following, freeze_schema=True, only_events=wanted, **extra)
+        self.stream = stream = BinlogStream(connection_settings=dict(settings), server_id=self.server_id,
+                                            blocking=following, freeze_schema=True, only_events=wanted,
+                                            decoder=self.decoder, **extra)
         try:
             for ev in stream:
                 if type(ev).__name__ != "HeartbeatLogEvent":
@@ -272,9 +272,12 @@ class BinlogIngest:
         self._tick(force=True)
 
     def _event(self, ev) -> None:
-        r = self.report
-        r.events_read += 1
-        pkt = ev.packet
+        self.report.events_read += 1
+        if type(ev) is FramedRows:
+            self._advance(ev.log_pos)
+            self._rows(ev, ev.etype)
+            self._tick()
+            return
         name = type(ev).__name__
         if name == "RotateEvent" or name == "FormatDescriptionEvent":
             # A new binlog file (e.g. after a source restart, which reuses table ids): forget the Table_maps
@@ -287,10 +290,7 @@ class BinlogIngest:
             if self.txn is None:
                 self.boundary = (self.file, self.pos)
             return
-        if pkt.log_pos:
-            if pkt.log_pos > self.pos:  # binlog bytes consumed, including events the reader skipped
-                r.source_bytes += pkt.log_pos - self.pos
-            self.pos = pkt.log_pos
+        self._advance(ev.packet.log_pos)
         if name in ("GtidEvent", "MariadbGtidEvent"):
             if self.txn is not None and (self.txn.rows or self.txn.content):
                 log.warning("channel %r: transaction before %s:%d has no end; discarded", self.channel,
@@ -315,6 +315,12 @@ class BinlogIngest:
         elif self.txn is None:  # housekeeping between transactions: the resume position moves past it
             self.boundary = (self.file, self.pos)
         self._tick()
+
+    def _advance(self, log_pos: int) -> None:
+        if log_pos:
+            if log_pos > self.pos:  # binlog bytes consumed, including events the reader skipped
+                self.report.source_bytes += log_pos - self.pos
+            self.pos = log_pos
 
     def _txn(self, ev, open_: bool = True) -> _Txn:
         """The current transaction; without a GTID event a statement outside BEGIN stands alone."""
@@ -367,10 +373,9 @@ class BinlogIngest:
 
     def _rows(self, ev, etype: str) -> None:
         txn = self._txn(ev)
-        cls = type(ev)
         ends = bool(getattr(ev, "flags", 0) & _STMT_END_F)
         m = txn.merge
-        if m is not None and m[0] == ev.table_id and m[1] is cls:
+        if m is not None and m[0] == ev.table_id and m[1] == etype:
             row = m[2]
             if row is None:  # continues a dropped statement's rows: already counted
                 pass
@@ -379,21 +384,21 @@ class BinlogIngest:
                 row[1], row[2] = self.file, self.pos
             else:
                 row = self._new_rows_row(txn, ev, etype)
-            txn.merge = None if ends else (ev.table_id, cls, row)
+            txn.merge = None if ends else (ev.table_id, etype, row)
             return
         txn.content += 1
         if self.sfilter is not None and not txn.xa:
             key = SourceFilter.row_key(ev.schema, ev.table)
             if self.sfilter.drops(key):
                 txn.dropped[key] += 1
-                txn.merge = None if ends else (ev.table_id, cls, None)
+                txn.merge = None if ends else (ev.table_id, etype, None)
                 return
         txn.kept += 1
         row = self._new_rows_row(txn, ev, etype)
-        txn.merge = None if ends else (ev.table_id, cls, row)
+        txn.merge = None if ends else (ev.table_id, etype, row)
 
     def _images(self, ev, etype: str) -> list[dict]:
-        images = self.decoder.images(ev, etype)
+        images = ev.images if type(ev) is FramedRows else self.decoder.images(ev, etype)
         return images if images is not None else _library_images(ev, etype)
 
     def _table_columns(self, ev) -> str | None:

@@ -206,9 +206,8 @@ class ImageDecoder:
         """Forget the compiled readers (table ids are reused after a new binlog file starts)."""
         self._compiled.clear()
 
-    def _reader(self, ev, present: bytes):
-        key = (ev.table_id, present)
-        table = ev.table_map[ev.table_id]
+    def _reader(self, table_id: int, table, present: bytes):
+        key = (table_id, present)
         hit = self._compiled.get(key)
         if hit is None or hit[0] is not table:
             hit = (table, compile_image(table.columns, present))
@@ -223,14 +222,21 @@ class ImageDecoder:
         wrapper = ev.packet
         if wrapper._BinLogPacketWrapper__data_buffer or not ev.complete:
             return None
-        first = self._reader(ev, ev.columns_present_bitmap)
-        second = self._reader(ev, ev.columns_present_bitmap2) if etype == "update_rows" else None
-        if first is None or (etype == "update_rows" and second is None):
-            return None
         raw = wrapper.packet
         start = raw._position
-        end = start + ev.event_size - wrapper.read_bytes
-        buf = raw._data[:end]  # a string length past the event's end fails, not reads the checksum
+        return self.decode(ev.table_id, ev.table_map[ev.table_id], ev.columns_present_bitmap,
+                           ev.columns_present_bitmap2 if etype == "update_rows" else None, raw._data, start,
+                           start + ev.event_size - wrapper.read_bytes, etype)
+
+    def decode(self, table_id: int, table, present: bytes, present2: bytes | None, data: bytes, start: int,
+               end: int, etype: str) -> list[dict] | None:
+        """The images in `data[start:end]` (a rows event's body after its bitmaps) of the table map `table`, or
+        None when they cannot be read here exactly."""
+        first = self._reader(table_id, table, present)
+        second = self._reader(table_id, table, present2) if etype == "update_rows" else None
+        if first is None or (etype == "update_rows" and second is None):
+            return None
+        buf = data[:end]  # a string length past the event's end fails, not reads the checksum
         pos, out = start, []
         try:
             if etype == "update_rows":
