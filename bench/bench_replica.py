@@ -270,6 +270,9 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
               f"max {max(v for _, v, _ in mem):.0f} MB ({len(mem)} samples over {mem[-1][0]:.0f} s); of it the "
               f"receiving process: {mem[0][2]:.0f} / {mid[2]:.0f} / {mem[-1][2]:.0f} MB, the SQL-thread "
               f"process(es): {mem[0][1] - mem[0][2]:.0f} / {mid[1] - mid[2]:.0f} / {mem[-1][1] - mem[-1][2]:.0f} MB")
+        minutes = [next(x for x in mem if x[0] >= 60 * k) for k in range(int(mem[-1][0] // 60) + 1)]
+        print("   every minute, service (receiving process) MB: " +
+              ", ".join(f"{v:.0f} ({r:.0f})" for _, v, r in minutes))
 
 
 def main() -> None:
