@@ -7,7 +7,7 @@ Each setting runs in a fresh process, all at once (so they share the machine ali
 batch of `--rows` row changes (25 write_rows events) to the events table, applies it with `LocalApplier` and
 merges it into the replica table with `ReplicaTables`, as the service's SQL-thread process does (the events are
 committed in the same process here, by the events writer). Settings: deltalake's jemalloc as it comes
-(`_RJEM_MALLOC_CONF` unset), the service's `SQL_THREAD_MALLOC_CONF`, and freed pages returned at once. Prints
+(`_RJEM_MALLOC_CONF` unset), the service's `SERVICE_MALLOC_CONF`, and freed pages returned at once. Prints
 the mean RSS of every 50 batches and the seconds taken, side by side.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF  # noqa: E402
+from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SERVICE_MALLOC_CONF  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -90,7 +90,7 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=300)
     p.add_argument("--rows", type=int, default=2500)
     args = p.parse_args()
-    settings = {"jemalloc as it comes": None, f"the service's ({SQL_THREAD_MALLOC_CONF})": SQL_THREAD_MALLOC_CONF,
+    settings = {"jemalloc as it comes": None, f"the service's ({SERVICE_MALLOC_CONF})": SERVICE_MALLOC_CONF,
                 "pages returned at once (narenas:1,dirty_decay_ms:0)": "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"}
     with tempfile.TemporaryDirectory() as tmp:
         procs = {}

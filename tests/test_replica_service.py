@@ -13,7 +13,7 @@ import pytest
 
 import rpl_sql
 from mariadb import MariaDBServer, _require
-from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF
+from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SERVICE_MALLOC_CONF
 from rpl_sql.replica_catalog import Catalog
 from rpl_sql.store import DeltaStore
 from test_replica import _normal, _ours
@@ -139,8 +139,11 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
     try:
         wait_for(lambda: service_running(warehouse) and status(session)["Replica_IO_Running"] == "Yes" and
                  status(session)["Replica_SQL_Running"] == "Yes", "the service's threads")
-        # the SQL thread's process runs with the allocator setting that keeps its memory flat
-        assert [e.get(MALLOC_CONF_VAR) for e in sql_thread_environments(proc.pid)] == [SQL_THREAD_MALLOC_CONF]
+        # the service (run again by itself, same pid) and its SQL thread's process run with the allocator setting
+        assert MALLOC_CONF_VAR not in os.environ
+        assert [e.get(MALLOC_CONF_VAR) for e in sql_thread_environments(proc.pid)] == [SERVICE_MALLOC_CONF]
+        with open(f"/proc/{proc.pid}/environ", "rb") as f:
+            assert f"{MALLOC_CONF_VAR}={SERVICE_MALLOC_CONF}".encode() in f.read().split(b"\0")
         second = start_service(warehouse, "--channel", "A", capture=True)  # one service per channel
         try:
             out, err = second.communicate(timeout=60)

@@ -9,7 +9,8 @@ import sys
 from rpl_sql.applier_state import ApplyError
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
-from rpl_sql.pipeline.replica.service import BATCH_SIZE, SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError
+from rpl_sql.pipeline.replica.service import (BATCH_SIZE, MALLOC_CONF_VAR, SERVICE_MALLOC_CONF,
+                                              SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError)
 from rpl_sql.pipeline.replica.snapshot import Snapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
@@ -130,6 +131,19 @@ def apply_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _rerun_with_allocator_setting(argv: list[str]) -> None:
+    """Run this `rpl-sql replica` program again, same pid and arguments, with deltalake's allocator setting
+    (`SERVICE_MALLOC_CONF`): the allocator reads it only when deltalake loads, which importing rpl_sql does.
+    Not when the variable is set (by the user, or by this) or when called from Python rather than as the
+    program."""
+    if MALLOC_CONF_VAR in os.environ or sys.argv[1:] != ["replica", *argv]:
+        return
+    os.environ[MALLOC_CONF_VAR] = SERVICE_MALLOC_CONF
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+
 def replica_main(argv: list[str] | None = None) -> int:
     """`rpl-sql replica`: run the replica service in the foreground until SIGTERM or Ctrl-C."""
     p = argparse.ArgumentParser(prog="rpl-sql replica",
@@ -158,6 +172,7 @@ def replica_main(argv: list[str] | None = None) -> int:
         p.error("--conf is for Spark: give --master too")
     if args.batch_size < 1 or args.sql_thread_max_memory < 0:
         p.error("--batch-size wants 1 or more events, --sql-thread-max-memory 0 (never) or more MB")
+    _rerun_with_allocator_setting(argv)
     try:
         service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode,
                                  processes=not args.one_process, master=args.master,

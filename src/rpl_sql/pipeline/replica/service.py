@@ -56,9 +56,10 @@ SQL_THREAD_MAX_MEMORY: int | None = None
 # The allocator linked into deltalake (jemalloc, configured by this variable) keeps much of what the SQL
 # thread's merges free: with its defaults the process grows for as long as it runs. One arena and freed pages
 # handed back after 200 ms about halve that growth at 1.06x the time (bench/bench_sql_thread.py;
-# docs/benchmarks.md, "Where the memory goes").
-# Set for the SQL-thread processes when they start; a value the user set wins.
-MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF = "_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
+# docs/benchmarks.md, "Where the memory goes"). Read once, when deltalake loads: set for the SQL-thread
+# processes when they start, and for `rpl-sql replica` itself by running it again with it; a value the user
+# set wins.
+MALLOC_CONF_VAR, SERVICE_MALLOC_CONF = "_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0"
 
 
 class ServiceError(Exception):
@@ -278,7 +279,7 @@ class ChannelLoops:
         `sql_thread_max_memory` is replaced: its successor starts (imports, connects) while it applies, then
         it stops after its batch and the successor takes the channel's SQL-thread lock."""
         ctx = multiprocessing.get_context("spawn")  # no fork: delta-rs' runtime threads do not survive one
-        os.environ.setdefault(MALLOC_CONF_VAR, SQL_THREAD_MALLOC_CONF)  # read by the children's deltalake
+        os.environ.setdefault(MALLOC_CONF_VAR, SERVICE_MALLOC_CONF)  # read by the children's deltalake
         st = self.status
         children = [_Child.start(ctx, self)]  # the first applies; a second is its successor
         while children:
