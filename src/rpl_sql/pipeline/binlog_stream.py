@@ -34,11 +34,10 @@ class FramedRows:
     """A rows event framed here: the attributes of the library's rows event that the ingest reads, and its
     images already decoded."""
 
-    __slots__ = ("etype", "event_type", "timestamp", "log_pos", "table_id", "schema", "table", "columns", "flags",
-                 "images")
+    __slots__ = ("etype", "timestamp", "log_pos", "table_id", "schema", "table", "columns", "flags", "images")
 
-    def __init__(self, etype, event_type, timestamp, log_pos, table_id, table, flags, images):
-        self.etype, self.event_type, self.timestamp, self.log_pos = etype, event_type, timestamp, log_pos
+    def __init__(self, etype, timestamp, log_pos, table_id, table, flags, images):
+        self.etype, self.timestamp, self.log_pos = etype, timestamp, log_pos
         self.table_id, self.schema, self.table, self.columns = table_id, table.schema, table.table, table.columns
         self.flags, self.images = flags, images
 
@@ -138,4 +137,4 @@ class BinlogStream(BinLogStreamReader):
         if images is None:
             return None
         self.log_pos = log_pos or self.log_pos
-        return FramedRows(etype, event_type, timestamp, log_pos, table_id, table, flags, images)
+        return FramedRows(etype, timestamp, log_pos, table_id, table, flags, images)
