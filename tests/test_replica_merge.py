@@ -177,3 +177,27 @@ def test_a_keyless_table_with_text_columns_and_an_integer_first_column(tmp_path)
     apply_changes(p, _changes(cols, ("delete", (1, "x"), None), ("update", (2, None), (2, "y")), seq=4), "c",
                   strict=True, table_label="d.t")
     assert _rows(p, ["a", "b"]) == [(1, "x"), (2, "y")]
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_batch_of_keys_the_table_lacks_is_appended_and_one_that_touches_held_keys_merged(tmp_path, keyed):
+    """Both commit the rows MySQL would hold and the channel's position; only the second needs a merge."""
+    cols = [{"name": HOSTILE[0], "type": "int", "pk": keyed}, {"name": HOSTILE[2], "type": "text"}]
+    p = str(tmp_path / "t")
+    create(p, cols, "c", 0)
+
+    def operations():
+        return [h["operation"] for h in reversed(DeltaTable(p).history())][1:]
+
+    apply_changes(p, _changes(cols, ("write", None, (1, "a")), ("write", None, (2, "b")),
+                              ("update", (2, "b"), (3, "c")), ("delete", (1, "a"), None), seq=5),
+                  "c", strict=True, table_label="d.t")  # every key it touches is new to the table
+    assert operations() == ["WRITE"] and _rows(p, [c["name"] for c in cols]) == [(3, "c")]
+    assert table_seq(p, "c") == 8  # the batch's last seq
+    apply_changes(p, _changes(cols, ("write", None, (4, "d")), ("update", (3, "c"), (3, "c2")), seq=9),
+                  "c", strict=True, table_label="d.t")
+    assert operations() == ["WRITE", "MERGE"]
+    assert _rows(p, [c["name"] for c in cols]) == [(3, "c2"), (4, "d")] and table_seq(p, "c") == 10
+    apply_changes(p, _changes(cols, ("write", None, (5, "e")), seq=12), "c", strict=True, table_label="d.t")
+    assert operations() == ["WRITE", "MERGE", "WRITE"] and table_seq(p, "c") == 12
+    assert _rows(p, [c["name"] for c in cols]) == [(3, "c2"), (4, "d"), (5, "e")]

@@ -231,14 +231,25 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
                 ops.append("u")
     if not rows:
         return 0
-    src = pa.table({**{nm: pa.array([r[i] for r in rows], type=C.arrow_type(c))
-                       for i, (nm, c) in enumerate(zip(names, cols))}, OP: pa.array(ops, pa.string())})
+    data = {nm: pa.array([r[i] for r in rows], type=C.arrow_type(c)) for i, (nm, c) in enumerate(zip(names, cols))}
     if dt is None:
         create(path, cols, channel, 0)
         dt = DeltaTable(path)
-    props = delta_commit.properties({"rpl_sql.replica.channel": channel,
-                                     "rpl_sql.replica.seq": str(changes.last_seq)},
-                                    (delta_commit.app_id("replica", channel), changes.last_seq), checkpoint=True)
+    metadata = {"rpl_sql.replica.channel": channel, "rpl_sql.replica.seq": str(changes.last_seq)}
+    app = (delta_commit.app_id("replica", channel), changes.last_seq)
+    if not held:  # no touched key is in the table: the merge could only insert, and an append costs far less
+        delta_commit.write(dt, pa.table(data), mode="append", metadata=metadata, app=app, checkpoint=True)
+    else:
+        _merge(dt, pa.table({**data, OP: pa.array(ops, pa.string())}), names, key_idx, whole,
+               delta_commit.properties(metadata, app, checkpoint=True))
+    if dt.version() % COMPACT_EVERY == 0:  # each merge adds a file: keep the table's file count bounded
+        compact_table(dt)
+    return len(rows)
+
+
+def _merge(dt: DeltaTable, src: pa.Table, names: list[str], key_idx: list[int], whole: bool, props: dict) -> None:
+    """Merge the rows of `src` into the table by their `OP`: 'u' upserts (a primary key), 'd' deletes, 'i'
+    inserts (whole-row keys)."""
     cols_q = {quote(nm): f"s.{quote(nm)}" for nm in names}
     if whole:
         pred = f"s.{OP} = 'd' AND " + " AND ".join(
@@ -254,9 +265,6 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
          .when_matched_update(updates=cols_q, predicate=f"s.{OP} = 'u'")
          .when_not_matched_insert(updates=cols_q, predicate=f"s.{OP} = 'u'")
          .execute())
-    if dt.version() % COMPACT_EVERY == 0:  # each merge adds a file: keep the table's file count bounded
-        compact_table(dt)
-    return len(rows)
 
 
 def _expand(k: tuple, key_idx: list[int], width: int) -> list[Any]:
