@@ -16,15 +16,10 @@ import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants import BINLOG
 
-from rpl_sql.pipeline.row_images import ImageDecoder
+from rpl_sql.pipeline.row_images import ROWS_EVENTS, ImageDecoder
 
 _HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags (after the OK byte)
 _U16 = struct.Struct("<H")
-# event type -> (rows event kind, post-header length, version 2)
-_ROWS = {BINLOG.WRITE_ROWS_EVENT_V1: ("write_rows", 8, False), BINLOG.UPDATE_ROWS_EVENT_V1: ("update_rows", 8, False),
-         BINLOG.DELETE_ROWS_EVENT_V1: ("delete_rows", 8, False),
-         BINLOG.WRITE_ROWS_EVENT_V2: ("write_rows", 10, True), BINLOG.UPDATE_ROWS_EVENT_V2: ("update_rows", 10, True),
-         BINLOG.DELETE_ROWS_EVENT_V2: ("delete_rows", 10, True)}
 _SKIPPED = object()
 # the library's private reader state this reads (checked at construction: without it, the library frames all)
 _LIBRARY_STATE = ("connected_stream", "connected_ctl", "use_checksum", "post_header_lengths")
@@ -97,7 +92,7 @@ class BinlogStream(BinLogStreamReader):
         if len(data) < 27 or data[0] != 0:
             return None
         timestamp, event_type, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
-        rows = _ROWS.get(event_type)
+        rows = ROWS_EVENTS.get(event_type)
         if rows is None and event_type != BINLOG.TABLE_MAP_EVENT:
             return None
         table_id = int.from_bytes(data[20:26], "little")

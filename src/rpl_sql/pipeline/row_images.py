@@ -21,9 +21,13 @@ _FIXED = {  # type -> little-endian struct format (signed, unsigned) of fixed-wi
     FIELD_TYPE.LONGLONG: ("q", "Q"), FIELD_TYPE.FLOAT: ("f", "f"), FIELD_TYPE.DOUBLE: ("d", "d"),
 }
 _UNPACK = {f: struct.Struct("<" + f) for pair in _FIXED.values() for f in pair}
-# rows events whose body this reads (MySQL's PARTIAL_UPDATE_ROWS_EVENT is left to the library)
-_ROWS_EVENTS = (BINLOG.WRITE_ROWS_EVENT_V1, BINLOG.UPDATE_ROWS_EVENT_V1, BINLOG.DELETE_ROWS_EVENT_V1,
-                BINLOG.WRITE_ROWS_EVENT_V2, BINLOG.UPDATE_ROWS_EVENT_V2, BINLOG.DELETE_ROWS_EVENT_V2)
+# rows events whose body this reads (MySQL's PARTIAL_UPDATE_ROWS_EVENT is left to the library):
+# event type -> (kind, post-header length, version 2)
+ROWS_EVENTS = {
+    BINLOG.WRITE_ROWS_EVENT_V1: ("write_rows", 8, False), BINLOG.UPDATE_ROWS_EVENT_V1: ("update_rows", 8, False),
+    BINLOG.DELETE_ROWS_EVENT_V1: ("delete_rows", 8, False), BINLOG.WRITE_ROWS_EVENT_V2: ("write_rows", 10, True),
+    BINLOG.UPDATE_ROWS_EVENT_V2: ("update_rows", 10, True), BINLOG.DELETE_ROWS_EVENT_V2: ("delete_rows", 10, True),
+}
 _COMPRESSED = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH = datetime.datetime.utcfromtimestamp
 
@@ -217,7 +221,7 @@ class ImageDecoder:
     def images(self, ev, etype: str) -> list[dict] | None:
         """The event's images as `[{"before": ..., "after": ...}]`, or None (ask the library: `ev.rows`).
         Reads nothing from `ev` unless it succeeds, so the library can still decode the event after a None."""
-        if ev.event_type not in _ROWS_EVENTS:
+        if ev.event_type not in ROWS_EVENTS:
             return None
         wrapper = ev.packet
         if wrapper._BinLogPacketWrapper__data_buffer or not ev.complete:
