@@ -63,12 +63,17 @@ def create(path: str, columns: list[dict], channel: str, seq: int) -> None:
     write(path, empty, channel, seq, mode="overwrite")
 
 
-def write(path: str, data: pa.Table, channel: str, seq: int, *, mode: str) -> None:
-    exists = DeltaTable.is_deltatable(path)
+def _commit_properties(channel: str, seq: int) -> dict:
+    """A replica table commit's properties: the channel's position as commit metadata and app transaction."""
+    return delta_commit.properties({"rpl_sql.replica.channel": channel, "rpl_sql.replica.seq": str(seq)},
+                                   (delta_commit.app_id("replica", channel), seq), checkpoint=True)
+
+
+def write(target: str | DeltaTable, data: pa.Table, channel: str, seq: int, *, mode: str) -> None:
+    exists = isinstance(target, DeltaTable) or DeltaTable.is_deltatable(target)
     kw = {"schema_mode": "overwrite"} if (exists and mode == "overwrite") else {}
-    write_deltalake(path, data, mode=mode, configuration=None if exists else delta_commit.KEEP_LOG, **kw,
-                    **delta_commit.properties({"rpl_sql.replica.channel": channel, "rpl_sql.replica.seq": str(seq)},
-                                              (delta_commit.app_id("replica", channel), seq), checkpoint=True))
+    write_deltalake(target, data, mode=mode, configuration=None if exists else delta_commit.KEEP_LOG, **kw,
+                    **_commit_properties(channel, seq))
 
 
 class Changes:
@@ -235,14 +240,12 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
     if dt is None:
         create(path, cols, channel, 0)
         dt = DeltaTable(path)
-    metadata = {"rpl_sql.replica.channel": channel, "rpl_sql.replica.seq": str(changes.last_seq)}
-    app = (delta_commit.app_id("replica", channel), changes.last_seq)
     if not held:  # no touched key is in the table: the merge could only insert, and an append costs far less
-        delta_commit.write(dt, pa.table(data), mode="append", metadata=metadata, app=app, checkpoint=True)
+        write(dt, pa.table(data), channel, changes.last_seq, mode="append")
     else:
         _merge(dt, pa.table({**data, OP: pa.array(ops, pa.string())}), names, key_idx, whole,
-               delta_commit.properties(metadata, app, checkpoint=True))
-    if dt.version() % COMPACT_EVERY == 0:  # each merge adds a file: keep the table's file count bounded
+               _commit_properties(channel, changes.last_seq))
+    if dt.version() % COMPACT_EVERY == 0:  # each batch adds a file: keep the table's file count bounded
         compact_table(dt)
     return len(rows)
 
