@@ -49,6 +49,16 @@ def test_the_service_turns_away_bad_sizes_before_it_starts(tmp_path):
     assert not wh.exists()
 
 
+def test_every_command_that_starts_spark_turns_away_a_conf_without_a_value(tmp_path):
+    wh = tmp_path / "wh"
+    for cmd in (["-e", "SHOW REPLICA STATUS"], ["apply"], ["replica", "--master", "local[1]"]):
+        p = run(*cmd, "--warehouse", str(wh), "--conf", "spark.sql.shuffle.partitions")
+        assert p.returncode == 2, (cmd, p.stderr)
+        assert "--conf wants KEY=VALUE, got 'spark.sql.shuffle.partitions'" in p.stderr, (cmd, p.stderr)
+        assert p.stderr.startswith("usage: rpl-sql"), (cmd, p.stderr)
+    assert not wh.exists()
+
+
 def test_tables_warnings_and_piped_stdin(tmp_path):
     wh = str(tmp_path / "wh")
     p = run("--warehouse", wh, stdin="CHANGE MASTER TO MASTER_HOST='h';\n"

@@ -7,6 +7,7 @@ import os
 import sys
 
 from rpl_sql.applier_state import ApplyError
+from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.replica.service import (BATCH_SIZE, MALLOC_CONF_VAR, SERVICE_MALLOC_CONF,
@@ -93,14 +94,9 @@ def apply_main(argv: list[str] | None = None) -> int:
     p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
                    help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
     p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
-    p.add_argument("--master", help="Spark master URL, as spark-sql takes it (default: spark.master in "
-                                    "spark-defaults.conf, else $MASTER, else local[2])")
-    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
-    p.add_argument("-v", "--verbose", action="store_true", help="show Spark's own log (default: a file in $TMPDIR)")
+    add_spark_options(p, f"Spark master URL, as spark-sql takes it ({DEFAULT_MASTER})")
     args = p.parse_args(argv)
-    if any("=" not in c for c in args.conf):
-        p.error("--conf wants KEY=VALUE")
-    conf = dict(c.split("=", 1) for c in args.conf)
+    conf = spark_conf(p, args)
 
     def start_spark():
         return local_spark(app_name="rpl_sql-apply", master=args.master, verbose=args.verbose,
@@ -161,14 +157,11 @@ def replica_main(argv: list[str] | None = None) -> int:
     p.add_argument("--sql-thread-max-memory", metavar="MB", type=int, default=SQL_THREAD_MAX_MEMORY or 0,
                    help="replace a SQL-thread process whose resident memory passes this, at a batch boundary "
                         "(default 0: never)")
-    p.add_argument("--master", help="Spark master: the SQL threads decide with the Spark job on this cluster "
-                                    "(default: no Spark, the reference evaluator in Python)")
-    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
-    p.add_argument("-v", "--verbose", action="store_true", help="show Spark's own log (default: a file in $TMPDIR)")
+    add_spark_options(p, "Spark master: the SQL threads decide with the Spark job on this cluster (default: no "
+                         "Spark, the reference evaluator in Python)")
     args = p.parse_args(argv)
-    if any("=" not in c for c in args.conf):
-        p.error("--conf wants KEY=VALUE")
-    if args.conf and not args.master:
+    conf = spark_conf(p, args)
+    if conf and not args.master:
         p.error("--conf is for Spark: give --master too")
     if args.batch_size < 1 or args.sql_thread_max_memory < 0:
         p.error("--batch-size wants 1 or more events, --sql-thread-max-memory 0 (never) or more MB")
@@ -176,7 +169,7 @@ def replica_main(argv: list[str] | None = None) -> int:
     try:
         service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode,
                                  processes=not args.one_process, master=args.master,
-                                 spark_conf=dict(c.split("=", 1) for c in args.conf), verbose=args.verbose,
+                                 spark_conf=conf, verbose=args.verbose,
                                  sql_thread_max_memory=args.sql_thread_max_memory or None)
         names = service.channels()
         sys.stderr.write(f"rpl-sql replica: running {', '.join(repr(n) for n in names)} "

@@ -24,6 +24,7 @@ from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.upkeep import GRACE_SECONDS, upkeep
 from rpl_sql.cli.configs import export_main, import_main
 from rpl_sql.cli.lint import lint_main
+from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
 from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
 from rpl_sql.lexer import split_statements
 from rpl_sql.parser import check_utf8, parse_statement, strip_vertical
@@ -218,11 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--defaults-file", metavar="MY_CNF", help="option file whose [mysqld] section is read at --start")
     p.add_argument("--export-sql", action="store_true",
                    help="print a Spark SQL init script (views + functions) for spark-sql and SQL notebooks")
-    p.add_argument("--master", help="Spark master for statements that need Spark, as spark-sql takes it "
-                                    "(default: spark.master in spark-defaults.conf, else $MASTER, else local[2])")
-    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[], help="a Spark setting (repeatable)")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="show Spark's own log and warnings (by default they go to a log file in $TMPDIR)")
+    add_spark_options(p, f"Spark master for statements that need Spark, as spark-sql takes it ({DEFAULT_MASTER})")
     p.add_argument("--no-stale-check", action="store_true",
                    help="with --export-sql: functions that do not check per query that the filters are unchanged")
     return p
@@ -271,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0])(argv[1:])
     rest, startup = split_startup_args(argv)
-    args = build_parser().parse_args(rest)
+    parser = build_parser()
+    args = parser.parse_args(rest)
+    conf = spark_conf(parser, args)
     if not args.verbose:  # a delta-rs panic is reported as one error line, not a Rust backtrace
         os.environ["RUST_BACKTRACE"] = "0"
     try:
@@ -279,11 +278,6 @@ def main(argv: list[str] | None = None) -> int:
     except MySQLError as e:
         sys.stderr.write(error_text(e))
         return 1
-    conf = dict(c.split("=", 1) for c in args.conf if "=" in c)
-    bad = [c for c in args.conf if "=" not in c]
-    if bad:
-        sys.stderr.write(f"rpl-sql: --conf wants KEY=VALUE, got {bad[0]!r}\n")
-        return 2
 
     def start_spark():
         from rpl_sql.spark.env import local_spark
