@@ -231,3 +231,36 @@ def test_replica_tables_resume_exactly_after_a_crash_between_commits(spark, ware
     p = DeltaTable(cat.data_path(cat.table("crm", "p"))).to_pyarrow_table()
     assert sorted(n.column("a").to_pylist()) == [0, 1, 2, 3, 4]
     assert sorted(zip(p.column("k").to_pylist(), p.column("v").to_pylist())) == [(i, i + 10) for i in range(5)]
+
+
+def test_one_replica_tables_object_across_batches_with_ddl_between_them(spark, warehouse, mariadb_pair):
+    """As the service's SQL thread runs: one ReplicaTables (its catalog and the tables it keeps open) over many
+    small batches, with TRUNCATE, ALTER, RENAME, DROP and a new table under an old name between merges."""
+    from rpl_sql.pipeline.applier.local import LocalApplier
+    from rpl_sql.pipeline.replica.materialize import ReplicaTables
+
+    m1, _ = mariadb_pair
+    two_channels(mariadb_pair, warehouse, ";\n".join([FILTERS_A, "START REPLICA"]))
+    m1.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",
+               "CREATE TABLE p (k INT PRIMARY KEY, v INT)", "INSERT INTO p VALUES (1, 1), (2, 2)",
+               "UPDATE p SET v = v + 1", "TRUNCATE TABLE p", "INSERT INTO p VALUES (3, 3)",
+               "UPDATE p SET v = 30 WHERE k = 3", "ALTER TABLE p ADD COLUMN w INT DEFAULT 7",
+               "INSERT INTO p VALUES (4, 4, 4)", "UPDATE p SET w = 8 WHERE k = 3", "RENAME TABLE p TO q",
+               "CREATE TABLE p (k INT PRIMARY KEY)", "INSERT INTO p VALUES (9)", "DELETE FROM q WHERE k = 4",
+               "DROP TABLE p", "CREATE TABLE p (k INT PRIMARY KEY, s VARCHAR(5))", "INSERT INTO p VALUES (1, 'x')",
+               "UPDATE p SET s = 'y'", "UPDATE q SET k = 5 WHERE k = 3")
+    ingest_channel(warehouse, "a")
+    local = LocalApplier(warehouse, batch_size=2)
+    tables = ReplicaTables(warehouse, "a")
+    local.stop_before = tables.statement_conflict
+    batches = 0
+    while (rec := local.run_batch("a")) is not None:
+        tables.catch_up(rec.end, handed=local.last_applied)
+        batches += 1
+    assert batches > 10
+    cat = Catalog.load(warehouse, "a")
+    assert sorted(e.name for e in cat.tables.values()) == ["p", "q"]
+    q = DeltaTable(cat.data_path(cat.table("crm", "q"))).to_pyarrow_table()
+    p = DeltaTable(cat.data_path(cat.table("crm", "p"))).to_pyarrow_table()
+    assert sorted(q.to_pylist(), key=repr) == [{"k": 5, "v": 30, "w": 8}]
+    assert p.to_pylist() == [{"k": 1, "s": "y"}]

@@ -76,6 +76,9 @@ class Catalog:
     seq: int = 0
     databases: dict[str, str] = field(default_factory=dict)         # folded -> as created
     tables: dict[tuple[str, str], TableEntry] = field(default_factory=dict)
+    # the catalog table as this object last read or wrote it: its only writer commits through it, so a commit
+    # does not replay the log since the last checkpoint to open the table
+    _table: DeltaTable | None = field(default=None, repr=False, compare=False)
 
     def fold(self, name: str) -> str:
         return name.lower() if self.lctn else name
@@ -140,6 +143,7 @@ class Catalog:
             dt = DeltaTable(path)
         except TableNotFoundError:
             return cat
+        cat._table = dt
         cat.seq = dt.transaction_version(app_id(channel)) or 0
         for r in dt.to_pyarrow_table().to_pylist():
             if r["kind"] == "database":
@@ -160,10 +164,12 @@ class Catalog:
     def commit(self, seq: int) -> None:
         """The catalog as of `seq`, in one commit (creating the table on first use)."""
         path = catalog_path(self.warehouse, self.channel)
-        exists = DeltaTable.is_deltatable(path)
-        delta_commit.write(path, self.to_arrow(), mode="overwrite", create=not exists,
+        created = self._table is None and not DeltaTable.is_deltatable(path)
+        delta_commit.write(self._table or path, self.to_arrow(), mode="overwrite", create=created,
                            metadata={"rpl_sql.replica.channel": self.channel, "rpl_sql.replica.seq": str(seq)},
                            app=(app_id(self.channel), seq), checkpoint=True)
+        if self._table is None:
+            self._table = DeltaTable(path)
         self.seq = seq
 
 

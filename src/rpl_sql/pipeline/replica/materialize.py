@@ -78,6 +78,7 @@ class ReplicaTables:
         self.cat: Catalog | None = None
         self.table_seqs: dict[str, int] = {}
         self.done_through = -1
+        self.open: dict[str, DeltaTable] = {}  # tables merged into since the last DDL (dropped at any DDL)
 
     # ------------------------------------------------------------ reading
 
@@ -110,6 +111,7 @@ class ReplicaTables:
             return self._catch_up(through, handed, state)
         except BaseException:
             self.cat, self.table_seqs, self.done_through = None, {}, -1  # read everything again next time
+            self.open.clear()
             raise
 
     def _catch_up(self, through: int | None, handed: tuple[int, pa.Table] | None,
@@ -192,6 +194,7 @@ class ReplicaTables:
             renames = {}
             if entry.columns is not None and len(entry.columns) == len(cols):
                 renames = {a["name"]: b["name"] for a, b in zip(entry.columns, cols) if a["name"] != b["name"]}
+            self.open.pop(path, None)
             reshape(path, entry.columns, cols, self.channel, seq - 1, renames=renames)
             self.table_seqs[path] = seq - 1
         return self.cat.set_columns(entry, cols)
@@ -202,11 +205,14 @@ class ReplicaTables:
         if ch is None or not len(ch):
             return
         path = self.cat.data_path(entry)
-        if entry.columns is not None and not DeltaTable.is_deltatable(path):
-            create(path, entry.columns, self.channel, 0)
+        dt = self.open.get(path)
+        if dt is None and entry.columns is not None:
+            if not DeltaTable.is_deltatable(path):
+                create(path, entry.columns, self.channel, 0)
+            dt = self.open[path] = DeltaTable(path)
         label = f"{entry.db}.{entry.name}"
         try:
-            n = apply_changes(path, ch, self.channel, strict=self.strict, table_label=label)
+            n = apply_changes(path, ch, self.channel, strict=self.strict, table_label=label, table=dt)
         except MySQLError:
             self.pending.clear()
             raise
@@ -248,6 +254,7 @@ class ReplicaTables:
         if cmd != "CREATE_DB" and cmd != "DROP_DB" and self._snapshotted(ev):
             return  # every table it names was copied by a snapshot taken after it
         self._flush_all()
+        self.open.clear()  # DDL creates, rewrites, renames and drops tables by path
         handler(ev)
         self.report.ddl += 1
         self.cat.commit(ev["seq"])

@@ -158,8 +158,12 @@ def _files_for(dt: DeltaTable, root: str, column: str, values: list, nulls: bool
     return [os.path.join(root, unquote(p)) for p in out]  # log paths are relative and percent-encoded
 
 
-def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, table_label: str) -> int:
-    """Merge `changes` into the table at `path` in one commit; returns the number of rows changed."""
+def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, table_label: str,
+                  table: DeltaTable | None = None) -> int:
+    """Merge `changes` into the table at `path` in one commit; returns the number of rows changed.
+
+    `table`: the table at `path` as its only writer keeps it open (its state moves with each commit made
+    through it), so that a batch does not replay the log since the last checkpoint to open it."""
     cols = changes.columns
     pk = [i for i, c in enumerate(cols) if c.get("pk")]
     whole = not pk
@@ -173,7 +177,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
         for r in (before, after):
             if r is not None:
                 touched.add(key(r))
-    dt = open_table(path)
+    dt = table if table is not None else open_table(path)
     held = _lookup(dt, path, cols, key_idx, touched)
     count: dict[tuple, int] = {}
     final: dict[tuple, tuple | None] = {}  # PK tables: the row a key ends with (None: deleted)
