@@ -23,6 +23,7 @@ from deltalake import DeltaTable
 
 import rpl_sql
 from rpl_sql import server
+from rpl_sql.applier_state import ApplyError
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
 from rpl_sql.pipeline.writer import (ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict,
                                      committed_position)
@@ -551,6 +552,15 @@ def test_changed_filters_and_prefiltered_ranges(sources, warehouse):
     with pytest.raises(SourceFilterConflict):
         settle_source_filtering(session.state, "a", batches)
     assert source_filtered(warehouse, "a", after_seq=batches[-1].last_seq) == []
+    # the replica service's applier (which reads the commits from the events table it follows) refuses it too
+    from rpl_sql.pipeline.applier.local import LocalApplier
+
+    session.execute("START REPLICA FOR CHANNEL 'a'")
+    local = LocalApplier(warehouse, batch_size=50)
+    with pytest.raises(ApplyError, match="re-ingest that range without filter_at_source"):
+        while local.run_batch("a") is not None:
+            pass
+    assert session.state.channel("a").applier.seq < batches[-1].last_seq
 
 
 def test_position_falls_back_to_the_data(sources, warehouse, monkeypatch):

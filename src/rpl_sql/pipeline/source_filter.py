@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
+from deltalake import DeltaTable
+
 from rpl_sql.evaluate import TRANSACTION_CONTROL, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.writer import IngestError, SourceFilterConflict, channel_commits, open_table
@@ -114,15 +116,16 @@ class SourceFiltered:
     dropped: dict = field(default_factory=dict)  # decision key -> number of events dropped
 
 
-def source_filtered(warehouse: str, channel: str, after_seq: int = 0,
-                    through_seq: int | None = None) -> list[SourceFiltered]:
+def source_filtered(warehouse: str, channel: str, after_seq: int = 0, through_seq: int | None = None,
+                    events: DeltaTable | None = None) -> list[SourceFiltered]:
     """The channel's source-filtered commits whose seq range ends in (after_seq, through_seq], oldest first.
 
     Every such commit landed at least one row (a kept event or a GTID marker), so its `last_seq` is
     greater than the previous commit's: an applier that has applied through seq S owes exactly the
-    commits with `last_seq` in its newly applied range.
+    commits with `last_seq` in its newly applied range. `events`: the events table as a caller that follows
+    it holds it (at least as new as the range), instead of opening it again.
     """
-    dt = open_table(events_path(warehouse))
+    dt = events if events is not None else open_table(events_path(warehouse))
     if dt is None:
         return []
     out = []

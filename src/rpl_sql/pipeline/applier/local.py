@@ -155,7 +155,7 @@ class LocalApplier:
                 return self.run_batch(channel, through=start - 1)
         last = seqs[-1]
         try:
-            batches = source_filtered(self.warehouse, channel, after_seq=lo, through_seq=last)
+            batches = source_filtered(self.warehouse, channel, after_seq=lo, through_seq=last, events=self.events.dt)
             _, settled, settled_rules = settle_source_filtering(state, channel, batches) if batches else (None, {}, {})
         except SourceFilterConflict as e:
             raise ApplyError(str(e), channel) from None
