@@ -77,7 +77,7 @@ t0 = time.perf_counter()
 for i in range(batches):
     w.commit(batch(w.last_seq + 1), {{"source": "binlog", "binlog_file": "b.000001", "binlog_pos": str(w.last_seq)}})
     while (rec := local.run_batch("c")) is not None:
-        tables.catch_up(rec.end, handed=local.last_applied)
+        tables.catch_up(rec.end, handed=local.last_applied, state=local.store.load().state)  # as the service
     samples.append(rss())
     if len(samples) % 50 == 0:
         windows.append(sum(samples[-50:]) / 50)
