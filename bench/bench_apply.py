@@ -199,12 +199,14 @@ def rules_script(r: int) -> str:
     ch2_ign = [f"db{i % N_DB}.t{(i * 7) % N_TABLE}" if i < 60 else f"x{i}.y{i}" for i in range(r - len(ch2_rw))]
     ch3_ign = [f"db{i}" for i in range(min(10, r))] + [f"nodb{i}" for i in range(max(0, r // 2 - 10))]
     ch3_wild = [f"%.t{i}x%" for i in range(r - len(ch3_ign))]
-    out = [f"CHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = {lst(map(q, ch1_do))}"
-           + (f", REPLICATE_WILD_IGNORE_TABLE = {lst(map(q, ch1_ign))}" if ch1_ign else "") + " FOR CHANNEL 'ch1'",
-           f"CHANGE REPLICATION FILTER REPLICATE_IGNORE_TABLE = {lst(ch2_ign)}"
-           + (f", REPLICATE_REWRITE_DB = ({', '.join(ch2_rw)})" if ch2_rw else "") + " FOR CHANNEL 'ch2'",
-           f"CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = {lst(ch3_ign)}"
-           + (f", REPLICATE_WILD_IGNORE_TABLE = {lst(map(q, ch3_wild))}" if ch3_wild else "") + " FOR CHANNEL 'ch3'"]
+    # every type a rule set uses is named, empty or not: CHANGE REPLICATION FILTER keeps the types it does not
+    # name, so a smaller rule set must clear what a larger one left
+    out = [f"CHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = {lst(map(q, ch1_do))}, "
+           f"REPLICATE_WILD_IGNORE_TABLE = {lst(map(q, ch1_ign))} FOR CHANNEL 'ch1'",
+           f"CHANGE REPLICATION FILTER REPLICATE_IGNORE_TABLE = {lst(ch2_ign)}, "
+           f"REPLICATE_REWRITE_DB = ({', '.join(ch2_rw)}) FOR CHANNEL 'ch2'",
+           f"CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = {lst(ch3_ign)}, "
+           f"REPLICATE_WILD_IGNORE_TABLE = {lst(map(q, ch3_wild))} FOR CHANNEL 'ch3'"]
     return ";\n".join(out)
 
 
@@ -493,12 +495,15 @@ def main(argv=None) -> int:
 
     print()
     print(f"{'rules/ch':>8} {'shapes by':>9} {'apply s':>8} {'CPU s':>7} {'M ev/s':>7} {'x scan':>7} {'x copy':>7} "
-          f"{'CPU x scan':>10} {'CPU x copy':>10} {'compile s':>9} {'decide s':>9} {'write s':>8} {'applied':>8}")
+          f"{'CPU x scan':>10} {'CPU x copy':>10} {'compile s':>9} {'shapes s':>9} {'decide s':>9} {'write s':>8} "
+          f"{'applied':>8}")
     for r, how, t_cfg, t_apply, c_apply, events, applied, ph in results:
         print(f"{r:>8} {how:>9} {t_apply:8.1f} {c_apply:7.1f} {events / t_apply / 1e6:7.2f} {t_apply / t_rd:7.2f} "
               f"{t_apply / t_copy:7.2f} {c_apply / c_rd:10.2f} {c_apply / c_copy:10.2f} "
-              f"{ph.get('compile + register functions', 0.0):9.1f} {ph.get('shapes + verdicts + gtids', 0.0):9.1f} "
-              f"{ph.get('write', 0.0):8.1f} {applied / max(events, 1):8.0%}")
+              f"{ph.get('compile + register functions', 0.0):9.1f} "
+              f"{ph.get('shapes + verdicts + gtids', 0.0) + ph.get('shapes + gtids', 0.0):9.1f} "
+              f"{ph.get('hits', 0.0) + ph.get('decide', 0.0):9.1f} {ph.get('write', 0.0):8.1f} "
+              f"{applied / max(events, 1):8.0%}")
     print(f"(scan = read_delta all-column scan {t_rd:.1f}s / {c_rd:.1f} CPU s; copy = read_delta -> Parquet "
           f"{t_copy:.1f}s / {c_copy:.1f} CPU s; {os.cpu_count()} cores shared, load average "
           f"{os.getloadavg()[0]:.1f})")
