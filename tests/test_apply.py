@@ -467,8 +467,11 @@ def test_apply_matches_the_reference_evaluator(spark, warehouse, monkeypatch, co
     assert status["ch1"]["exec_source_log_pos"] == last["binlog_pos"]
 
 
-@pytest.mark.parametrize("batch_size,unsummarized", [(None, ()), (70, (1, 4))], ids=["one-batch", "batches-gaps"])
-def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, batch_size, unsummarized):
+@pytest.mark.parametrize("batch_size,unsummarized,collide", [(None, (), False), (70, (1, 4), False),
+                                                             (None, (), True)],
+                         ids=["one-batch", "batches-gaps", "colliding-hashes"])
+def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, batch_size, unsummarized,
+                                                          collide):
     """Commits landed by the ingest's writer carry summaries: the applier decides from them, without its pass
     over the events, where they cover the batch; a commit without one (older rpl_sql) sends it to the pass."""
     calls = []
@@ -478,6 +481,15 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
         calls.append(ch.name)
         return real(self, ev, ch, sql)
     monkeypatch.setattr(A._Applier, "_aggregate", counted)
+    if collide:  # every shape hash equal: the write must fall back to the null-safe join on the key columns
+        summarized = A._Applier._summarized
+
+        def colliding(self, commits):
+            shapes, gtids, last = summarized(self, commits)
+            for s in shapes:
+                s.hash = 0
+            return shapes, gtids, last
+        monkeypatch.setattr(A._Applier, "_summarized", colliding)
     setup_server(warehouse)
     log = hostile_log(seed=31)
     land_in_commits(warehouse, log, seed=31, unsummarized=unsummarized)

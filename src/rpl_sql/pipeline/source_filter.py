@@ -117,20 +117,26 @@ class SourceFiltered:
 
 
 def source_filtered(warehouse: str, channel: str, after_seq: int = 0, through_seq: int | None = None,
-                    events: DeltaTable | None = None) -> list[SourceFiltered]:
+                    events: DeltaTable | None = None, commits: list[tuple[int, dict]] | None = None
+                    ) -> list[SourceFiltered]:
     """The channel's source-filtered commits whose seq range ends in (after_seq, through_seq], oldest first.
 
     Every such commit landed at least one row (a kept event or a GTID marker), so its `last_seq` is
     greater than the previous commit's: an applier that has applied through seq S owes exactly the
     commits with `last_seq` in its newly applied range. `events`: the events table as a caller that follows
-    it holds it (at least as new as the range), instead of opening it again.
+    it holds it (at least as new as the range), instead of opening it again. `commits`: the channel's commits
+    as `channel_commits` read them once for several ranges, from at or before `after_seq` on.
     """
-    dt = events if events is not None else open_table(events_path(warehouse))
-    if dt is None:
-        return []
+    if commits is None:
+        dt = events if events is not None else open_table(events_path(warehouse))
+        if dt is None:
+            return []
+        commits = channel_commits(dt, channel, after_seq)
     out = []
-    for version, meta in channel_commits(dt, channel, after_seq):
+    for version, meta in commits:
         last = int(meta["last_seq"])
+        if last <= after_seq:
+            continue
         if not meta.get("dropped") or meta.get("filter_at_source") != "true" or \
                 (through_seq is not None and last > through_seq):
             continue

@@ -46,7 +46,7 @@ from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.summary import Summary, merge
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.writer import SourceFilterConflict
+from rpl_sql.pipeline.writer import SourceFilterConflict, channel_commits, open_table
 from rpl_sql.rules import TYPES, FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.env import local_spark, session_conf
@@ -98,6 +98,7 @@ class _Applier:
         self.commits = BatchCommits(self.store, self.applied)
         self._config_key = None
         self._installer: FunctionInstaller | None = None
+        self._commits: dict[str, list[tuple[int, dict]]] = {}  # per channel: its ingest commits this run
         self.tables, self.exec_mode = tables, exec_mode
 
     def materialize(self, channel: str) -> None:
@@ -172,7 +173,10 @@ class _Applier:
         from pyspark.sql import functions as F
 
         events = deltaread.read_snapshot(spark, snap).withColumn("channel", F.lit(channel))
-        landed = summarized(self.events, channel, state.channel(channel).applier.seq, version)
+        after = state.channel(channel).applier.seq
+        dt = open_table(self.events)  # the log's commits are read once a run: summaries and source filtering
+        self._commits[channel] = [(v, m) for v, m in channel_commits(dt, channel, after) if v <= version]
+        landed = summarized(self._commits[channel], after)
         done = 0
         batch = 0
         while True:
@@ -235,13 +239,15 @@ class _Applier:
         if hi is not None:
             ev = ev.where(F.col("seq") <= hi)
         ev = with_shape_key(ev)
-        sql = state.filter_mode == "mysql"  # the compiled functions implement MySQL's semantics only
+        # The pass decides each shape with the compiled functions in the query that finds it (the compiled
+        # functions implement MySQL's semantics only); the summaries' shapes are decided by the evaluator.
+        sql = state.filter_mode == "mysql" and not commits
         if sql:
             self._functions(state, ch.name)
         if commits:
             log.debug("channel '%s': seqs %d..%d from %d commit summaries", ch.name, lo + 1, hi, len(commits))
-        with _timed("shapes + verdicts + gtids", ch.name):
-            shapes, gtids, (last_file, last_pos) = (self._summarized(commits, ch, sql) if commits
+        with _timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name):
+            shapes, gtids, (last_file, last_pos) = (self._summarized(commits) if commits
                                                     else self._aggregate(ev, ch, sql))
         if not shapes:
             return None
@@ -253,7 +259,7 @@ class _Applier:
         bad = [s for s in shapes if s.kind.startswith("unknown:")]
         if bad:
             raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
-        with _timed(f"hits of {len(shapes)} shapes", ch.name):
+        with _timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name):
             self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
         dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
 
@@ -276,7 +282,8 @@ class _Applier:
         counted once, with the batch. Raises ApplyError, before any commit, when the current filters would apply
         a dropped event.
         """
-        batches = source_filtered(self.warehouse, ch.name, after_seq=lo, through_seq=hi)
+        batches = source_filtered(self.warehouse, ch.name, after_seq=lo, through_seq=hi,
+                                  commits=self._commits.get(ch.name))
         if not batches:
             return 0, {}, {}
         try:
@@ -350,24 +357,36 @@ class _Applier:
         mysql_iv = {k: _word_intervals(v) for k, v in words.items()}
         return out, GtidSet(mysql_iv, mariadb), last[1:]
 
-    def _summarized(self, commits: tuple[Summary, ...], ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
-        """What _aggregate finds, from the commits' summaries: their shapes merged (in Arrow) and decided in one
-        small Spark query (the per-event hash is Spark's, so _write joins on it), their GTID sets' union and the
-        last commit's position."""
-        frame = with_shape_key(self.spark.createDataFrame(merge([c.shapes for c in commits])))
-        shapes = shape_frame(frame, summed=True)  # the key hash and the tables, as the pass computes them
-        if sql:
-            shapes = shapes.select("*", *decision_columns(ch.name))
-        out = [_shape(r, ch.name, sql) for r in shapes.toArrow().to_pylist()]
+    def _summarized(self, commits: tuple[Summary, ...]) -> tuple[list[Shape], GtidSet, tuple]:
+        """What _aggregate finds, from the commits' summaries, undecided (_decide asks the evaluator: for 46,000
+        shapes that took half the time of a Spark query over the compiled functions, which also had the
+        evaluator name the rule of every hit): their shapes merged in Arrow, with the key text and hash Spark
+        computes per event in _write (one small query), their GTID sets' union and the last commit's position."""
+        from pyspark.sql import functions as F
+
+        merged = merge([c.shapes for c in commits])
+        merged = merged.append_column("_i", pa.array(range(merged.num_rows), pa.int64()))
+        keyed = with_shape_key(self.spark.createDataFrame(merged.drop_columns(["n", "lo", "hi"])))
+        spark_keys = (keyed.select("_i", "_tables", F.xxhash64(*SHAPE_KEYS).alias("h")).toArrow()
+                      .sort_by("_i"))
+        out: dict[tuple, Shape] = {}  # grouped by SHAPE_KEYS, as shape_frame groups (a row event's tables: NULL)
+        for r, tj, h in zip(merged.to_pylist(), spark_keys.column("_tables").to_pylist(),
+                            spark_keys.column("h").to_pylist()):
+            key = (r["event_type"], r["db_name"], r["table_name"], r["command"], r["default_db"], tj)
+            s = out.get(key)
+            if s is None:
+                out[key] = Shape(key, r["tables"] if tj is not None else None, r["n"], r["lo"], r["hi"], hash=h)
+            else:
+                s.count, s.min_seq, s.max_seq = s.count + r["n"], min(s.min_seq, r["lo"]), max(s.max_seq, r["hi"])
         gtids = functools.reduce(GtidSet.union, (c.gtids for c in commits), GtidSet())
-        return out, gtids, (commits[-1].last_file, commits[-1].last_pos)
+        return list(out.values()), gtids, (commits[-1].last_file, commits[-1].last_pos)
 
     def _decide(self, state: ServerState, ch: Channel, shapes: list[Shape], sql: bool) -> None:
         """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
         lctn = state.lower_case_table_names
         if not sql:
             for s in shapes:
-                d = decide(ch.filters, s.event(), state.matching)
+                d = self._reference(ch, s, state.matching)
                 s.apply, s.decided_by, s.hits = d.apply, d.decided_by, d.hits
                 s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
                 s.applied_db = self._applied_db(ch, s, lctn)

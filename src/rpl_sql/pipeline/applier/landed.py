@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rpl_sql.pipeline.summary import Summary, parse
-from rpl_sql.pipeline.writer import channel_commits, open_table
 
 
 @dataclass(frozen=True)
@@ -39,13 +38,9 @@ class Landed:
         return tuple(out)
 
 
-def summarized(events: str, channel: str, after_seq: int, version: int) -> Landed:
-    """The channel's commits after `after_seq`, up to events `version`, while each carries a summary and starts
-    where the previous one ended."""
-    dt = open_table(events)
-    if dt is None:
-        return Landed((), False)
-    commits = [(v, m) for v, m in channel_commits(dt, channel, after_seq) if v <= version]
+def summarized(commits: list[tuple[int, dict[str, str]]], after_seq: int) -> Landed:
+    """The chain of summaries in the channel's `commits` after `after_seq` (writer.channel_commits: version and
+    ingest metadata, oldest first), while each carries one and starts where the previous one ended."""
     chain: list[Summary] = []
     expected = after_seq + 1
     for _, meta in commits:

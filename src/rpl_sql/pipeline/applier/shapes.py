@@ -91,10 +91,9 @@ def with_shape_key(ev):
     return ev.withColumn("_tables", F.when(F.col("event_type") == "query", F.to_json("tables")))
 
 
-def shape_frame(ev, summed: bool = False):
+def shape_frame(ev):
     """The distinct shapes of `ev` (with_shape_key applied): count, first and last seq, the key hash `h`
-    that _write joins on, and the tables parsed back (`t`). `summed`: `ev` holds shapes already counted
-    (summary.SHAPES_SCHEMA's n, lo, hi), merged here.
+    that _write joins on, and the tables parsed back (`t`).
 
     Only fixed-width aggregation buffers (counts, min/max of a long): Spark keeps hash aggregates; a string,
     struct or binary buffer would make it sort every row.
@@ -102,8 +101,7 @@ def shape_frame(ev, summed: bool = False):
     from pyspark.sql import functions as F
 
     return (ev.groupBy(*SHAPE_KEYS)
-            .agg((F.sum("n") if summed else F.count(F.lit(1))).alias("n"),
-                 F.min("lo" if summed else "seq").alias("lo"), F.max("hi" if summed else "seq").alias("hi"),
+            .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"),
                  F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
             .withColumn("t", F.from_json("_tables", TABLES_DDL)))
 
