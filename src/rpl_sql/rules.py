@@ -8,7 +8,7 @@ import enum
 import re
 import threading
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Iterable, Union
 
 Pair = tuple[str, str]
@@ -184,7 +184,7 @@ class Filters:
             out = out.with_slot(ftype, out[ftype].with_rule_hits(per_rule, at))
         return out
 
-    @property
+    @cached_property  # asked once or twice per decision; the slots never change
     def table_rules_on(self) -> bool:
         """MySQL's `is_on()`: some table rule (exact or wild) is non-empty."""
         return any(self.values(t) for t in TABLE_TYPES)

@@ -386,9 +386,10 @@ class _Applier:
         lctn = state.lower_case_table_names
         if not sql:
             for s in shapes:
-                d = self._reference(ch, s, state.matching)
+                event = s.event()
+                d = self._reference(ch, s, state.matching, event)
                 s.apply, s.decided_by, s.hits = d.apply, d.decided_by, d.hits
-                s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
+                s.rule_hits = hit_rules(ch.filters, event, d, lctn) if d.hits else ()
                 s.applied_db = self._applied_db(ch, s, lctn)
             return
         decided: dict[int, Decision] = {}  # id(shape) -> the evaluator's decision, for _verify to reuse
@@ -407,9 +408,9 @@ class _Applier:
         return rewrite_db(ch.filters, s.db, lctn)
 
     @staticmethod
-    def _reference(ch: Channel, s: Shape, matching) -> Decision:
+    def _reference(ch: Channel, s: Shape, matching, event=None) -> Decision:
         try:
-            return decide(ch.filters, s.event(), matching)
+            return decide(ch.filters, s.event() if event is None else event, matching)
         except Exception as e:  # the evaluator refuses what SQL decided: a malformed or XA event
             raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", ch.name) from e
 
