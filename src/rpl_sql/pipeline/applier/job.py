@@ -1,10 +1,11 @@
 """The applier job: what a MySQL replica's SQL thread does, done in Spark over the Delta events table.
 
-Per channel and batch: decide each distinct shape once with the compiled SQL, check the hits against the
-reference evaluator, write the applied events in one Delta commit (app transaction `rpl_sql.apply/<channel>`
-= the batch's last seq, its bookkeeping in the commit metadata), then one state commit with COUNTER, the
-applier position and the executed GTIDs. A crash between the two commits is completed from the metadata on
-the next run. Design: docs/design/README.md#rpl_sqlpipelineapply.
+Per channel and batch: decide each distinct shape once (from the ingest commits' summaries, by the reference
+evaluator; in a pass over the events, by the compiled SQL, checked against the evaluator), write the applied
+events in one Delta commit (app transaction `rpl_sql.apply/<channel>` = the batch's last seq, its bookkeeping
+in the commit metadata), then one state commit with COUNTER, the applier position and the executed GTIDs. A
+crash between the two commits is completed from the metadata on the next run. Design:
+docs/design/README.md#rpl_sqlpipelineapply.
 """
 from __future__ import annotations
 
@@ -540,8 +541,8 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     `batch_size`: events per batch (extended to the end of the last transaction, or where the ingest commits
     carry summaries, of the last commit); None = one batch per channel (two where the summaries stop short
     of the last event).
-    `progress`: called with a `Progress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many shapes
-    the reference evaluator re-checks. `tables`: also keep the replica tables (`pipeline.replica`) after
+    `progress`: called with a `Progress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many of the
+    shapes the compiled SQL decided (events without summaries) the reference evaluator re-checks. `tables`: also keep the replica tables (`pipeline.replica`) after
     each batch, with `exec_mode` 'STRICT' (MySQL's errors 1032/1062 stop) or 'IDEMPOTENT'. Half-done batches
     of a crashed run are completed first.
     """
