@@ -498,8 +498,8 @@ def main(argv=None) -> int:
 
     print()
     print(f"{'rules/ch':>8} {'shapes by':>9} {'apply s':>8} {'CPU s':>7} {'M ev/s':>7} {'x scan':>7} {'x copy':>7} "
-          f"{'x copy after':>12} {'CPU x scan':>10} {'CPU x copy':>10} {'compile s':>9} {'shapes s':>9} {'decide s':>9} "
-          f"{'write s':>8} {'applied':>8}")
+          f"{'x copy after':>12} {'CPU x scan':>10} {'CPU x copy':>10} {'compile s':>9} {'shapes s':>9} "
+          f"{'decide s':>9} {'write s':>8} {'applied':>8}")
     for r, how, t_cfg, t_apply, c_apply, events, applied, ph, t_beside in results:
         print(f"{r:>8} {how:>9} {t_apply:8.1f} {c_apply:7.1f} {events / t_apply / 1e6:7.2f} {t_apply / t_rd:7.2f} "
               f"{t_apply / t_copy:7.2f} {t_apply / t_beside:12.2f} {c_apply / c_rd:10.2f} {c_apply / c_copy:10.2f} "

@@ -165,7 +165,7 @@ class Filters:
         return self.slots[_POSITION[ftype]].values
 
     def with_slot(self, ftype: FilterType, slot: Slot) -> "Filters":
-        i = TYPES.index(ftype)
+        i = _POSITION[ftype]
         return Filters(self.slots[:i] + (slot,) + self.slots[i + 1:])
 
     def configure(self, ftype: FilterType, values: tuple, configured_by: str, now: int) -> "Filters":

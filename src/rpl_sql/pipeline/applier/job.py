@@ -542,9 +542,9 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     carry summaries, of the last commit); None = one batch per channel (two where the summaries stop short
     of the last event).
     `progress`: called with a `Progress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many of the
-    shapes the compiled SQL decided (events without summaries) the reference evaluator re-checks. `tables`: also keep the replica tables (`pipeline.replica`) after
-    each batch, with `exec_mode` 'STRICT' (MySQL's errors 1032/1062 stop) or 'IDEMPOTENT'. Half-done batches
-    of a crashed run are completed first.
+    shapes the compiled SQL decided (events without summaries) the reference evaluator re-checks. `tables`:
+    also keep the replica tables (`pipeline.replica`) after each batch, with `exec_mode` 'STRICT' (MySQL's
+    errors 1032/1062 stop) or 'IDEMPOTENT'. Half-done batches of a crashed run are completed first.
     """
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
