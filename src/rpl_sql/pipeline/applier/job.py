@@ -47,7 +47,7 @@ from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.summary import Summary, merge
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.writer import SourceFilterConflict, channel_commits, open_table
+from rpl_sql.pipeline.writer import SourceFilterConflict, channel_commits
 from rpl_sql.rules import TYPES, FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.env import local_spark, session_conf
@@ -161,7 +161,9 @@ class _Applier:
                 self._installer.install(replace(state, channels=same))
             self._config_key = key
 
-    def run_channel(self, channel: str, report: ChannelReport, version: int) -> None:
+    def run_channel(self, channel: str, report: ChannelReport, events_table) -> None:
+        """Apply the channel's events landed up to `events_table`'s version (the run's DeltaTable of them)."""
+        version = events_table.version()
         snap = deltaread.snapshot(self.events, version, {"channel": [channel]})
         stats_max = [f.max_values.get("seq") for f in snap.files]
         known_max = max(stats_max) if snap.files and all(m is not None for m in stats_max) else None
@@ -175,8 +177,8 @@ class _Applier:
 
         events = deltaread.read_snapshot(spark, snap).withColumn("channel", F.lit(channel))
         after = state.channel(channel).applier.seq
-        dt = open_table(self.events)  # the log's commits are read once a run: summaries and source filtering
-        self._commits[channel] = [(v, m) for v, m in channel_commits(dt, channel, after) if v <= version]
+        # the log's commits are read once a run, for the summaries and the source-filtered ranges
+        self._commits[channel] = [(v, m) for v, m in channel_commits(events_table, channel, after) if v <= version]
         landed = summarized(self._commits[channel], after)
         done = 0
         batch = 0
@@ -564,19 +566,19 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
             if not state.channel(n).sql_running:
                 raise not_running(n)
     try:
-        version = DeltaTable(job.events).version()
+        events_table = DeltaTable(job.events)
     except TableNotFoundError:
-        version = None
+        events_table = None
     for n in names:
         rep = reports[n]
         ch = state.channel(n)
         if not ch.sql_running:
             rep.status, rep.note = "not running", "START REPLICA SQL_THREAD to apply"
             continue
-        if version is None:
+        if events_table is None:
             rep.status = "no events"
             continue
-        job.run_channel(n, rep, version)
+        job.run_channel(n, rep, events_table)
     return ApplyReport(list(reports.values()), time.perf_counter() - t0)
 
 
