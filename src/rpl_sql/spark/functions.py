@@ -48,8 +48,9 @@ def register_table_code(spark: Any, spec: str) -> None:
 class FunctionInstaller:
     """Keeps one session's functions equal to a state's; CREATE FUNCTION runs only when the text changed."""
 
-    def __init__(self, spark: Any, applier: bool = False):
-        self.spark, self.applier = spark, applier
+    def __init__(self, spark: Any, applier: bool = False, prefix: str | None = None):
+        """applier: the applier's set (compile_functions(applier=True)), under `prefix` if given."""
+        self.spark, self.applier, self.prefix = spark, applier, prefix
         self.flags = compile_flags(spark)
         if applier:  # it decides once per shape: the compiled SQL, and no clash with the session's JVM function
             self.flags["jvm"] = None
@@ -57,7 +58,7 @@ class FunctionInstaller:
         self.encoding = ""
 
     def install(self, state: ServerState, guard: Guard | None = None) -> CompiledFunctions:
-        compiled = compile_functions(state, applier=self.applier, guard=guard, **self.flags)
+        compiled = compile_functions(state, applier=self.applier, guard=guard, prefix=self.prefix, **self.flags)
         # the JVM function's text names no rule: its spec is half of what is installed
         if (compiled.statements, compiled.jvm_spec) != self.installed:
             if compiled.jvm_spec is not None:

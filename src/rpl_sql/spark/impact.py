@@ -7,31 +7,21 @@ under its own prefix; a shape either set cannot decide (a NULL code) is decided 
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from rpl_sql import impact as core
-from rpl_sql.compile import LABELS, TRUE_CODES, compile_functions
-from rpl_sql.spark.env import map_lookup_hash_min
+from rpl_sql.compile import LABELS, TRUE_CODES
+from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.spark.landed_shapes import event_of, landed_events, shape_counts
 from rpl_sql.state import ServerState
 
 NOW, AFTER = "rpl_sql_impact_now__", "rpl_sql_impact_after__"
-_INSTALLED: "weakref.WeakKeyDictionary[Any, dict[str, tuple]]" = weakref.WeakKeyDictionary()
 
 
-def _install(spark: Any, state: ServerState, prefix: str, jit: bool) -> None:
-    """The state's decision codes under `prefix`, unless the session already has these very functions (CREATE
-    FUNCTION re-analyses them: about a second at 100 rules per channel, for both sets)."""
-    stmts = compile_functions(state, applier=True, prefix=prefix, jit_huge_methods=jit,
-                              map_hash_min=map_lookup_hash_min(spark)).statements
-    installed = _INSTALLED.setdefault(spark, {})
-    if installed.get(prefix) == stmts:
-        return
-    installed.pop(prefix, None)
-    for stmt in stmts:
-        spark.sql(stmt)
-    installed[prefix] = stmts
+def installers(spark: Any) -> tuple[FunctionInstaller, FunctionInstaller]:
+    """The two sets' installers for `spark`: each re-creates its functions only when its state's text changed
+    (CREATE FUNCTION re-analyses them: about a second at 100 rules per channel, for both sets)."""
+    return FunctionInstaller(spark, applier=True, prefix=NOW), FunctionInstaller(spark, applier=True, prefix=AFTER)
 
 
 def _code(prefix: str) -> str:
@@ -44,15 +34,17 @@ def _key(code: int) -> tuple[str, str]:
 
 
 def impact(spark: Any, warehouse: str, before: ServerState, after: ServerState, channels: list[str],
-           last: int | None = None, since: str | None = None, jit_huge_methods: bool = False) -> list[tuple]:
-    """Rows of rpl_sql.impact.IMPACT_COLUMNS, as rpl_sql.impact.impact gives them over the same events."""
+           functions: tuple[FunctionInstaller, FunctionInstaller], last: int | None = None,
+           since: str | None = None) -> list[tuple]:
+    """Rows of rpl_sql.impact.IMPACT_COLUMNS, as rpl_sql.impact.impact gives them over the same events;
+    `functions` from `installers(spark)`, kept by the caller."""
     from pyspark.sql import functions as F
 
     df = landed_events(spark, warehouse, channels, last, since)
     if df is None:
         return [row for name in channels for row in core.channel_rows(name, [])]
-    _install(spark, before, NOW, jit_huge_methods)
-    _install(spark, after, AFTER, jit_huge_methods)
+    functions[0].install(before)
+    functions[1].install(after)
     decided = shape_counts(df).select("*", F.expr(_code(NOW)).alias("k0"), F.expr(_code(AFTER)).alias("k1"))
     same = F.col("k0").isNotNull() & F.col("k1").isNotNull() & (F.col("k0") == F.col("k1"))
     true_codes = list(TRUE_CODES)

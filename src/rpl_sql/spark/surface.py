@@ -43,7 +43,7 @@ class SparkSurface:
     def __init__(self, spark: Any):
         self.spark = spark
         self.functions = FunctionInstaller(spark)
-        self.jit_huge_methods = self.functions.flags["jit_huge_methods"]
+        self._impact_functions: tuple | None = None  # the impact's two sets (rpl_sql.spark.impact), made on first use
         self.replica: ReplicaTables | None = None  # the replica tables by name (`register` sets it)
 
     def refresh(self, state: ServerState) -> None:
@@ -59,7 +59,9 @@ class SparkSurface:
     def impact(self, warehouse: str, before: ServerState, after: ServerState, channels: list[str],
                last: int | None = None, since: str | None = None) -> list[tuple]:
         """EXPLAIN CHANGE REPLICATION FILTER's rows, decided by one Spark job (rpl_sql.spark.impact)."""
-        return spark_impact.impact(self.spark, warehouse, before, after, channels, last, since, self.jit_huge_methods)
+        if self._impact_functions is None:
+            self._impact_functions = spark_impact.installers(self.spark)
+        return spark_impact.impact(self.spark, warehouse, before, after, channels, self._impact_functions, last, since)
 
     @property
     def encoding(self) -> str:
