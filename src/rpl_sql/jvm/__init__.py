@@ -46,6 +46,7 @@ def _key() -> str:
 
 
 _BUILT: dict[str, Path] = {}
+_FAILED: dict[Path, JarUnavailable] = {}  # a jar whose build failed is not tried again by this process
 
 
 def jar_path() -> Path:
@@ -54,11 +55,17 @@ def jar_path() -> Path:
     if key in _BUILT:
         return _BUILT[key]
     out = _cache_dir() / f"rpl_sql-jvm-{key}.jar"
+    if out in _FAILED:
+        raise _FAILED[out]
     if not out.exists():
         try:
             _build(_spark_jars(), out)
         except OSError as e:  # a cache that cannot be written, a javac that cannot start
-            raise JarUnavailable(f"cannot build {out}: {e}") from e
+            _FAILED[out] = JarUnavailable(f"cannot build {out}: {e}")
+            raise _FAILED[out] from e
+        except JarUnavailable as e:
+            _FAILED[out] = e
+            raise
     _BUILT[key] = out
     return out
 

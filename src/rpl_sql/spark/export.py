@@ -15,10 +15,10 @@ import textwrap
 from datetime import datetime, timezone
 
 from rpl_sql import jvm
-from rpl_sql.compile import JVM_TABLE_CODE, SET_MAP_MIN, Guard, compile_functions
+from rpl_sql.compile import JVM_TABLE_CODE, SET_MAP_MIN, Guard
 from rpl_sql.compile.literals import escape_char, sql_str
 from rpl_sql.replica_catalog import all_tables
-from rpl_sql.spark.functions import compile_flags
+from rpl_sql.spark.functions import compile_flags, compile_with_jar
 from rpl_sql.spark.replica_tables import create_statements
 
 __all__ = ["export_sql", "harden", "VIEW_TABLES"]
@@ -166,14 +166,7 @@ def export_sql(session, stale_check: bool = True) -> str:
     warehouse = os.path.abspath(session.warehouse)
     snapshot = session.store.load()
     guard = stale_guard(warehouse, snapshot.version, snapshot.state.filters_fingerprint()) if stale_check else None
-    flags = compile_flags()
-    compiled = compile_functions(snapshot.state, guard=guard, **flags)
-    jar = None
-    if compiled.jvm_spec is not None:
-        try:
-            jar = str(jvm.jar_path())
-        except jvm.JarUnavailable:
-            compiled = compile_functions(snapshot.state, guard=guard, **{**flags, "jvm": None})
+    compiled, jar = compile_with_jar(snapshot.state, compile_flags(), guard=guard)
     now = datetime.now(timezone.utc)
     if snapshot.version is None:
         source = "an empty warehouse (no Delta commit yet)"

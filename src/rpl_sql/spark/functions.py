@@ -29,10 +29,24 @@ def compile_flags(spark: Any = None) -> dict[str, Any]:
             "jvm": "udf" if classic and jvm.possible() else None}
 
 
-def register_table_code(spark: Any, spec: str) -> None:
+def compile_with_jar(state: ServerState, flags: dict[str, Any], **kw: Any) -> tuple[CompiledFunctions, str | None]:
+    """compile_functions(state, **flags, **kw) and, where it chose the JVM table code, the jar that holds it.
+    Without a jar to be had (no JDK, javac failed) the compiled SQL instead, and no jar: the same results,
+    slower; `flags` then loses the JVM table code, so that compiles after this one do not try again."""
+    compiled = compile_functions(state, **flags, **kw)
+    if compiled.jvm_spec is None:
+        return compiled, None
+    try:
+        return compiled, str(jvm.jar_path())
+    except jvm.JarUnavailable:
+        flags["jvm"] = None
+        return compile_functions(state, **flags, **kw), None
+
+
+def register_table_code(spark: Any, spec: str, jar: str | None = None) -> None:
     """JVM_TABLE_CODE in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
     from the driver), the UDF built by the session's jar class loader and registered as a temporary function."""
-    jar = str(jvm.jar_path())
+    jar = jar or str(jvm.jar_path())
     jss = spark._jsparkSession
     if _JARS_ADDED.get(spark) != jar:
         jss.sessionState().resourceLoader().addJar(jar)  # what ADD JAR does, without quoting a path into SQL
@@ -58,15 +72,11 @@ class FunctionInstaller:
         self.encoding = ""
 
     def install(self, state: ServerState, guard: Guard | None = None) -> CompiledFunctions:
-        compiled = compile_functions(state, applier=self.applier, guard=guard, prefix=self.prefix, **self.flags)
+        compiled, jar = compile_with_jar(state, self.flags, applier=self.applier, guard=guard, prefix=self.prefix)
         # the JVM function's text names no rule: its spec is half of what is installed
         if (compiled.statements, compiled.jvm_spec) != self.installed:
-            if compiled.jvm_spec is not None:
-                try:
-                    register_table_code(self.spark, compiled.jvm_spec)
-                except jvm.JarUnavailable:
-                    self.flags["jvm"] = None
-                    return self.install(state, guard)
+            if jar is not None:
+                register_table_code(self.spark, compiled.jvm_spec, jar)
             for text in compiled.statements:
                 self.spark.sql(text)
             self.installed, self.encoding = (compiled.statements, compiled.jvm_spec), compiled.encoding
