@@ -63,6 +63,7 @@ def pytest_xdist_make_scheduler(config, log):
         """Whole groups to a worker, heaviest first (called once every worker has collected)."""
 
         groups: dict[str, list] | None = None
+        ordered = False  # the work queue, heaviest group first (once, before the first unit is handed out)
 
         def _group(self, nodeid: str) -> list:
             if self.groups is None:
@@ -75,7 +76,7 @@ def pytest_xdist_make_scheduler(config, log):
             return self._group(nodeid)[0]
 
         def _assign_work_unit(self, node) -> None:
-            if not getattr(self, "ordered", False):
+            if not self.ordered:
                 self.ordered = True
                 queue = sorted(self.workqueue.items(), key=lambda kv: -sum(self._group(n)[1] for n in kv[1]))
                 self.workqueue.clear()

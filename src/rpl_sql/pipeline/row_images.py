@@ -242,7 +242,7 @@ class ImageDecoder:
             return None
         buf = data[:end]  # a string length past the event's end fails, not reads the checksum
         pos, out = start, []
-        try:
+        try:  # a loop per kind: the per-row path tests nothing but the position
             if etype == "update_rows":
                 while pos < end:
                     before, pos = first(buf, pos)
