@@ -9,7 +9,9 @@
     .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db too
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
-shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well). The JVM
+shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well). The bare
+scan and the functions' queries take turns, one run each per round; a ratio is the median of the ratios
+within a round, so the machine's drift between rounds does not enter it. The JVM
 is started by rpl_sql.spark.env.local_spark, with the parallel collector unless --java-opts names another;
 the bytes each query allocates are printed too, since allocation is what the collector changes.
 
@@ -437,6 +439,7 @@ class Meter:
         return (total() - before) / 1e6
 
     def run(self, fn, repeat: int):
+        """Median wall and CPU seconds of `repeat` runs of `fn`, and its last result."""
         walls, cpus, result = [], [], None
         for _ in range(repeat):
             c0, t0 = self.cpu(), time.perf_counter()
@@ -446,12 +449,37 @@ class Meter:
         return statistics.median(walls), statistics.median(cpus), result
 
 
+def interleaved(spark, meter, queries: dict, repeat: int, warm: int = 1) -> dict:
+    """Each query in turn, `repeat` rounds (a warm-up first): a query's ratio to the bare scan is the median of
+    its ratios within a round, so the machine's drift between rounds cancels out. Within a round each query
+    runs `warm` + 1 times back to back and its last run counts: the run right after another query's pays for
+    that query's garbage and for JIT profiles it disturbed."""
+    for q in queries.values():
+        spark.sql(q).collect()
+    runs: dict = {k: [] for k in queries}
+    for _ in range(repeat):
+        for k, q in queries.items():
+            for _ in range(warm):
+                spark.sql(q).collect()
+            runs[k].append(meter.run(lambda: spark.sql(q).collect()[0][0], 1))
+    out = {}
+    for k, rs in runs.items():
+        ratios = [w / b[0] for (w, _, _), b in zip(rs, runs["bare"])]
+        cpu_ratios = [c / b[1] for (_, c, _), b in zip(rs, runs["bare"])]
+        out[k] = {"wall": statistics.median(w for w, _, _ in rs), "cpu": statistics.median(c for _, c, _ in rs),
+                  "ratio": statistics.median(ratios), "cpu_ratio": statistics.median(cpu_ratios),
+                  "ratios": ratios, "result": rs[-1][2]}
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--sizes", default="1,100,1000,10000", help="rules per channel, comma separated")
     ap.add_argument("--udf-rows", type=int, default=None, help="rows for the Python UDF (default min(rows, 1M))")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds: every query once per round, in turn")
+    ap.add_argument("--warm", type=int, default=1, help="runs of a query before the one that counts, per round "
+                    "(0: each run follows another query's)")
     ap.add_argument("--quick", action="store_true", help="1M rows, sizes 1,100,1000, 2 repeats, UDF on 200k")
     ap.add_argument("--no-udf", action="store_true")
     ap.add_argument("--no-where", action="store_true", help="skip the WHERE-form measurement")
@@ -498,7 +526,8 @@ def main(argv=None) -> None:
     bare_q = "SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev"
     spark.sql(bare_q).collect()  # warm-up
     gcs = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
-    print(f"\n{args.rows:,} rows, Parquet ({path}); {args.repeat} runs per figure, medians; "
+    print(f"\n{args.rows:,} rows, Parquet ({path}); {args.repeat} interleaved rounds (+{args.warm} warm-up run "
+          "each), medians; "
           f"UDF on {udf_rows:,} rows scaled x{args.rows / udf_rows:g}; JIT of huge methods: {jit}; "
           f"collector: {', '.join(str(b.getName()) for b in gcs)}\n")
 
@@ -527,28 +556,29 @@ def main(argv=None) -> None:
         plan = first._jdf.queryExecution().executedPlan().toString()  # the final adaptive plan
         codegen = "*(" in plan and "should_apply" in plan
 
-        bare_w, bare_c, _ = meter.run(lambda: spark.sql(bare_q).collect(), args.repeat)
         bare_mb = meter.allocated(lambda: spark.sql(bare_q).collect())
         fn_mb = meter.allocated(lambda: spark.sql(q).collect())
-        fn_w, fn_c, _ = meter.run(lambda: spark.sql(q).collect(), args.repeat)
-        where_w = where_c = float("nan")
+        queries = {"bare": bare_q, "should_apply": q}
         if not args.no_where:
-            wq = "SELECT count(*) FROM ev WHERE should_apply(channel, db_name, table_name)"
-            where_w, where_c, n_where = meter.run(lambda: spark.sql(wq).collect()[0][0], args.repeat)
-            assert n_where == applied, (n_where, applied)
-
+            queries["should_apply WHERE"] = "SELECT count(*) FROM ev WHERE should_apply(channel, db_name, table_name)"
         if args.functions:
-            others = {
+            queries.update({
                 "filter_decided_by": "SELECT count_if(filter_decided_by(channel, db_name, table_name) = 'DEFAULT') "
                                      "FROM ev",
                 "filter_decided_by WHERE": "SELECT count(*) FROM ev "
                                            "WHERE filter_decided_by(channel, db_name, table_name) = 'DEFAULT'",
                 "rewrite_db": "SELECT count_if(rewrite_db(channel, db_name) <> db_name) FROM ev",
-                "rewrite_db WHERE": "SELECT count(*) FROM ev WHERE rewrite_db(channel, db_name) <> db_name"}
-            for name, oq in others.items():
-                spark.sql(oq).collect()
-                w, c, _ = meter.run(lambda: spark.sql(oq).collect(), args.repeat)
-                print(f"  {name}: {w:.2f}s ({c:.1f} cpu-s) = {w / bare_w:.2f}x the bare scan", flush=True)
+                "rewrite_db WHERE": "SELECT count(*) FROM ev WHERE rewrite_db(channel, db_name) <> db_name"})
+        m = interleaved(spark, meter, queries, args.repeat, args.warm)
+        if "should_apply WHERE" in m:
+            assert m["should_apply WHERE"]["result"] == applied, (m["should_apply WHERE"]["result"], applied)
+        bare_w, bare_c = m["bare"]["wall"], m["bare"]["cpu"]
+        fn_w, fn_c = m["should_apply"]["wall"], m["should_apply"]["cpu"]
+        where_w = m["should_apply WHERE"]["wall"] if "should_apply WHERE" in m else float("nan")
+        for name, x in m.items():
+            if name != "bare":
+                print(f"  {name}: {x['wall']:.2f}s ({x['cpu']:.1f} cpu-s) = {x['ratio']:.2f}x the bare scan "
+                      f"(per round: {', '.join(f'{r:.2f}' for r in x['ratios'])})", flush=True)
 
         udf_w = udf_c = float("nan")
         if not args.no_udf:
@@ -567,30 +597,39 @@ def main(argv=None) -> None:
 
         row = dict(rules=r, sql_chars=sum(map(len, compiled.statements)), compile=t_compile, create=t_create,
                    first=t_first, bare_w=bare_w, bare_c=bare_c, fn_w=fn_w, fn_c=fn_c, where_w=where_w,
-                   where_c=where_c, udf_w=udf_w, udf_c=udf_c, applied=applied, codegen=codegen,
-                   encoding=compiled.encoding, bare_mb=bare_mb, fn_mb=fn_mb)
+                   ratio=m["should_apply"]["ratio"], cpu_ratio=m["should_apply"]["cpu_ratio"], m=m,
+                   udf_w=udf_w, udf_c=udf_c, applied=applied, codegen=codegen, encoding=compiled.encoding,
+                   bare_mb=bare_mb, fn_mb=fn_mb)
         table.append(row)
         print(f"R={r}: {compiled.encoding}")
         print(f"  setup: compile {t_compile:.2f}s + CREATE FUNCTION {t_create:.2f}s + first query {t_first:.2f}s"
               f" = {t_compile + t_create + t_first:.2f}s; whole-stage codegen: {'yes' if codegen else 'NO'};"
               f" applied {applied:,} of {args.rows:,}")
         print(f"  bare {bare_w:.2f}s ({bare_c:.1f} cpu-s) | should_apply {fn_w:.2f}s ({fn_c:.1f}) = "
-              f"{fn_w / bare_w:.2f}x wall, {fn_c / bare_c:.2f}x cpu | allocated MB/query: bare {bare_mb:,.0f}, "
-              f"should_apply {fn_mb:,.0f} | WHERE form {where_w:.2f}s ({where_c:.1f}) | "
+              f"{m['should_apply']['ratio']:.2f}x wall, {m['should_apply']['cpu_ratio']:.2f}x cpu | allocated "
+              f"MB/query: bare {bare_mb:,.0f}, should_apply {fn_mb:,.0f} | WHERE form {where_w:.2f}s | "
               f"Arrow UDF {udf_w:.2f}s ({udf_c:.1f}) = {udf_w / fn_w:.1f}x slower wall, {udf_c / fn_c:.1f}x cpu",
               flush=True)
 
     print("\n| rules/channel | SQL chars | compile+CREATE+first query s | bare scan s (cpu) | should_apply s (cpu) "
-          "| ratio to bare wall/cpu | allocated MB bare / should_apply | WHERE form s | Arrow UDF s, scaled (cpu) "
-          "| UDF / should_apply wall/cpu |")
+          "| ratio to bare wall/cpu | allocated MB bare / should_apply | WHERE form s (x bare) "
+          "| Arrow UDF s, scaled (cpu) | UDF / should_apply wall/cpu |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for x in table:
         print(f"| {x['rules']:,} | {x['sql_chars']:,} | {x['compile'] + x['create'] + x['first']:.1f} "
               f"({x['compile']:.2f}+{x['create']:.2f}+{x['first']:.2f}) | {x['bare_w']:.2f} ({x['bare_c']:.1f}) | "
-              f"{x['fn_w']:.2f} ({x['fn_c']:.1f}) | {x['fn_w'] / x['bare_w']:.2f} / {x['fn_c'] / x['bare_c']:.2f} | "
+              f"{x['fn_w']:.2f} ({x['fn_c']:.1f}) | {x['ratio']:.2f} / {x['cpu_ratio']:.2f} | "
               f"{x['bare_mb']:,.0f} / {x['fn_mb']:,.0f} | "
-              f"{x['where_w']:.2f} | {x['udf_w']:.1f} ({x['udf_c']:.1f}) | "
+              f"{x['where_w']:.2f} ({x['m'].get('should_apply WHERE', {}).get('ratio', float('nan')):.2f}x) | "
+              f"{x['udf_w']:.1f} ({x['udf_c']:.1f}) | "
               f"{x['udf_w'] / x['fn_w']:.1f} / {x['udf_c'] / x['fn_c']:.1f} |")
+    if args.functions:
+        names = [k for k in table[0]["m"] if k != "bare"]
+        print("\nratios to the bare scan, wall (medians of the per-round ratios)\n")
+        print("| rules/channel | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for x in table:
+            print(f"| {x['rules']:,} | " + " | ".join(f"{x['m'][k]['ratio']:.2f}" for k in names) + " |")
     print(f"\nmachine load average at the end: {os.getloadavg()}")
     spark.stop()
 
