@@ -101,7 +101,12 @@ def split(total: int, weights: dict) -> dict:
     return out
 
 
-def make_rules(r: int) -> ServerState:
+def make_rules(r: int, modules=None) -> ServerState:
+    """R rules per channel; `modules`: (rpl_sql.rules, rpl_sql.state) of another revision (compiler_at's), whose
+    compiler takes only its own classes."""
+    rules_mod, state_mod = modules or (sys.modules["rpl_sql.rules"], sys.modules["rpl_sql.state"])
+    T_, Filters_, ServerState_, Channel_ = (rules_mod.FilterType, rules_mod.Filters, state_mod.ServerState,
+                                            state_mod.Channel)
     rnd = random.Random(r)
 
     def db():
@@ -127,28 +132,28 @@ def make_rules(r: int) -> ServerState:
         return f"{db()}.{tbl()}"  # unescaped '_' is a one-byte wildcard
 
     specs = {
-        "": {T.DO_DB: 0.3, T.DO_TABLE: 0.2, T.WILD_DO_TABLE: 0.5},
-        "src_eu": {T.IGNORE_DB: 0.25, T.IGNORE_TABLE: 0.25, T.WILD_IGNORE_TABLE: 0.5},
-        "src_us": {T.REWRITE_DB: 0.05, T.DO_TABLE: 0.25, T.WILD_DO_TABLE: 0.3, T.WILD_IGNORE_TABLE: 0.4},
+        "": {T_.DO_DB: 0.3, T_.DO_TABLE: 0.2, T_.WILD_DO_TABLE: 0.5},
+        "src_eu": {T_.IGNORE_DB: 0.25, T_.IGNORE_TABLE: 0.25, T_.WILD_IGNORE_TABLE: 0.5},
+        "src_us": {T_.REWRITE_DB: 0.05, T_.DO_TABLE: 0.25, T_.WILD_DO_TABLE: 0.3, T_.WILD_IGNORE_TABLE: 0.4},
     }
-    state = ServerState()
+    state = ServerState_()
     for name, weights in specs.items():
-        f = Filters()
+        f = Filters_()
         for ftype, n in split(r, weights).items():
             if not n:
                 continue
-            if ftype in (T.DO_DB, T.IGNORE_DB):
+            if ftype in (T_.DO_DB, T_.IGNORE_DB):
                 vals = [db() for _ in range(n)]
-            elif ftype in (T.DO_TABLE, T.IGNORE_TABLE):
+            elif ftype in (T_.DO_TABLE, T_.IGNORE_TABLE):
                 vals = [f"{db()}.{tbl()}" for _ in range(n)]
-            elif ftype is T.REWRITE_DB:
+            elif ftype is T_.REWRITE_DB:
                 vals = [(rnd.choice(DBS), f"replica_{i}") for i in range(n)]
             else:
                 vals = [wild() for _ in range(n)]
-            if ftype in (T.DO_DB, T.IGNORE_DB, T.DO_TABLE, T.IGNORE_TABLE):
+            if ftype in (T_.DO_DB, T_.IGNORE_DB, T_.DO_TABLE, T_.IGNORE_TABLE):
                 vals = list(dict.fromkeys(vals))
             f = f.configure(ftype, tuple(vals), "STARTUP_OPTIONS", 1)
-        state = state.with_channel(Channel(name, filters=f))
+        state = state.with_channel(Channel_(name, filters=f))
     return state
 
 
@@ -285,7 +290,10 @@ def compiler_at(ref: str):
             del sys.modules[k]
         sys.path.insert(0, os.path.join(tmp, "src"))
         try:
-            return importlib.import_module("rpl_sql.compile")
+            mod = importlib.import_module("rpl_sql.compile")
+            # its own rules and state classes: make_rules builds the states it is given with them
+            mod.rpl_modules = (importlib.import_module("rpl_sql.rules"), importlib.import_module("rpl_sql.state"))
+            return mod
         finally:
             sys.path.remove(os.path.join(tmp, "src"))
             for k in [k for k in sys.modules if k == "rpl_sql" or k.startswith("rpl_sql.")]:
@@ -298,6 +306,7 @@ def compiler_at(ref: str):
     mod.__package__ = "rpl_sql"
     sys.modules[spec.name] = mod  # dataclasses look their module up
     exec(compile(src, f"{ref}:{path}", "exec"), mod.__dict__)
+    mod.rpl_modules = None  # a one-module compiler uses this checkout's classes
     return mod
 
 
@@ -313,35 +322,42 @@ def map_kw(mod, spark) -> dict:
 
 
 def side_by_side(spark, meter, ref: str, sizes: list[int], repeat: int, jit: bool) -> None:
-    """Both revisions' should_apply in one JVM, renamed apart, interleaved with the bare scan: the ratio
-    of a compiler change measured without the machine's run-to-run noise."""
+    """Both revisions' should_apply and filter_decided_by in one JVM, renamed apart, interleaved with the bare
+    scan: the ratio of a compiler change measured without the machine's run-to-run noise. Without the JVM table
+    code (the two revisions would share its name), so past the compiled size both are interpreted."""
     old = compiler_at(ref)
-    print(f"\nside by side: this checkout vs {ref}, {repeat} interleaved runs, medians")
-    print("| rules/channel | bare scan s | " + f"{ref} × bare wall / CPU | this checkout × bare wall / CPU | "
-          f"WHERE form: {ref} × bare wall | this checkout × bare wall |")
+    print(f"\nside by side: this checkout vs {ref}, {repeat} interleaved rounds, medians of the per-round ratios")
+    print("| rules/channel | bare scan s | function | form | " + f"{ref} × bare wall / CPU | "
+          "this checkout × bare wall / CPU |")
     print("|---|---|---|---|---|---|")
+    public = ("should_apply", "filter_decided_by")
     for r in sizes:
-        state = make_rules(r)
-        exprs = {"bare": "hash(channel, db_name, table_name) <> 0"}
+        queries = {"bare": "SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev"}
         for tag, mod in (("ref", old), ("new", sys.modules["rpl_sql.compile"])):
+            state = make_rules(r, getattr(mod, "rpl_modules", None))
             for stmt in mod.compile_functions(state, jit_huge_methods=jit, **map_kw(mod, spark)).statements:
-                if "FUNCTION should_apply(" in stmt or "FUNCTION rpl_sql__" in stmt:
-                    spark.sql(stmt.replace("rpl_sql__", f"ab_{tag}__").replace("FUNCTION should_apply(",
-                                                                              f"FUNCTION ab_{tag}_should_apply("))
-            exprs[tag] = f"ab_{tag}_should_apply(channel, db_name, table_name)"
-        queries = {k: f"SELECT count_if({e}) FROM ev" for k, e in exprs.items()}
-        queries.update({k + "_where": f"SELECT count(*) FROM ev WHERE {exprs[k]}" for k in ("ref", "new")})
-        counts = {k: spark.sql(q).collect()[0][0] for k, q in queries.items()}
-        assert len({counts[k] for k in ("ref", "new", "ref_where", "new_where")}) == 1, counts
-        runs: dict = {k: [] for k in queries}
-        for _ in range(repeat):
-            for k, q in queries.items():
-                runs[k].append(meter.run(lambda: spark.sql(q).collect(), 1)[:2])
-        med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
-        (bw, bc), (rw, rc), (nw, nc) = med["bare"], med["ref"], med["new"]
-        rww, nww = med["ref_where"][0], med["new_where"][0]
-        print(f"| {r:,} | {bw:.2f} | {rw / bw:.2f} / {rc / bc:.2f} | {nw / bw:.2f} / {nc / bc:.2f} | "
-              f"{rww / bw:.2f} | {nww / bw:.2f} |", flush=True)
+                if "FUNCTION rpl_sql__" in stmt or any(f"FUNCTION {f}(" in stmt for f in public):
+                    for f in public:
+                        stmt = stmt.replace(f"FUNCTION {f}(", f"FUNCTION ab_{tag}_{f}(")
+                    spark.sql(stmt.replace("rpl_sql__", f"ab_{tag}__"))
+            args = "channel, db_name, table_name"
+            queries[f"{tag} should_apply"] = f"SELECT count_if(ab_{tag}_should_apply({args})) FROM ev"
+            queries[f"{tag} should_apply WHERE"] = f"SELECT count(*) FROM ev WHERE ab_{tag}_should_apply({args})"
+            queries[f"{tag} filter_decided_by"] = \
+                f"SELECT count_if(ab_{tag}_filter_decided_by({args}) = 'DEFAULT') FROM ev"
+            queries[f"{tag} filter_decided_by WHERE"] = \
+                f"SELECT count(*) FROM ev WHERE ab_{tag}_filter_decided_by({args}) = 'DEFAULT'"
+        labels = {tag: spark.sql(f"SELECT ab_{tag}_filter_decided_by(channel, db_name, table_name) AS f, count(*) "
+                                 "FROM ev GROUP BY 1 ORDER BY 1").collect() for tag in ("ref", "new")}
+        assert labels["ref"] == labels["new"], labels
+        m = interleaved(spark, meter, queries, repeat)
+        for f in public:
+            for form in ("", " WHERE"):
+                ref_, new_ = m[f"ref {f}{form}"], m[f"new {f}{form}"]
+                assert ref_["result"] == new_["result"], (f, form, ref_["result"], new_["result"])
+                print(f"| {r:,} | {m['bare']['wall']:.2f} | {f} | {form.strip() or 'SELECT'} | "
+                      f"{ref_['ratio']:.2f} / {ref_['cpu_ratio']:.2f} | "
+                      f"{new_['ratio']:.2f} / {new_['cpu_ratio']:.2f} |", flush=True)
 
 
 def cold_ab(ref: str, sizes: list[int], rounds: int, rows: int) -> None:
@@ -383,7 +399,7 @@ def cold_child(ref: str, size: int, rows: int) -> None:
     spark.read.parquet(ensure_data(spark, rows)).createOrReplaceTempView("ev")
     spark.sql("SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev").collect()
     mod = compiler_at(ref) if ref else sys.modules["rpl_sql.compile"]
-    state = make_rules(size)
+    state = make_rules(size, getattr(mod, "rpl_modules", None))
     t0 = time.perf_counter()
     stmts = mod.compile_functions(state, jit_huge_methods=jit_huge_methods(spark), **map_kw(mod, spark)).statements
     t1 = time.perf_counter()
@@ -483,8 +499,8 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="1M rows, sizes 1,100,1000, 2 repeats, UDF on 200k")
     ap.add_argument("--no-udf", action="store_true")
     ap.add_argument("--no-where", action="store_true", help="skip the WHERE-form measurement")
-    ap.add_argument("--ab", metavar="GIT_REF", help="only compare should_apply compiled by this checkout and "
-                    "by GIT_REF's compile.py, side by side (with --sizes and --repeat)")
+    ap.add_argument("--ab", metavar="GIT_REF", help="only compare should_apply and filter_decided_by compiled by "
+                    "this checkout and by GIT_REF's compile.py, side by side (with --sizes and --repeat)")
     ap.add_argument("--cold-ab", metavar="GIT_REF", help="compare setup (compile, CREATE FUNCTION, first query) "
                     "of this checkout and GIT_REF in fresh JVMs, alternating (with --sizes and --rounds)")
     ap.add_argument("--rounds", type=int, default=3, help="--cold-ab rounds")
