@@ -21,7 +21,8 @@ LABELS = {
     14: DEFAULT, 15: DEFAULT, 16: T.DO_DB.value, 17: NONE, 18: NONE, 19: DEFAULT,
 }
 TRUE_CODES = (1, 4, 8, 10, 12, 14, 16, 17, 18, 19)
-ROW_TABLE_TRUE = (0, 10, 12, 14)  # table code 0: the channel has no table rules
+APPLYING_DB_CODE = 16  # should_apply's database code for the table code helper, once it has tested dbc >= 16
+ROW_TRUE_GIVEN_APPLYING_DB = (10, 12, 14, APPLYING_DB_CODE)  # the helper's applied answers given that code
 
 CASE_MAX_GROUPS = 4  # more distinct non-trivial filter configurations than this -> flat encoding
 CHANNEL_INDEX_MAX = 8  # case encoding with up to this many channels: dispatch on an INT index (channel_index)

@@ -14,7 +14,8 @@ from rpl_sql.compile.codes import (
     LABELS,
     MAP_CHUNK,
     MAP_PAD_MAX,
-    ROW_TABLE_TRUE,
+    APPLYING_DB_CODE,
+    ROW_TRUE_GIVEN_APPLYING_DB,
     STATEMENT_TYPE,
     TRUE_CODES,
     CompiledFunctions,
@@ -187,16 +188,18 @@ class _Compiler:
         on = g.cond(lambda ch: ch.table_rules)
         return sql_case([(on, t)], "0")
 
-    def row_table_code(self, g: ChannelGroup, k: str, t: str, key: str, compiled: bool) -> tuple[str, int]:
-        """A row's table code. A '.' inside the db or table name (rare) -> whole-key forms; otherwise tests
-        on k and t. Compiled, one path for all dot-free names, and the dotted names' path is compact (its
-        code is compiled too, but few rows run it). Interpreted, the rows whose db is not among the rules'
-        literal databases skip the exact sets and the literal-database patterns.
+    def row_table_code(self, g: ChannelGroup, k: str, t: str, key: str, compiled: bool,
+                       none: str) -> tuple[str, int]:
+        """A row's table code, `none` where the channel has no table rules. A '.' inside the db or table name
+        (rare) -> whole-key forms; otherwise tests on k and t. Compiled, one path for all dot-free names, and
+        the dotted names' path is compact (its code is compiled too, but few rows run it). Interpreted, the
+        rows whose db is not among the rules' literal databases skip the exact sets and the literal-database
+        patterns.
 
         Returns the code and how many of its characters are the dotted path's literals: constants in the
         generated class, not code that counts against the JIT's method size."""
         if not any(ch.table_rules for ch in g.reps):
-            return "0", 0
+            return none, 0
         wdo = [(ch, x) for ch in g.reps for x in ch.wdo]
         wig = [(ch, x) for ch in g.reps for x in ch.wig]
         constants = 0
@@ -214,7 +217,7 @@ class _Compiler:
             body = sql_case([(f"contains({k}, '.') OR contains({t}, '.')", slow),
                              (g.member(k, self.match.rich_dbs(g)), rich)], poor)
         on = g.cond(lambda ch: ch.table_rules)
-        return sql_case([(on, body)], "0"), constants
+        return sql_case([(on, body)], none), constants
 
     def statement_code(self, g: ChannelGroup, cmd: str, ts: str, dc: str, k: str, d: str) -> str:
         """Steps 3-5 of decide_statement for one group (steps 0-2 are shared)."""
@@ -272,8 +275,6 @@ class _Compiler:
         channel = self.canon()
         out.append((*rewrite, self.rewrite_body(channel, fold("db_name"))))
         row_code, table_call = self.row_calls(prefix, channel, fold("db_name"), fold("table_name"))
-        if not self.interpreted:
-            out.append(self.pick_helper(prefix))
         statement_code = self.statement_call(prefix, channel, fold("coalesce(default_db, '')"))
         if applier:
             return out + [(*codes_[0], row_code), (*codes_[1], statement_code)]
@@ -291,17 +292,21 @@ class _Compiler:
                 self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL"))
 
     def table_code_helper(self, prefix: str) -> tuple[str, str, str, str]:
-        """`tc(c, k, t, x | key)`: the table rules' code of the row key `k.t`, compiled or interpreted.
+        """`tc(c, k, t, x | key, dc)`: the row's code given its database code `dc`: `dc` where the database
+        rules decide (2, 3) or the channel has no table rules, else the table rules' code of the row key `k.t`,
+        compiled or interpreted.
 
         One helper: a SQL function's arguments are computed for every row before its body (a projection), so
         nothing that only some rows need is an argument: the key `k.t` is built only where a test needs it,
-        `hash(k, t)` only by channels with exact table tests. Sets `self.interpreted`, which row_calls reads.
+        `hash(k, t)` only by channels with exact table tests, and the table rules run only for rows that the
+        database rules left open (a helper picking between two codes would have both computed for every row).
+        Sets `self.interpreted`, which row_calls reads.
         """
         constants = 0
 
         def compiled_code(g: ChannelGroup) -> str:
             nonlocal constants
-            code, literal_chars = self.row_table_code(g, "k", "t", ROW_KEY, compiled=True)
+            code, literal_chars = self.row_table_code(g, "k", "t", ROW_KEY, compiled=True, none="dc")
             constants += literal_chars
             return code
 
@@ -314,7 +319,15 @@ class _Compiler:
                                      for ch in self.chans], self.lctn, self.index is not None)
             call = (f"{JVM_TABLE_CODE}(c, k, t)" if self.jvm == "udf" else
                     f"{JVM_TABLE_CODE}({sql_str(spec)}, c, k, t)")
-            code = sql_case([("x IS NOT NULL", "x")], call)
+
+            def jvm_code(g: ChannelGroup) -> str:  # the function answers 0 where a channel has no table rules
+                if not any(ch.table_rules for ch in g.reps):
+                    return "dc"
+                none = g.cond(lambda ch: not ch.table_rules)
+                return call if none == "false" else sql_case([(none, "dc")], call)
+
+            code = sql_case([("x IS NOT NULL", "x"), ("dc IN (2, 3)", "dc")],
+                            self.dispatch(jvm_code, "k IS NULL OR t IS NULL"))
             self.jvm_spec = spec
         elif too_big:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
@@ -324,15 +337,16 @@ class _Compiler:
             # node, visiting only the branches it takes.
             # The arguments are bound once, as a struct: in a WHERE clause Spark does not project them and
             # would otherwise re-evaluate the rewrite and the key at every reference.
-            body = self.dispatch(lambda g: self.row_table_code(g, "r_.k", "r_.t", "r_.key", compiled=False)[0],
-                                 "r_.key IS NULL", c="r_.c")
+            body = self.dispatch(lambda g: self.row_table_code(g, "r_.k", "r_.t", "r_.key", compiled=False,
+                                                               none="r_.dc")[0], "r_.key IS NULL", c="r_.c")
             # the key is an argument here, projected (compiled) once per row, as the interpreter needs it anyway
-            code = "aggregate(array(named_struct('c', c, 'k', k, 't', t, 'key', key)), 0, (acc0_, r_) -> " + body + ")"
+            code = sql_case([("dc IN (2, 3)", "dc")], "aggregate(array(named_struct('c', c, 'k', k, 't', t, "
+                            "'key', key, 'dc', dc)), 0, (acc0_, r_) -> " + body + ")")
             self.interpreted = True
         else:
-            code = sql_case([("x IS NOT NULL", "x")], code)
+            code = sql_case([("x IS NOT NULL", "x"), ("dc IN (2, 3)", "dc")], code)
         fourth = "key STRING" if self.interpreted else "x INT"
-        return prefix + "tc", f"c {self.ctype}, k STRING, t STRING, {fourth}", "INT", code
+        return prefix + "tc", f"c {self.ctype}, k STRING, t STRING, {fourth}, dc INT", "INT", code
 
     def statement_code_helper(self, prefix: str) -> tuple[str, str, str, str]:
         """`stc(c, cmd, d, ts, dc, k)`: a statement's code from its command, tables and database code."""
@@ -342,36 +356,25 @@ class _Compiler:
         return (prefix + "stc", f"c {self.ctype}, cmd STRING, d STRING, ts {STATEMENT_TYPE}, dc INT, k STRING",
                 "INT", code)
 
-    def pick_helper(self, prefix: str) -> tuple[str, str, str, str]:
-        """`pick(dc, tc)`: a row's code from its database and table codes (see row_calls)."""
-        return prefix + "pick", "dc INT, tc INT", "INT", sql_case([("dc IN (2, 3)", "dc"), ("tc = 0", "dc")], "tc")
-
     def rewrite_body(self, channel: str, folded_db: str) -> str:
         """rewrite_db's body: the configured target of the channel's rewrite rule for the db, else the db."""
         return self.dispatch(lambda g: self.lookup(g, folded_db, lambda ch: ch.out_map), null_if="db_name IS NULL",
                              c=channel)
 
     def row_calls(self, prefix: str, channel: str, folded_db: str, folded_table: str) -> tuple[str, str]:
-        """(the row's code, the call of the table code helper) that the row functions share.
-
-        The code from (database code, table code) is the helper `pick`, except with the interpreted table
-        code: Spark refuses SQL functions whose arguments hold a lambda, so it is a lambda there too."""
+        """(the row's code, should_apply's call of the table code helper) that the row functions share: both
+        one call of `tc`, given the row's database code or, for should_apply (which has tested it), an
+        applying one."""
         key_db = self.key_db(folded_db, c=channel)
-        # tc's last argument: interpreted, the key; compiled, `x`: NULL for every row, but a regex to Spark
+        # tc's fourth argument: interpreted, the key; compiled, `x`: NULL for every row, but a regex to Spark
         # (4.2+, SPARK-47672), which then keeps a WHERE clause above the projection of tc's arguments instead
         # of substituting them at each of their references. It reads the raw column: no second fold.
         last = (f"concat({key_db}, '.', {folded_table})" if self.interpreted
                 else "CASE true WHEN octet_length(table_name) < 0 THEN CAST(table_name RLIKE '' AS INT) END")
-        table_call = f"{prefix}tc({channel}, {key_db}, {folded_table}, {last})"
-        dbc = f"{prefix}dbc({channel}, {folded_db})"
-        if not self.interpreted:
-            # a helper binds both codes once per row (its arguments are projected) and stays compiled; a
-            # higher-order function would send the whole row code to the interpreter (filter_decided_by at
-            # 100 rules: 12.9x a bare scan that way)
-            return f"{prefix}pick({dbc}, {table_call})", table_call
-        pick = sql_case([("r_.dc IN (2, 3)", "r_.dc"), ("r_.tc = 0", "r_.dc")], "r_.tc")
-        row_code = f"aggregate(array(named_struct('dc', {dbc}, 'tc', {table_call})), 0, (a_, r_) -> {pick})"
-        return row_code, table_call
+
+        def call(dc: str) -> str:
+            return f"{prefix}tc({channel}, {key_db}, {folded_table}, {last}, {dc})"
+        return call(f"{prefix}dbc({channel}, {folded_db})"), call(str(APPLYING_DB_CODE))
 
     def statement_call(self, prefix: str, channel: str, folded_default_db: str) -> str:
         """The call of the statement code helper for the public functions' arguments."""
@@ -388,7 +391,7 @@ class _Compiler:
         # try_element_at, not element_at: Spark 4.2 treats element_at(<literal array>, <nullable index>) as
         # non-nullable and returns the last element for a NULL index (tests pin this)
         labels = "array(" + ", ".join(sql_str(LABELS[i]) for i in range(1, max(LABELS) + 1)) + ")"
-        row_true = ", ".join(map(str, ROW_TABLE_TRUE))
+        row_true = ", ".join(map(str, ROW_TRUE_GIVEN_APPLYING_DB))
         return [
             ("should_apply", ROW_PARAMS, "BOOLEAN",
              f"{prefix}dbc({channel}, {folded_db}) >= 16 AND {table_call} IN ({row_true})"),
