@@ -54,8 +54,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from rpl_sql.compile import compile_functions  # noqa: E402
 from rpl_sql.evaluate import RowEvent, decide_row  # noqa: E402
-from rpl_sql.rules import Filters, FilterType as T, fold, like_tokens  # noqa: E402
-from rpl_sql.state import Channel, ServerState  # noqa: E402
+from rpl_sql.rules import FilterType as T, fold, like_tokens  # noqa: E402
+from rpl_sql.state import ServerState  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 CHANNELS = ("", "src_eu", "src_us")
