@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 from sparkjvm import spark_jvm_env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class StandaloneCluster:
@@ -28,9 +22,9 @@ class StandaloneCluster:
 
         self.tmp = tmp
         self.home = Path(pyspark.__file__).parent
-        self.port, self.ui = free_port(), free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = dict(spark_jvm_env(tmp), SPARK_DAEMON_MEMORY="256m", SPARK_WORKER_DIR=str(tmp / "work"))
+        self.url, self.ui = "", 0
+        self.env = dict(spark_jvm_env(tmp), SPARK_DAEMON_MEMORY="256m", SPARK_WORKER_DIR=str(tmp / "work"),
+                        SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
         self.procs: list[subprocess.Popen] = []
         self.n_workers = workers
 
@@ -42,14 +36,22 @@ class StandaloneCluster:
         log.close()
 
     def start(self, timeout: float = 180) -> "StandaloneCluster":
-        self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                     "--port", str(self.port), "--webui-port", str(self.ui))
-        for i in range(self.n_workers):
-            self._daemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                         "--cores", "1", "--memory", "1500m", "--webui-port", str(free_port()),
-                         "--work-dir", str(self.tmp / f"work{i}"), self.url)
+        """Every port is the kernel's choice (0), read back from the master's log: a port picked here and bound
+        later can be taken in between by another test's JVM, whose UI then answers the master's queries."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                     "--port", "0", "--webui-port", "0")
+        while not (self.url and self.ui) and time.monotonic() < deadline and self.procs[0].poll() is None:
+            log = (self.tmp / "master.log").read_text(errors="replace")
+            url = re.search(r"Starting Spark master at (spark://\S+)", log)
+            ui = re.search(r"Successfully started service 'MasterUI' on port (\d+)", log)
+            self.url, self.ui = (url[1], int(ui[1])) if url and ui else ("", 0)
+            time.sleep(0.2)
+        for i in range(self.n_workers if self.url else 0):
+            self._daemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                         "--cores", "1", "--memory", "1500m", "--webui-port", "0",
+                         "--work-dir", str(self.tmp / f"work{i}"), self.url)
+        while self.url and time.monotonic() < deadline:
             if any(p.poll() is not None for p in self.procs):
                 break
             try:
