@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,12 +22,6 @@ from sparkjvm import spark_jvm_env
 pytestmark = pytest.mark.spark
 
 READY = "Spark Connect server started"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _spark_env(tmp: Path) -> dict[str, str]:
@@ -52,11 +46,10 @@ def connect_url(tmp_path_factory):
     if missing:
         pytest.skip(f"Spark Connect client dependencies missing: {', '.join(missing)}")
     tmp = tmp_path_factory.mktemp("connect")
-    port = _free_port()
     cmd = [str(home / "bin" / "spark-submit"), "--master", "local[1]",
            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-           "--conf", f"spark.connect.grpc.binding.port={port}",
+           "--conf", "spark.connect.grpc.binding.port=0",  # the kernel's pick, read back below
            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
            "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=1g",
            "--conf", "spark.sql.session.timeZone=UTC",
@@ -69,13 +62,13 @@ def connect_url(tmp_path_factory):
                             stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while READY not in log_path.read_text(errors="replace"):
+        while not (ready := re.search(READY + r" at: 127\.0\.0\.1:(\d+)", log_path.read_text(errors="replace"))):
             if proc.poll() is not None:
                 pytest.fail(f"Connect server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
             if time.monotonic() > deadline:
                 pytest.fail(f"Connect server not ready in 240 s:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}", tmp
+        yield f"sc://127.0.0.1:{ready[1]}", tmp
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
