@@ -555,7 +555,7 @@ def main(argv=None) -> None:
     for r in sizes:
         state = make_rules(r)
         t0 = time.perf_counter()
-        compiled = compile_functions(state, jit_huge_methods=jit, jvm="udf" if args.jvm == "auto" else None,
+        compiled = compile_functions(state, jit_huge_methods=jit, jvm="expression" if args.jvm == "auto" else None,
                                      **map_kw(sys.modules["rpl_sql.compile"], spark))
         t_compile = time.perf_counter() - t0
         if compiled.jvm_spec is not None:

@@ -97,7 +97,7 @@ def describe(state: ServerState) -> str:
 def register(spark, state: ServerState, encoding: str | None = None, jit: bool = False, applier: bool = False,
              jvm: str | None = None):
     """The public functions and, with `applier`, beside them the applier's set (its own helpers); `jvm`
-    'udf': the public functions' table code by the Java UDF where the SQL's would be interpreted."""
+    'expression': the public functions' table code by the JVM function (a Catalyst expression)."""
     from rpl_sql.spark.env import map_lookup_hash_min
     from rpl_sql.spark.functions import register_table_code
 
@@ -291,7 +291,7 @@ EVENTS_PER_STATE = 200
           phases=[Phase.explicit, Phase.reuse, Phase.generate], suppress_health_check=list(HealthCheck))
 @given(data=st.data(), lctn=st.sampled_from([0, 1, 2]), seed=st.integers(0, 2**32 - 1),
        encoding=st.sampled_from([None, "case", "flat"]), set_map_min=st.sampled_from([SET_MAP_MIN, 1]),
-       jvm=st.sampled_from([None, "udf"]))
+       jvm=st.sampled_from([None, "expression"]))
 def test_differential_against_reference(spark, data, lctn, seed, encoding, set_map_min, jvm):
     """Three random states (1-4 channels each) merged under channel-name prefixes; 200 row + 200 statement
     events per state; all five functions in one query; every value compared with the reference. Half the
@@ -682,7 +682,7 @@ def test_large_configurations_are_exact_interpreted_and_compiled(spark, lctn, re
     `_` shapes, whole-key prefixes, the dotted names' path) must agree with the reference."""
     monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 100_000 if regime == "compiled" else 1000)
     state = _large_state(lctn, seed=lctn)
-    jvm = "udf" if regime == "JVM" else None
+    jvm = "expression" if regime == "JVM" else None
     assert regime in compile_functions(state, jvm=jvm).encoding
     rnd = random.Random(lctn)
     events = make_events(state, lctn, 1500)
@@ -729,7 +729,7 @@ def test_guarded_forms_exactly(spark, lctn, monkeypatch):
     assert "code compiled" in compile_functions(state, jit_huge_methods=True).encoding
     bad = run_events(spark, state, events, jit=True)
     assert not bad, f"{len(bad)} mismatches (compiled), first: {bad[:3]}"
-    bad = run_events(spark, state, events, jvm="udf")
+    bad = run_events(spark, state, events, jvm="expression")
     assert not bad, f"{len(bad)} mismatches (JVM), first: {bad[:3]}"
 
 
@@ -748,9 +748,29 @@ def test_fixed_length_patterns_of_few_shapes(spark, lctn, regime, monkeypatch):
             ("ABC", "X1"), ("QZ", "RZS"), ("aXbXc", "t"), ("aXbYc", "t"), ("aXbXd", "t"), ("aébXc", "t")]
     events = [(ch, d, t, None, None, None) for ch in ("", "ch1") for d, t in rows]
     monkeypatch.setattr("rpl_sql.compile.codes.COMPILE_MAX_CHARS", 6000 if regime == "compiled" else 1000)
-    jvm = "udf" if regime == "JVM" else None
+    jvm = "expression" if regime == "JVM" else None
     assert regime in compile_functions(state, jvm=jvm).encoding
     bad = run_events(spark, state, events, jvm=jvm)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
+
+
+def test_the_jvm_memo_tells_colliding_names_apart_and_stays_exact_past_its_bound(spark, monkeypatch):
+    """The JVM table code's per-task memo hashes a name by its length and first and last eight bytes: names
+    equal in those are told apart by their bytes. One task of 420,000 rows passes its bound (2^18 decisions),
+    after which it decides without memoising; every distinct row's answer is the reference's."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
+    colliding = [f"aaaaaaaa{c}zzzzzzzz" for c in "0123456789é"]
+    state = state_of(0, default=F(do_table=["db." + colliding[1], "db." + colliding[10]], wild_do=["db.t%5"]),
+                     ch1=F(ignore_table=["db." + colliding[2]], wild_ignore=["d_.t1%"]))
+    register(spark, state, jvm="expression")
+    names = "array(" + ", ".join(f"'{n}'" for n in colliding) + ")"
+    got = spark.range(0, 420_000, 1, 1).selectExpr(
+        "CASE WHEN id % 2 = 0 THEN '' ELSE 'ch1' END AS c", "CASE WHEN id % 7 = 0 THEN 'dx' ELSE 'db' END AS d",
+        f"CASE WHEN id % 3 = 0 THEN element_at({names}, CAST(id % 11 AS INT) + 1) ELSE concat('t', id) END AS t"
+    ).selectExpr("c", "d", "t", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l").distinct().collect()
+    assert len(got) > 2 ** 18
+    bad = [(r.c, r.d, r.t, r.v, r.l) for r in got
+           if (r.v, r.l) != ((d := decide_row(state.channel(r.c).filters, RowEvent(r.d, r.t), 0)).apply, d.decided_by)]
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
@@ -806,7 +826,7 @@ def test_without_a_jdk_the_compiled_sql_decides(spark, tmp_path, monkeypatch):
     state = _large_state(0, seed=3)
     monkeypatch.setattr(jvm, "possible", lambda: True)  # as if a jar were there, and then none can be built
     installer = FunctionInstaller(spark)
-    assert installer.flags["jvm"] == "udf"
+    assert installer.flags["jvm"] == "expression"
     compiled = installer.install(state)
     assert "interpreted" in compiled.encoding and compiled.jvm_spec is None and installer.flags["jvm"] is None
     rows = [(ch.name, *instantiate(p, random.Random(1), "a").split(".", 1))

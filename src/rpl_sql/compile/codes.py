@@ -31,6 +31,9 @@ COMPILE_MAX_CHARS = 6000  # a larger row table code is interpreted, not compiled
 # ... unless the JVMs JIT-compile huge methods (-XX:-DontCompileHugeMethods): then up to this size, which keeps
 # whole-stage codegen's method under Janino's 64 KB limit (27,000 characters made a 49 KB method)
 COMPILE_MAX_CHARS_JIT = 30000
+# ... and from this size the JVM table code (a Catalyst expression's memo) where the session has it: at 10
+# rules per channel (3,251 chars) it took should_apply from 2.36x to 1.78x the bare scan, at 3 (1,618) it tied
+JVM_MIN_CHARS = 2000
 MAP_CHUNK = 64  # max entries of one literal map (element_at scans maps linearly)
 SET_MAP_MIN = 64  # an exact list this long is one map literal, not an IN list (see in_list)
 MAP_HASH_MIN = 1000  # Spark 4.2's default spark.sql.optimizer.mapLookupHashThreshold

@@ -10,6 +10,7 @@ from rpl_sql.compile.codes import (
     CASE_MAX_GROUPS,
     COMPILE_MAX_CHARS_JIT,
     HELPER_PREFIX,
+    JVM_MIN_CHARS,
     JVM_TABLE_CODE,
     LABELS,
     MAP_CHUNK,
@@ -312,12 +313,15 @@ class _Compiler:
 
         code = self.dispatch(compiled_code, "k IS NULL OR t IS NULL")
         # the size of the code: the dotted paths' regexes and sets are constants in the generated class
-        too_big = len(code) - constants > self.max_compiled
-        if too_big and self.jvm is not None:
-            # the JVM function instead (rpl_sql/jvm): one memoised lookup per row, at any rule count
+        size = len(code) - constants
+        too_big = size > self.max_compiled
+        if self.jvm is not None and (too_big or (self.jvm == "expression" and size > JVM_MIN_CHARS)):
+            # the JVM function instead (rpl_sql/jvm): one memoised lookup per row, at any rule count; as a
+            # Catalyst expression it beats the generated SQL from a few rules on, the Hive function only past
+            # the size at which that SQL would be interpreted
             spec = table_rules_spec([(ch.name if self.index is None else str(self.index[ch.name]), ch)
                                      for ch in self.chans], self.lctn, self.index is not None)
-            call = (f"{JVM_TABLE_CODE}(c, k, t)" if self.jvm == "udf" else
+            call = (f"{JVM_TABLE_CODE}(c, k, t)" if self.jvm == "expression" else
                     f"{JVM_TABLE_CODE}({sql_str(spec)}, c, k, t)")
 
             def jvm_code(g: ChannelGroup) -> str:  # the function answers 0 where a channel has no table rules
@@ -427,13 +431,14 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     prefix: the applier's set under another prefix, so that two states' sets live in one session (the
     impact of a filter change decides with the current and the proposed filters side by side).
 
-    jvm: where the row table code would be interpreted (past the size limit), call the JVM table code
-    (rpl_sql/jvm) instead: 'udf', a Java UDF the caller registers as JVM_TABLE_CODE with the result's
-    jvm_spec (Python sessions); 'hive', the spec as a literal first argument of a Hive function of that
-    name (the spark-sql shell, where CREATE FUNCTION ... USING JAR takes Hive functions).
+    jvm: call the JVM table code (rpl_sql/jvm) instead of the row table code's SQL: 'expression', a Catalyst
+    expression the caller registers as JVM_TABLE_CODE with the result's jvm_spec (Python sessions), from
+    JVM_MIN_CHARS of SQL on; 'hive', the spec as a literal first argument of a Hive function of that name
+    (the spark-sql shell, where CREATE FUNCTION ... USING JAR takes Hive functions), where the SQL would
+    be interpreted (past the size limit).
     """
-    if jvm not in (None, "udf", "hive"):
-        raise ValueError(f"jvm {jvm!r}: None, 'udf' or 'hive'")
+    if jvm not in (None, "expression", "hive"):
+        raise ValueError(f"jvm {jvm!r}: None, 'expression' or 'hive'")
     if prefix is not None and not (applier and prefix.isidentifier()):
         raise ValueError(f"prefix {prefix!r}: an identifier, for the applier's set only")
     comp = _Compiler(state, encoding, jit_huge_methods, map_hash_min, jvm)

@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 
 SOURCES = Path(__file__).with_name("java")
-UDF_CLASS = "rpl_sql.jvm.TableCode"
-HIVE_CLASS = "rpl_sql.jvm.TableCodeHive"
+FUNCTION_CLASS = "rpl_sql.jvm.TableCodeFunction"  # Python sessions: a Catalyst expression's builder
+HIVE_CLASS = "rpl_sql.jvm.TableCodeHive"  # the spark-sql shell: CREATE FUNCTION ... USING JAR
 
 
 class JarUnavailable(RuntimeError):

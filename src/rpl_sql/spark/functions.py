@@ -26,7 +26,7 @@ def compile_flags(spark: Any = None) -> dict[str, Any]:
                 "jvm": "hive" if jvm.possible() else None}
     classic = hasattr(spark, "_jsparkSession")
     return {"jit_huge_methods": jit_huge_methods(spark), "map_hash_min": map_lookup_hash_min(spark),
-            "jvm": "udf" if classic and jvm.possible() else None}
+            "jvm": "expression" if classic and jvm.possible() else None}
 
 
 def compile_with_jar(state: ServerState, flags: dict[str, Any], **kw: Any) -> tuple[CompiledFunctions, str | None]:
@@ -45,18 +45,20 @@ def compile_with_jar(state: ServerState, flags: dict[str, Any], **kw: Any) -> tu
 
 def register_table_code(spark: Any, spec: str, jar: str | None = None) -> None:
     """JVM_TABLE_CODE in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
-    from the driver), the UDF built by the session's jar class loader and registered as a temporary function."""
+    from the driver), and a Catalyst expression's builder, loaded by the session's jar class loader, put in
+    its function registry as a temporary function (what a Java UDF's registration does, minus the
+    conversion of every argument to a Java object)."""
     jar = jar or str(jvm.jar_path())
     jss = spark._jsparkSession
     if _JARS_ADDED.get(spark) != jar:
         jss.sessionState().resourceLoader().addJar(jar)  # what ADD JAR does, without quoting a path into SQL
         _JARS_ADDED[spark] = jar
     gw = spark.sparkContext._gateway
-    cls = jss.sharedState().jarClassLoader().loadClass(jvm.UDF_CLASS)
+    cls = jss.sharedState().jarClassLoader().loadClass(jvm.FUNCTION_CLASS)
     args = gw.new_array(gw.jvm.java.lang.Object, 1)
     args[0] = spec
-    udf = cls.getConstructors()[0].newInstance(args)
-    jss.udf().register(JVM_TABLE_CODE, udf, gw.jvm.org.apache.spark.sql.types.DataTypes.IntegerType)
+    builder = cls.getConstructors()[0].newInstance(args)
+    jss.sessionState().functionRegistry().createOrReplaceTempFunction(JVM_TABLE_CODE, builder, "java_udf")
 
 
 class FunctionInstaller:

@@ -21,7 +21,7 @@ public final class TableRules {
   private static final int MEMO_MAX = 1 << 20;
   private static final Map<String, TableRules> PARSED = new ConcurrentHashMap<>();
 
-  private final boolean bytes;
+  final boolean bytes;
   private final boolean byIndex;
   private final HashMap<Object, Channel> channels = new HashMap<>();
   private final ConcurrentHashMap<Object, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> memo =
@@ -76,6 +76,11 @@ public final class TableRules {
           throw new IllegalArgumentException("bad spec line: " + lines[i]);
       }
     }
+  }
+
+  /** The rules of the channel with this Integer index or String name; null for an unknown channel. */
+  Channel channel(Object key) {
+    return channels.get(key);
   }
 
   /** The code; NULL for a NULL argument or an unknown channel. `c`: the channel's INT index or its name. */

@@ -1,0 +1,205 @@
+package rpl_sql.jvm;
+
+import java.io.Serializable;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.function.Function;
+import java.util.function.IntFunction;
+import java.util.function.ToIntBiFunction;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.array.ByteArrayMethods;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * One task's table code, memoised on Spark's own string bytes: the channel (an INT index or a name) gives a
+ * per-channel memo, which answers a (db, table) from an open-addressing table, deciding by TableRules on a
+ * miss; at most MEMO_MAX decisions are kept. A copy is deserialised per task, so nothing here is shared
+ * between threads. Generated code sees it only through the JDK's function interfaces: Spark's code
+ * generator need not load this jar's classes.
+ */
+public final class TableCodeMemo implements IntFunction<Object>, Function<Object, Object>, Serializable {
+  private static final long serialVersionUID = 1L;
+  private static final int MEMO_MAX = 1 << 18;
+  private static final Object UNKNOWN = new Object();
+  private final String spec;
+  private transient TableRules rules;
+  private transient Object[] byIndex;  // PerChannel or UNKNOWN, by the channel's index
+  private transient HashMap<UTF8String, Object> byName;
+  private transient int size;
+
+  public TableCodeMemo(String spec) {
+    this.spec = spec;
+    TableRules.of(spec);  // a bad spec fails here, on the driver
+  }
+
+  private void open() {
+    rules = TableRules.of(spec);
+    byIndex = new Object[16];
+    byName = new HashMap<>();
+  }
+
+  /** The memo of the channel with this index; null for an unknown channel. */
+  @Override
+  public Object apply(int channel) {
+    if (rules == null) {
+      open();
+    }
+    if (channel < 0 || channel >= byIndex.length) {
+      return make(Integer.valueOf(channel));
+    }
+    Object m = byIndex[channel];
+    if (m == null) {
+      m = byIndex[channel] = orUnknown(make(Integer.valueOf(channel)));
+    }
+    return m == UNKNOWN ? null : m;
+  }
+
+  /** The memo of the channel of this name (a UTF8String) or index (an Integer); null for an unknown channel. */
+  @Override
+  public Object apply(Object channel) {
+    if (channel instanceof Integer) {
+      return apply(((Integer) channel).intValue());
+    }
+    if (rules == null) {
+      open();
+    }
+    UTF8String name = (UTF8String) channel;
+    Object m = byName.get(name);
+    if (m == null) {
+      m = orUnknown(make(name.toString()));
+      byName.put(name.copy(), m);
+    }
+    return m == UNKNOWN ? null : m;
+  }
+
+  private PerChannel make(Object key) {
+    return rules.channel(key) == null ? null : new PerChannel(key);
+  }
+
+  private static Object orUnknown(Object m) {
+    return m == null ? UNKNOWN : m;
+  }
+
+  /** The code of a row, as TableRules.code answers it; null for a NULL argument or an unknown channel. */
+  public Integer code(Object channel, UTF8String k, UTF8String t) {
+    if (channel == null || k == null || t == null) {
+      return null;
+    }
+    PerChannel m = (PerChannel) apply(channel);
+    return m == null ? null : m.applyAsInt(k, t);
+  }
+
+  /**
+   * One channel's decisions in an open-addressing table of ints, the names' bytes in one array: a hit reads
+   * one slot and compares bytes in place, where maps of string objects chased several pointers a row.
+   */
+  final class PerChannel implements ToIntBiFunction<Object, Object> {
+    private static final int STRIDE = 8;  // db hash, table hash, offset, db length, table length, code + 1
+    private final Object key;
+    private int[] slots = new int[STRIDE << 10];
+    private int mask = (1 << 10) - 1;
+    private int used;
+    private byte[] names = new byte[1 << 14];
+    private int end;
+
+    PerChannel(Object key) {
+      this.key = key;
+    }
+
+    @Override
+    public int applyAsInt(Object db, Object table) {
+      UTF8String k = (UTF8String) db;
+      UTF8String t = (UTF8String) table;
+      int kn = k.numBytes();
+      int tn = t.numBytes();
+      int hk = hash(k, kn);
+      int ht = hash(t, tn);
+      int i = mix(hk, ht) & mask;
+      while (true) {
+        int b = i * STRIDE;
+        int v = slots[b + 5];
+        if (v == 0) {
+          return insert(i, k, t, hk, ht, kn, tn);
+        }
+        if (slots[b] == hk && slots[b + 1] == ht && slots[b + 3] == kn && slots[b + 4] == tn
+            && same(k, slots[b + 2]) && same(t, slots[b + 2] + kn)) {
+          return v - 1;
+        }
+        i = (i + 1) & mask;
+      }
+    }
+
+    private boolean same(UTF8String s, int at) {
+      return ByteArrayMethods.arrayEquals(s.getBaseObject(), s.getBaseOffset(), names,
+          Platform.BYTE_ARRAY_OFFSET + at, s.numBytes());
+    }
+
+    private int insert(int i, UTF8String k, UTF8String t, int hk, int ht, int kn, int tn) {
+      // the JVM's memo (TableRules) first: the tasks of a query share their decisions, each task its hits
+      int v = rules.code(key, k.toString(), t.toString());
+      if (size >= MEMO_MAX) {
+        return v;
+      }
+      if ((long) end + kn + tn > names.length) {
+        names = Arrays.copyOf(names, (int) Math.min(Integer.MAX_VALUE - 8, 2L * (end + kn + tn)));
+      }
+      k.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end);
+      t.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end + kn);
+      int b = i * STRIDE;
+      slots[b] = hk;
+      slots[b + 1] = ht;
+      slots[b + 2] = end;
+      slots[b + 3] = kn;
+      slots[b + 4] = tn;
+      slots[b + 5] = v + 1;
+      end += kn + tn;
+      size++;
+      if (++used * 2 > mask) {
+        grow();
+      }
+      return v;
+    }
+
+    private void grow() {
+      int[] old = slots;
+      mask = mask * 2 + 1;
+      slots = new int[(mask + 1) * STRIDE];
+      for (int b = 0; b < old.length; b += STRIDE) {
+        if (old[b + 5] != 0) {
+          int i = mix(old[b], old[b + 1]) & mask;
+          while (slots[i * STRIDE + 5] != 0) {
+            i = (i + 1) & mask;
+          }
+          System.arraycopy(old, b, slots, i * STRIDE, STRIDE);
+        }
+      }
+    }
+  }
+
+  /**
+   * A cheap hash of a name's bytes: its first and last eight (or four, or one) and its length. Names that
+   * share them collide and are told apart by comparing bytes; this is several times cheaper than Murmur3.
+   */
+  static int hash(UTF8String s, int n) {
+    Object base = s.getBaseObject();
+    long off = s.getBaseOffset();
+    long h;
+    if (n >= 8) {
+      h = Platform.getLong(base, off) * 0x9E3779B97F4A7C15L ^ Platform.getLong(base, off + n - 8);
+    } else if (n >= 4) {
+      h = (Platform.getInt(base, off) & 0xFFFFFFFFL) << 32 | (Platform.getInt(base, off + n - 4) & 0xFFFFFFFFL);
+    } else {
+      h = 0;
+      for (int j = 0; j < n; j++) {
+        h = h << 8 | (Platform.getByte(base, off + j) & 0xFF);
+      }
+    }
+    h = (h ^ n) * 0xC2B2AE3D27D4EB4FL;
+    return (int) (h ^ (h >>> 29));
+  }
+
+  private static int mix(int hk, int ht) {
+    int h = hk * 0x9E3779B1 + ht;
+    return h ^ (h >>> 15);
+  }
+}
