@@ -5,6 +5,7 @@ replica service's SQL thread decides on the cluster. The warehouse is a local pa
 one-machine cluster sees, as a shared filesystem would give a real one."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -111,6 +112,36 @@ def test_apply_runs_on_the_master_that_spark_defaults_names(cluster, warehouse, 
     assert len(cluster.executor_dirs(app["id"])) == 2
 
 
+def many_wild_rules(session: Session) -> None:
+    """Enough wild rules on ch1 that the row table code is the JVM function in every kind of session."""
+    session.execute(SETUP)
+    many = ", ".join(f"'db1.zz{i}\\_%'" for i in range(400))
+    session.execute(f"CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE = ({many}, 'db1.tmp%', 'db1.a\\_b%', "
+                    f"'we;ird\\'db.x;%') FOR CHANNEL 'ch1'")
+
+
+def spread_query(rows: int = 300000) -> str:
+    """The row events over `rows` rows in six partitions: counts per event of what the functions answer."""
+    n = len(ROW_EVENTS)
+
+    def pick(k: int) -> str:
+        return f"element_at(array({', '.join(script_literal(e[k]) for e in ROW_EVENTS)}), CAST(id % {n} AS INT) + 1)"
+
+    return (f"SELECT i, count(*), count_if(should_apply(c, d, t)), min(filter_decided_by(c, d, t)), "
+            f"min(rewrite_db(c, d)) FROM (SELECT /*+ REPARTITION(6) */ id % {n} AS i, {pick(0)} AS c, "
+            f"{pick(1)} AS d, {pick(2)} AS t FROM range({rows})) GROUP BY i ORDER BY i")
+
+
+def spread_want(session: Session, rows: int = 300000) -> list[list[str]]:
+    """spread_query's rows as the reference evaluator has them, as spark-sql prints cells."""
+    n, want = len(ROW_EVENTS), []
+    for i, (c, d, t) in enumerate(ROW_EVENTS):
+        dec = decide(session.state.channel(c).filters, RowEvent(d, t))
+        count = len(range(i, rows, n))
+        want.append([str(i), str(count), str(count if dec.apply else 0), cell(dec.decided_by), cell(dec.database)])
+    return want
+
+
 @pytest.mark.spark
 def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
     """A wheel installed in a new virtual environment: its `rpl-sql` exports, and the real spark-sql shell runs
@@ -121,33 +152,17 @@ def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
     python = str(venv / "bin" / "python")
     wh = tmp_path / "wh"
     session = Session(str(wh))
-    session.execute(SETUP)
-    # enough wild rules that the row table code is the JVM function: a Hive function from the jar that the
-    # wheel's rpl-sql builds, which the executors fetch from the driver
-    many = ", ".join(f"'db1.zz{i}\\_%'" for i in range(400))
-    session.execute(f"CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE = ({many}, 'db1.tmp%', 'db1.a\\_b%', "
-                    f"'we;ird\\'db.x;%') FOR CHANNEL 'ch1'")
+    many_wild_rules(session)  # the JVM function: a Hive function from the jar that the wheel's rpl-sql builds
     init, text = export([str(venv / "bin" / "rpl-sql")], wh, tmp_path)
     assert f"PYSPARK_PYTHON={python} spark-sql" in text
     assert "AS 'rpl_sql.jvm.TableCodeHive' USING JAR" in text
-    n = len(ROW_EVENTS)
-
-    def pick(k: int) -> str:
-        return f"element_at(array({', '.join(script_literal(e[k]) for e in ROW_EVENTS)}), CAST(id % {n} AS INT) + 1)"
-
-    spread = (f"SELECT i, count(*), count_if(should_apply(c, d, t)), min(filter_decided_by(c, d, t)), "
-              f"min(rewrite_db(c, d)) FROM (SELECT /*+ REPARTITION(6) */ id % {n} AS i, {pick(0)} AS c, "
-              f"{pick(1)} AS d, {pick(2)} AS t FROM range(300000)) GROUP BY i ORDER BY i")
+    spread = spread_query()
     apps = cluster.apps()
     got, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY), ("spread", spread)] + function_sections(),
                            python=python, master=cluster.url)
     assert got["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert [got["rows"], got["statements"]] == list(expected_functions(session.state))
-    want = []
-    for i, (c, d, t) in enumerate(ROW_EVENTS):
-        dec = decide(session.state.channel(c).filters, RowEvent(d, t))
-        count = len(range(i, 300000, n))
-        want.append([str(i), str(count), str(count if dec.apply else 0), cell(dec.decided_by), cell(dec.database)])
+    want = spread_want(session)
     assert got["spread"] == want
     (app,) = new_apps(cluster, apps)
     assert len(cluster.executor_dirs(app["id"])) == 2
@@ -179,3 +194,44 @@ def test_the_replica_service_decides_on_the_cluster(warehouse, servers, cluster)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+# Runs in its own interpreter (the module has no session): argv = master URL, warehouse, query. Prints JSON.
+PYTHON_SESSION = r'''
+import json, sys
+from pyspark.sql import SparkSession
+import rpl_sql
+
+url, wh, query = sys.argv[1:4]
+spark = (SparkSession.builder.master(url).appName("rpl_sql-python").config("spark.ui.enabled", "false")
+         .config("spark.executor.memory", "700m").config("spark.cores.max", "2")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+session = rpl_sql.register(spark, wh)
+encoding = session.surface.functions.encoding
+rows = [["NULL" if v is None else str(v) for v in r] for r in spark.sql(query).collect()]
+print("RESULT " + json.dumps({"encoding": encoding, "rows": rows}))
+spark.stop()
+'''
+
+
+@pytest.mark.spark
+def test_the_jvm_table_code_of_a_python_session_on_the_cluster(cluster, tmp_path):
+    """A PySpark session on the cluster: `register` puts the JVM table code in as a Catalyst expression, the
+    executors load it from the jar the driver added, and the functions' answers over rows spread across both
+    executors equal the reference evaluator's."""
+    wh = tmp_path / "wh"
+    session = Session(str(wh))
+    many_wild_rules(session)
+    apps = cluster.apps()
+    proc = subprocess.run([sys.executable, "-c", PYTHON_SESSION, cluster.url, str(wh), spread_query()],
+                          env=dict(cluster.env, SPARK_DRIVER_MEMORY="1g", PYSPARK_PYTHON=sys.executable),
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    got = json.loads(line[len("RESULT "):])
+    assert "a JVM function (expression" in got["encoding"]
+    assert got["rows"] == spread_want(session)
+    (app,) = new_apps(cluster, apps)
+    assert len(cluster.executor_dirs(app["id"])) == 2
