@@ -754,6 +754,28 @@ def test_fixed_length_patterns_of_few_shapes(spark, lctn, regime, monkeypatch):
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
+@pytest.mark.parametrize("lctn", [0, 1])
+@pytest.mark.parametrize("regime", ["compiled", "JVM"])
+def test_rewrite_and_database_rules_decide_alike_in_every_regime(spark, lctn, regime, monkeypatch):
+    """The rewrite moves a row's key to the target database before the table rules, and the database rules
+    see the target too: in the JVM regime both happen in the JVM's row code (one memoised lookup), which
+    must agree with the reference for rewritten and untouched databases, NULL tables and mixed case."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0 if regime == "JVM" else 10**9)
+    state = state_of(lctn, default=F(rewrite=[("src", "dst"), ("Mixed", "dst")], do_db=["dst", "keep"],
+                                     do_table=["dst.t1"], wild_do=["dst.x%", "keep.%"]),
+                     ch1=F(rewrite=[("a", "b"), ("c", "d")], ignore_db=["b"], wild_ignore=["d.t%"],
+                           ignore_table=["c.t1"]),
+                     ch2=F(rewrite=[("e", "f")], wild_ignore=["f.t%"], do_table=["e.t1", "f.x1"]),
+                     ch3=F(rewrite=[("g", "h")], do_db=["h"]))
+    jvm = "expression" if regime == "JVM" else None
+    assert ("with the database rules and rewrite" in compile_functions(state, jvm=jvm).encoding) == (jvm is not None)
+    dbs = ["src", "dst", "Mixed", "mixed", "SRC", "keep", "a", "b", "c", "d", "e", "f", "g", "h", "zz", None]
+    events = [(ch, d, t, None, None, None) for ch in ("", "ch1", "CH2", "ch3", "nope") for d in dbs
+              for t in ("t1", "x1", "T1", "y", None)]
+    bad = run_events(spark, state, events, jvm=jvm)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
+
+
 def test_the_jvm_memo_tells_colliding_names_apart_and_stays_exact_past_its_bound(spark, monkeypatch):
     """The JVM table code's per-task memo hashes a name by its length and first and last eight bytes: names
     equal in those are told apart by their bytes. One task of 420,000 rows passes its bound (2^18 decisions),

@@ -20,7 +20,7 @@ LABELS = {
     10: T.DO_TABLE.value, 11: T.IGNORE_TABLE.value, 12: T.WILD_DO_TABLE.value, 13: T.WILD_IGNORE_TABLE.value,
     14: DEFAULT, 15: DEFAULT, 16: T.DO_DB.value, 17: NONE, 18: NONE, 19: DEFAULT,
 }
-TRUE_CODES = (1, 4, 8, 10, 12, 14, 16, 17, 18, 19)
+TRUE_CODES = (1, 4, 8, 10, 12, 14, 16, 17, 18, 19)  # rows' among them: ROW_TRUE_CODES
 APPLYING_DB_CODE = 16  # should_apply's database code for the table code helper, once it has tested dbc >= 16
 ROW_TRUE_GIVEN_APPLYING_DB = (10, 12, 14, APPLYING_DB_CODE)  # the helper's applied answers given that code
 
@@ -44,6 +44,8 @@ STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
 HELPER_PREFIX = "rpl_sql__"  # prefix of the helper functions
 APPLIER_PREFIX = "rpl_sql_apply__"  # prefix of the applier's set: its own helpers, never the session's
 JVM_TABLE_CODE = HELPER_PREFIX + "jtc"  # the JVM table code (rpl_sql/jvm), where the session has it
+JVM_ROW_CODE = HELPER_PREFIX + "jrc"  # the JVM's whole row code (database rules, rewrite, table rules)
+ROW_TRUE_CODES = (10, 12, 14, 16, 17, 18)  # the row codes that apply
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,13 @@ from rpl_sql.compile.codes import (
     COMPILE_MAX_CHARS_JIT,
     HELPER_PREFIX,
     JVM_MIN_CHARS,
+    JVM_ROW_CODE,
     JVM_TABLE_CODE,
     LABELS,
     MAP_CHUNK,
     MAP_PAD_MAX,
     APPLYING_DB_CODE,
+    ROW_TRUE_CODES,
     ROW_TRUE_GIVEN_APPLYING_DB,
     STATEMENT_TYPE,
     TRUE_CODES,
@@ -80,6 +82,12 @@ class _Compiler:
         self.groups = groups
         self.interpreted = False
         self.why = why
+
+    @property
+    def row_jvm(self) -> bool:
+        """The rows' whole code is the JVM's (JVM_ROW_CODE): where the table code is its Catalyst expression,
+        the database rules and the rewrite go in the same memoised lookup (table_code_helper decides)."""
+        return self.jvm == "expression" and self.jvm_spec is not None
 
     @property
     def ctype(self) -> str:
@@ -272,7 +280,9 @@ class _Compiler:
         # folding: a helper outside lambdas (the translate table is ~3k characters), inline inside them
         fold = (lambda x: f"{prefix}fold({x})") if self.lctn else (lambda x: x)
         out = [self.fold_helper(prefix)] if self.lctn else []
-        out += [self.db_code_helper(prefix), self.table_code_helper(prefix), self.statement_code_helper(prefix)]
+        table_code = self.table_code_helper(prefix)
+        out += [self.db_code_helper(prefix)] + ([] if self.row_jvm else [table_code])
+        out.append(self.statement_code_helper(prefix))
         channel = self.canon()
         out.append((*rewrite, self.rewrite_body(channel, fold("db_name"))))
         row_code, table_call = self.row_calls(prefix, channel, fold("db_name"), fold("table_name"))
@@ -369,6 +379,9 @@ class _Compiler:
         """(the row's code, should_apply's call of the table code helper) that the row functions share: both
         one call of `tc`, given the row's database code or, for should_apply (which has tested it), an
         applying one."""
+        if self.row_jvm:
+            code = f"{JVM_ROW_CODE}({channel}, {folded_db}, {folded_table})"
+            return code, code
         key_db = self.key_db(folded_db, c=channel)
         # tc's fourth argument: interpreted, the key; compiled, `x`: NULL for every row, but a regex to Spark
         # (4.2+, SPARK-47672), which then keeps a WHERE clause above the projection of tc's arguments instead
@@ -396,9 +409,10 @@ class _Compiler:
         # non-nullable and returns the last element for a NULL index (tests pin this)
         labels = "array(" + ", ".join(sql_str(LABELS[i]) for i in range(1, max(LABELS) + 1)) + ")"
         row_true = ", ".join(map(str, ROW_TRUE_GIVEN_APPLYING_DB))
+        should_apply = (f"{row_code} IN ({', '.join(map(str, ROW_TRUE_CODES))})" if self.row_jvm else
+                        f"{prefix}dbc({channel}, {folded_db}) >= 16 AND {table_call} IN ({row_true})")
         return [
-            ("should_apply", ROW_PARAMS, "BOOLEAN",
-             f"{prefix}dbc({channel}, {folded_db}) >= 16 AND {table_call} IN ({row_true})"),
+            ("should_apply", ROW_PARAMS, "BOOLEAN", should_apply),
             ("filter_decided_by", ROW_PARAMS, "STRING", f"try_element_at({labels}, {row_code})"),
             ("should_apply_statement", STATEMENT_PARAMS, "BOOLEAN",
              f"{statement_code} IN ({', '.join(map(str, TRUE_CODES))})"),
@@ -451,7 +465,8 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
                   for name, params, rt, body in funcs)
     size = sum(map(len, stmts))
     past = f"past {comp.max_compiled} chars"
-    table_form = (f"a JVM function ({jvm}, {past})" if comp.jvm_spec else
+    table_form = (f"a JVM function ({jvm}, from {JVM_MIN_CHARS} chars), with the database rules and rewrite"
+                  if comp.row_jvm else f"a JVM function ({jvm}, {past})" if comp.jvm_spec else
                   f"interpreted ({past})" if comp.interpreted else "compiled")
     maps = (f" or, from {codes.SET_MAP_MIN} values, maps (hash lookup from {map_hash_min} entries)"
             if map_hash_min is not None and map_hash_min <= MAP_PAD_MAX else "")

@@ -1,10 +1,13 @@
 """The table rules of every channel as the text the JVM table code (rpl_sql/jvm/java, TableRules) reads:
 lines joined by `|` (one line of text, to sit in a SQL string literal):
 
-    rpl_sql table rules 1
+    rpl_sql table rules 2
     units bytes | units codepoints        lower_case_table_names 0: `_` is one UTF-8 byte (rules.like)
     channels by index | channels by name  what the table code helper's `c` holds: an INT index or a name
-    channel <key> <table rules 0|1> <default true 0|1>
+    channel <key> <table rules 0|1> <default true 0|1> <do_db 0|1> <database rules 0|1>
+    pdb <db> ...  /  rdb <db> ...         event databases that pass do_db / that ignore_db ignores, folded,
+                                          the rewrite applied (ChannelRules.pass_db / rej_db)
+    kmap <source> <target> ...            the rewrite of the table keys' database (ChannelRules.key_map)
     dot <key> ...  /  igt <key> ...       exact do/ignore table keys, folded
     wdo <pattern> ...  /  wig <pattern> ...   wild patterns in LIKE syntax (backslash escapes), folded
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 from rpl_sql.compile.channels import ChannelRules
 from rpl_sql.compile.patterns import ANY, ONE
 
-VERSION = "rpl_sql table rules 1"
+VERSION = "rpl_sql table rules 2"
 
 
 def _hex(s: str) -> str:
@@ -32,7 +35,13 @@ def table_rules_spec(chans: list[tuple[str, ChannelRules]], lctn: int, by_index:
     lines = [VERSION, "units bytes" if lctn == 0 else "units codepoints",
              "channels by index" if by_index else "channels by name"]
     for key, ch in chans:
-        lines.append(f"channel {_hex(key)} {int(ch.table_rules)} {int(ch.default_true)}")
+        lines.append(f"channel {_hex(key)} {int(ch.table_rules)} {int(ch.default_true)} {int(ch.do_db)} "
+                     f"{int(ch.has_db_rules)}")
+        for tag, values in (("pdb", sorted(ch.pass_db)), ("rdb", sorted(ch.rej_db))):
+            if values:
+                lines.append(" ".join([tag] + [_hex(v) for v in values]))
+        if ch.key_map:
+            lines.append(" ".join(["kmap"] + [_hex(x) for s, d in sorted(ch.key_map.items()) for x in (s, d)]))
         for tag, values in (("dot", sorted(ch.dot)), ("igt", sorted(ch.igt))):
             if values:
                 lines.append(" ".join([tag] + [_hex(v) for v in values]))

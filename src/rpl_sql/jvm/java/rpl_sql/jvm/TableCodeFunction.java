@@ -5,21 +5,23 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import scala.collection.immutable.Seq;
 import scala.runtime.AbstractFunction1;
 
-/** The function registry's builder of rpl_sql__jtc(channel, db, table) for one spec. */
+/** The function registry's builder of rpl_sql__jtc or (`row`) rpl_sql__jrc (channel, db, table) for one spec. */
 public final class TableCodeFunction extends AbstractFunction1<Seq<Expression>, Expression> implements Serializable {
   private static final long serialVersionUID = 1L;
   private final String spec;
+  private final boolean row;
 
-  public TableCodeFunction(String spec) {
+  public TableCodeFunction(String spec, boolean row) {
     this.spec = spec;
+    this.row = row;
     TableRules.of(spec);  // a bad spec fails at registration, not in a task
   }
 
   @Override
   public Expression apply(Seq<Expression> args) {
     if (args.size() != 3) {
-      throw new IllegalArgumentException("rpl_sql__jtc takes (channel, db, table), got " + args.size());
+      throw new IllegalArgumentException("rpl_sql's JVM code takes (channel, db, table), got " + args.size());
     }
-    return new TableCodeExpression(spec, args.apply(0), args.apply(1), args.apply(2));
+    return new TableCodeExpression(spec, row, args.apply(0), args.apply(1), args.apply(2));
   }
 }

@@ -3,6 +3,8 @@ package rpl_sql.jvm;
 import java.io.Serializable;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import java.util.function.IntFunction;
 import java.util.function.ToIntBiFunction;
@@ -21,19 +23,30 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
   private static final long serialVersionUID = 1L;
   private static final int MEMO_MAX = 1 << 18;
   private static final Object UNKNOWN = new Object();
+  private static final int SHARED_MAX = 1 << 20;
+  /** Decisions shared by a JVM's tasks, by spec and kind, channel, db, table; a task's own memo misses here. */
+  private static final ConcurrentHashMap<String, Shared> SHARED = new ConcurrentHashMap<>();
   private final String spec;
+  private final boolean row;
   private transient TableRules rules;
+  private transient Shared shared;
   private transient Object[] byIndex;  // PerChannel or UNKNOWN, by the channel's index
   private transient HashMap<UTF8String, Object> byName;
   private transient int size;
 
-  public TableCodeMemo(String spec) {
+  /** `row`: memoise rows' whole codes (TableRules.Channel.rowCode), else their table codes (Channel.code). */
+  public TableCodeMemo(String spec, boolean row) {
     this.spec = spec;
+    this.row = row;
     TableRules.of(spec);  // a bad spec fails here, on the driver
   }
 
   private void open() {
     rules = TableRules.of(spec);
+    if (SHARED.size() >= 16) {
+      SHARED.clear();
+    }
+    shared = SHARED.computeIfAbsent((row ? "row " : "table ") + spec, x -> new Shared());
     byIndex = new Object[16];
     byName = new HashMap<>();
   }
@@ -73,20 +86,29 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
   }
 
   private PerChannel make(Object key) {
-    return rules.channel(key) == null ? null : new PerChannel(key);
+    TableRules.Channel ch = rules.channel(key);
+    return ch == null ? null : new PerChannel(ch, shared.byChannel.computeIfAbsent(key, x -> new ConcurrentHashMap<>()));
+  }
+
+  /** The JVM-wide decisions of one spec and kind, keyed by copies of Spark's strings: no conversion to look up. */
+  static final class Shared {
+    final ConcurrentHashMap<Object, ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>>> byChannel =
+        new ConcurrentHashMap<>();
+    final AtomicInteger size = new AtomicInteger();
   }
 
   private static Object orUnknown(Object m) {
     return m == null ? UNKNOWN : m;
   }
 
-  /** The code of a row, as TableRules.code answers it; null for a NULL argument or an unknown channel. */
+  /** The code of a row, as TableRules answers it; null for a NULL argument or an unknown channel. */
   public Integer code(Object channel, UTF8String k, UTF8String t) {
-    if (channel == null || k == null || t == null) {
+    if (channel == null || k == null || (t == null && !row)) {
       return null;
     }
     PerChannel m = (PerChannel) apply(channel);
-    return m == null ? null : m.applyAsInt(k, t);
+    int v = m == null ? -1 : m.applyAsInt(k, t);
+    return v < 0 ? null : v;
   }
 
   /**
@@ -95,21 +117,28 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
    */
   final class PerChannel implements ToIntBiFunction<Object, Object> {
     private static final int STRIDE = 8;  // db hash, table hash, offset, db length, table length, code + 1
-    private final Object key;
+    private final TableRules.Channel ch;
+    private final ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common;
     private int[] slots = new int[STRIDE << 10];
     private int mask = (1 << 10) - 1;
     private int used;
     private byte[] names = new byte[1 << 14];
     private int end;
 
-    PerChannel(Object key) {
-      this.key = key;
+    PerChannel(TableRules.Channel ch, ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common) {
+      this.ch = ch;
+      this.common = common;
     }
 
+    /** The code, or -1 for NULL: a row without a table that the database rules do not decide. */
     @Override
     public int applyAsInt(Object db, Object table) {
       UTF8String k = (UTF8String) db;
       UTF8String t = (UTF8String) table;
+      if (t == null) {
+        int dc = ch.dbCode(k.toString());
+        return dc == 2 || dc == 3 ? dc : -1;
+      }
       int kn = k.numBytes();
       int tn = t.numBytes();
       int hk = hash(k, kn);
@@ -135,8 +164,7 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
     }
 
     private int insert(int i, UTF8String k, UTF8String t, int hk, int ht, int kn, int tn) {
-      // the JVM's memo (TableRules) first: the tasks of a query share their decisions, each task its hits
-      int v = rules.code(key, k.toString(), t.toString());
+      int v = decide(k, t);
       if (size >= MEMO_MAX) {
         return v;
       }
@@ -156,6 +184,20 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
       size++;
       if (++used * 2 > mask) {
         grow();
+      }
+      return v;
+    }
+
+    /** A miss: the JVM's shared decisions first (the tasks of a query meet the same names), else the rules. */
+    private int decide(UTF8String k, UTF8String t) {
+      ConcurrentHashMap<UTF8String, Integer> byTable = common.get(k);
+      Integer hit = byTable == null ? null : byTable.get(t);
+      if (hit != null) {
+        return hit;
+      }
+      int v = row ? ch.rowCode(k.toString(), t.toString(), rules.bytes) : ch.code(k + "." + t, rules.bytes);
+      if (shared.size.incrementAndGet() <= SHARED_MAX) {
+        common.computeIfAbsent(k.copy(), x -> new ConcurrentHashMap<>()).put(t.copy(), v);
       }
       return v;
     }

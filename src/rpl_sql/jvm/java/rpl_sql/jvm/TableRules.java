@@ -11,9 +11,10 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * The table rules' code of a row key, as rpl_sql.compile's table code helper gives it: 10 do_table, 11
  * ignore_table, 12 wild do, 13 wild ignore, 14/15 the default (true/false), 0 when the channel has no table
- * rules, NULL for an unknown channel or a NULL name. The spec is written by rpl_sql.compile.jvm_spec (its
- * format is documented there); names arrive folded and rewritten. Decisions are memoised per distinct
- * (channel, db, table): a column of events holds few distinct tables, so most rows cost one lookup.
+ * rules, NULL for an unknown channel or a NULL name; per channel also a row's whole code (Channel.rowCode).
+ * The spec is written by rpl_sql.compile.jvm_spec (its format is documented there); names arrive folded
+ * (and for `code`, rewritten). `code`'s decisions are memoised per distinct (channel, db, table): a column
+ * of events holds few distinct tables, so most rows cost one lookup.
  */
 public final class TableRules {
   static final int ANY = -1;
@@ -24,9 +25,7 @@ public final class TableRules {
   final boolean bytes;
   private final boolean byIndex;
   private final HashMap<Object, Channel> channels = new HashMap<>();
-  private final ConcurrentHashMap<Object, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> memo =
-      new ConcurrentHashMap<>();
-  private volatile int memoSize;
+  private final Memo memo = new Memo();
 
   /** One parse per spec in a JVM: every task deserialises the function, and the memo is worth sharing. */
   public static TableRules of(String spec) {
@@ -43,8 +42,8 @@ public final class TableRules {
 
   private TableRules(String spec) {
     String[] lines = spec.split("\\|", -1);
-    if (lines.length < 3 || !lines[0].equals("rpl_sql table rules 1")) {
-      throw new IllegalArgumentException("not an rpl_sql table rules spec (version 1)");
+    if (lines.length < 3 || !lines[0].equals("rpl_sql table rules 2")) {
+      throw new IllegalArgumentException("not an rpl_sql table rules spec (version 2)");
     }
     bytes = lines[1].equals("units bytes");
     byIndex = lines[2].equals("channels by index");
@@ -56,7 +55,7 @@ public final class TableRules {
       }
       switch (f[0]) {
         case "channel":
-          ch = new Channel(f[2].equals("1"), f[3].equals("1"));
+          ch = new Channel(f[2].equals("1"), f[3].equals("1"), f[4].equals("1"), f[5].equals("1"));
           String key = unhex(f[1]);
           channels.put(byIndex ? (Object) Integer.valueOf(key) : key, ch);
           break;
@@ -64,6 +63,17 @@ public final class TableRules {
         case "igt":
           for (int j = 1; j < f.length; j++) {
             (f[0].equals("dot") ? ch.dot : ch.igt).add(unhex(f[j]));
+          }
+          break;
+        case "pdb":
+        case "rdb":
+          for (int j = 1; j < f.length; j++) {
+            (f[0].equals("pdb") ? ch.passDb : ch.rejDb).add(unhex(f[j]));
+          }
+          break;
+        case "kmap":
+          for (int j = 1; j + 1 < f.length; j += 2) {
+            ch.keyMap.put(unhex(f[j]), unhex(f[j + 1]));
           }
           break;
         case "wdo":
@@ -83,14 +93,12 @@ public final class TableRules {
     return channels.get(key);
   }
 
-  /** The code; NULL for a NULL argument or an unknown channel. `c`: the channel's INT index or its name. */
+  /** The table code; NULL for a NULL argument or an unknown channel. `c`: the channel's INT index or name. */
   public Integer code(Object c, String k, String t) {
     if (c == null || k == null || t == null) {
       return null;
     }
-    ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>> byDb = memo.get(c);
-    ConcurrentHashMap<String, Integer> byTable = byDb == null ? null : byDb.get(k);
-    Integer hit = byTable == null ? null : byTable.get(t);
+    Integer hit = memo.get(c, k, t);
     if (hit != null) {
       return hit;
     }
@@ -99,12 +107,29 @@ public final class TableRules {
       return null;
     }
     Integer v = ch.code(k + "." + t, bytes);
-    if (memoSize < MEMO_MAX) {
-      memoSize++;
-      memo.computeIfAbsent(c, x -> new ConcurrentHashMap<>()).computeIfAbsent(k, x -> new ConcurrentHashMap<>())
-          .put(t, v);
-    }
+    memo.put(c, k, t, v);
     return v;
+  }
+
+  /** Decisions shared by the JVM's tasks (the Hive function's), by channel, db, table; at most MEMO_MAX. */
+  static final class Memo {
+    private final ConcurrentHashMap<Object, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> byChannel =
+        new ConcurrentHashMap<>();
+    private volatile int size;
+
+    Integer get(Object c, String k, String t) {
+      ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>> byDb = byChannel.get(c);
+      ConcurrentHashMap<String, Integer> byTable = byDb == null ? null : byDb.get(k);
+      return byTable == null ? null : byTable.get(t);
+    }
+
+    void put(Object c, String k, String t, Integer v) {
+      if (size < MEMO_MAX) {
+        size++;
+        byChannel.computeIfAbsent(c, x -> new ConcurrentHashMap<>()).computeIfAbsent(k, x -> new ConcurrentHashMap<>())
+            .put(t, v);
+      }
+    }
   }
 
   /** A pattern in LIKE syntax (backslash escapes, a trailing backslash is literal) as units: bytes or code points. */
@@ -194,18 +219,49 @@ public final class TableRules {
     return new String(b, StandardCharsets.UTF_8);
   }
 
-  /** One channel's table rules. */
+  /** One channel's rules: the database rules and rewrite as rpl_sql.compile.channels pre-combines them. */
   static final class Channel {
     final boolean tableRules;
     final boolean defaultTrue;
+    final boolean doDb;
+    final boolean hasDbRules;
+    final HashSet<String> passDb = new HashSet<>();
+    final HashSet<String> rejDb = new HashSet<>();
+    final HashMap<String, String> keyMap = new HashMap<>();
     final HashSet<String> dot = new HashSet<>();
     final HashSet<String> igt = new HashSet<>();
     final Wild wdo = new Wild();
     final Wild wig = new Wild();
 
-    Channel(boolean tableRules, boolean defaultTrue) {
+    Channel(boolean tableRules, boolean defaultTrue, boolean doDb, boolean hasDbRules) {
       this.tableRules = tableRules;
       this.defaultTrue = defaultTrue;
+      this.doDb = doDb;
+      this.hasDbRules = hasDbRules;
+    }
+
+    /** 2 do_db miss, 3 ignore_db hit, 16 do_db hit, 17 ignore_db miss, 18 no database rules. */
+    int dbCode(String d) {
+      if (doDb) {
+        return passDb.contains(d) ? 16 : 2;
+      }
+      if (hasDbRules) {
+        return rejDb.contains(d) ? 3 : 17;
+      }
+      return 18;
+    }
+
+    /**
+     * The row's code from the database rules, the rewrite and the table rules, as rpl_sql.compile's row code
+     * gives it: 2/3 the database rules, 16/17/18 their pass where there are no table rules, else the table
+     * code of the rewritten key. `d`, `t` folded.
+     */
+    int rowCode(String d, String t, boolean bytes) {
+      int dc = dbCode(d);
+      if (dc == 2 || dc == 3 || !tableRules) {
+        return dc;
+      }
+      return code(keyMap.getOrDefault(d, d) + "." + t, bytes);
     }
 
     int code(String key, boolean bytes) {
