@@ -43,8 +43,8 @@ FIX_CHAIN_MAX = 4  # up to this many prefixes of one length: startswith() each (
 STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
 HELPER_PREFIX = "rpl_sql__"  # prefix of the helper functions
 APPLIER_PREFIX = "rpl_sql_apply__"  # prefix of the applier's set: its own helpers, never the session's
-JVM_TABLE_CODE = HELPER_PREFIX + "jtc"  # the JVM table code (rpl_sql/jvm), where the session has it
-JVM_ROW_CODE = HELPER_PREFIX + "jrc"  # the JVM's whole row code (database rules, rewrite, table rules)
+JVM_TABLE_CODE = HELPER_PREFIX + "jtc"  # the JVM table code (rpl_sql/jvm) in the spark-sql shell: a Hive function
+JVM_ROW_CODE = HELPER_PREFIX + "jrc"  # the JVM's whole row code in Python sessions: a Catalyst expression
 ROW_TRUE_CODES = (10, 12, 14, 16, 17, 18)  # the row codes that apply
 
 
@@ -63,6 +63,6 @@ class CompiledFunctions:
 
     statements: tuple[str, ...]
     encoding: str
-    jvm_spec: str | None = None  # the statements call JVM_TABLE_CODE, which decides by this spec (compile.jvm_spec)
+    jvm_spec: str | None = None  # the statements call JVM_ROW_CODE or JVM_TABLE_CODE, deciding by this spec
 
 

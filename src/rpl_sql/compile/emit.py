@@ -280,7 +280,7 @@ class _Compiler:
         # folding: a helper outside lambdas (the translate table is ~3k characters), inline inside them
         fold = (lambda x: f"{prefix}fold({x})") if self.lctn else (lambda x: x)
         out = [self.fold_helper(prefix)] if self.lctn else []
-        table_code = self.table_code_helper(prefix)
+        table_code = self.table_code_helper(prefix)  # decides row_jvm
         out += [self.db_code_helper(prefix)] + ([] if self.row_jvm else [table_code])
         out.append(self.statement_code_helper(prefix))
         channel = self.canon()
@@ -325,14 +325,15 @@ class _Compiler:
         # the size of the code: the dotted paths' regexes and sets are constants in the generated class
         size = len(code) - constants
         too_big = size > self.max_compiled
-        if self.jvm is not None and (too_big or (self.jvm == "expression" and size > JVM_MIN_CHARS)):
-            # the JVM function instead (rpl_sql/jvm): one memoised lookup per row, at any rule count; as a
-            # Catalyst expression it beats the generated SQL from a few rules on, the Hive function only past
-            # the size at which that SQL would be interpreted
-            spec = table_rules_spec([(ch.name if self.index is None else str(self.index[ch.name]), ch)
-                                     for ch in self.chans], self.lctn, self.index is not None)
-            call = (f"{JVM_TABLE_CODE}(c, k, t)" if self.jvm == "expression" else
-                    f"{JVM_TABLE_CODE}({sql_str(spec)}, c, k, t)")
+        if self.jvm == "expression" and (too_big or size > JVM_MIN_CHARS):
+            # the rows' whole code is the JVM's Catalyst expression instead (row_calls): one memoised lookup a
+            # row at any rule count, faster than this SQL from a few rules on; functions() leaves tc out
+            self.jvm_spec = self.rules_spec()
+            return prefix + "tc", f"c {self.ctype}, k STRING, t STRING, x INT, dc INT", "INT", "NULL"
+        if self.jvm == "hive" and too_big:
+            # the JVM function (rpl_sql/jvm) where the SQL would be interpreted: one memoised lookup per row
+            self.jvm_spec = self.rules_spec()
+            call = f"{JVM_TABLE_CODE}({sql_str(self.jvm_spec)}, c, k, t)"
 
             def jvm_code(g: ChannelGroup) -> str:  # the function answers 0 where a channel has no table rules
                 if not any(ch.table_rules for ch in g.reps):
@@ -342,7 +343,6 @@ class _Compiler:
 
             code = sql_case([("x IS NOT NULL", "x"), ("dc IN (2, 3)", "dc")],
                             self.dispatch(jvm_code, "k IS NULL OR t IS NULL"))
-            self.jvm_spec = spec
         elif too_big:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled (unless -XX:-DontCompileHugeMethods) and runs in the
@@ -361,6 +361,11 @@ class _Compiler:
             code = sql_case([("x IS NOT NULL", "x"), ("dc IN (2, 3)", "dc")], code)
         fourth = "key STRING" if self.interpreted else "x INT"
         return prefix + "tc", f"c {self.ctype}, k STRING, t STRING, {fourth}, dc INT", "INT", code
+
+    def rules_spec(self) -> str:
+        """Every channel's rules as the JVM code reads them (compile.jvm_spec), keyed as the helpers' `c`."""
+        return table_rules_spec([(ch.name if self.index is None else str(self.index[ch.name]), ch)
+                                 for ch in self.chans], self.lctn, self.index is not None)
 
     def statement_code_helper(self, prefix: str) -> tuple[str, str, str, str]:
         """`stc(c, cmd, d, ts, dc, k)`: a statement's code from its command, tables and database code."""
@@ -445,11 +450,11 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     prefix: the applier's set under another prefix, so that two states' sets live in one session (the
     impact of a filter change decides with the current and the proposed filters side by side).
 
-    jvm: call the JVM table code (rpl_sql/jvm) instead of the row table code's SQL: 'expression', a Catalyst
-    expression the caller registers as JVM_TABLE_CODE with the result's jvm_spec (Python sessions), from
-    JVM_MIN_CHARS of SQL on; 'hive', the spec as a literal first argument of a Hive function of that name
-    (the spark-sql shell, where CREATE FUNCTION ... USING JAR takes Hive functions), where the SQL would
-    be interpreted (past the size limit).
+    jvm: the JVM code (rpl_sql/jvm) instead of the row table code's SQL: 'expression', from JVM_MIN_CHARS of
+    that SQL on, the rows' whole code by JVM_ROW_CODE, a Catalyst expression the caller registers with the
+    result's jvm_spec (Python sessions); 'hive', where the SQL would be interpreted (past the size limit),
+    the table code by JVM_TABLE_CODE, a Hive function with the spec as its literal first argument (the
+    spark-sql shell, where CREATE FUNCTION ... USING JAR takes Hive functions).
     """
     if jvm not in (None, "expression", "hive"):
         raise ValueError(f"jvm {jvm!r}: None, 'expression' or 'hive'")

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 SOURCES = Path(__file__).with_name("java")
-FUNCTION_CLASS = "rpl_sql.jvm.TableCodeFunction"  # Python sessions: a Catalyst expression's builder
+FUNCTION_CLASS = "rpl_sql.jvm.RowCodeFunction"  # Python sessions: the builder of a Catalyst expression
 HIVE_CLASS = "rpl_sql.jvm.TableCodeHive"  # the spark-sql shell: CREATE FUNCTION ... USING JAR
 
 

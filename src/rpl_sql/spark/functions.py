@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 from rpl_sql import jvm
-from rpl_sql.compile import JVM_ROW_CODE, JVM_TABLE_CODE, CompiledFunctions, Guard, compile_functions
+from rpl_sql.compile import JVM_ROW_CODE, CompiledFunctions, Guard, compile_functions
 from rpl_sql.spark.env import installed_map_lookup_hash_min, jit_huge_methods, map_lookup_hash_min
 from rpl_sql.state import ServerState
 
@@ -44,7 +44,7 @@ def compile_with_jar(state: ServerState, flags: dict[str, Any], **kw: Any) -> tu
 
 
 def register_table_code(spark: Any, spec: str, jar: str | None = None) -> None:
-    """JVM_TABLE_CODE in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
+    """JVM_ROW_CODE in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
     from the driver), and a Catalyst expression's builder, loaded by the session's jar class loader, put in
     its function registry as a temporary function (what a Java UDF's registration does, minus the
     conversion of every argument to a Java object)."""
@@ -55,11 +55,10 @@ def register_table_code(spark: Any, spec: str, jar: str | None = None) -> None:
         _JARS_ADDED[spark] = jar
     gw = spark.sparkContext._gateway
     cls = jss.sharedState().jarClassLoader().loadClass(jvm.FUNCTION_CLASS)
-    for name, row in ((JVM_TABLE_CODE, False), (JVM_ROW_CODE, True)):
-        args = gw.new_array(gw.jvm.java.lang.Object, 2)
-        args[0], args[1] = spec, row
-        builder = cls.getConstructors()[0].newInstance(args)
-        jss.sessionState().functionRegistry().createOrReplaceTempFunction(name, builder, "java_udf")
+    args = gw.new_array(gw.jvm.java.lang.Object, 1)
+    args[0] = spec
+    builder = cls.getConstructors()[0].newInstance(args)
+    jss.sessionState().functionRegistry().createOrReplaceTempFunction(JVM_ROW_CODE, builder, "java_udf")
 
 
 class FunctionInstaller:

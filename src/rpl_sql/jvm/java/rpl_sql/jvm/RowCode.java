@@ -16,32 +16,29 @@ import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * rpl_sql__jtc(channel, db, table) and rpl_sql__jrc(channel, db, table) in Python sessions: the table code
- * and the row's whole code as a Catalyst expression, so that the
- * generated code hands Spark's string bytes to a per-task memo (TableCodeMemo) with no conversion to Java
- * strings and no boxing of the channel, as a Java UDF would have.
+ * rpl_sql__jrc(channel, db, table) in Python sessions: a row's whole code (database rules, rewrite, table
+ * rules) as a Catalyst expression, so that the generated code hands Spark's string bytes to a per-task
+ * memo (RowCodeMemo), with no conversion to Java strings and no boxing of the channel as a UDF would have.
  */
-public final class TableCodeExpression extends Expression implements Serializable {
+public final class RowCode extends Expression implements Serializable {
   private static final long serialVersionUID = 1L;
   private final String spec;
-  private final boolean row;
   private final Expression c;
   private final Expression k;
   private final Expression t;
-  private transient TableCodeMemo memo;
+  private transient RowCodeMemo memo;
 
-  /** `row`: rpl_sql__jrc, the row's whole code (NULL table: the database rules' answer or NULL). */
-  public TableCodeExpression(String spec, boolean row, Expression c, Expression k, Expression t) {
+  /** A NULL table: the database rules' answer where they decide, else NULL. */
+  public RowCode(String spec, Expression c, Expression k, Expression t) {
     this.spec = spec;
-    this.row = row;
     this.c = c;
     this.k = k;
     this.t = t;
   }
 
-  private TableCodeMemo memo() {
+  private RowCodeMemo memo() {
     if (memo == null) {
-      memo = new TableCodeMemo(spec, row);
+      memo = new RowCodeMemo(spec);
     }
     return memo;
   }
@@ -57,17 +54,17 @@ public final class TableCodeExpression extends Expression implements Serializabl
     ExprCode ke = k.genCode(ctx);
     ExprCode te = t.genCode(ctx);
     boolean byIndex = c.dataType().equals(DataTypes.IntegerType);
-    String ref = ctx.addReferenceObj("rplTableCode", new TableCodeMemo(spec, row),
+    String ref = ctx.addReferenceObj("rplTableCode", new RowCodeMemo(spec),
         byIndex ? "java.util.function.IntFunction" : "java.util.function.Function");
     String ch = ctx.freshName("channelMemo");
     String code = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
         + "boolean " + ev.isNull() + " = true;\n"
         + "int " + ev.value() + " = -1;\n"
-        + "if (!" + ce.isNull() + " && !" + ke.isNull() + (row ? "" : " && !" + te.isNull()) + ") {\n"
+        + "if (!" + ce.isNull() + " && !" + ke.isNull() + ") {\n"
         + "  java.util.function.ToIntBiFunction " + ch + " = (java.util.function.ToIntBiFunction) " + ref
         + ".apply(" + ce.value() + ");\n"
         + "  if (" + ch + " != null) {\n"
-        + "    " + ev.value() + " = " + ch + ".applyAsInt(" + ke.value() + ", " + (row ? te.isNull() + " ? null : " : "")
+        + "    " + ev.value() + " = " + ch + ".applyAsInt(" + ke.value() + ", " + te.isNull() + " ? null : "
         + te.value() + ");\n"
         + "    " + ev.isNull() + " = " + ev.value() + " < 0;\n"
         + "  }\n"
@@ -87,7 +84,7 @@ public final class TableCodeExpression extends Expression implements Serializabl
 
   @Override
   public Expression withNewChildrenInternal(IndexedSeq<Expression> ch) {
-    return new TableCodeExpression(spec, row, ch.apply(0), ch.apply(1), ch.apply(2));
+    return new RowCode(spec, ch.apply(0), ch.apply(1), ch.apply(2));
   }
 
   @Override
@@ -102,42 +99,41 @@ public final class TableCodeExpression extends Expression implements Serializabl
 
   @Override
   public String prettyName() {
-    return row ? "rpl_sql__jrc" : "rpl_sql__jtc";
+    return "rpl_sql__jrc";
   }
 
   @Override
   public int productArity() {
-    return 5;
+    return 4;
   }
 
   @Override
   public Object productElement(int n) {
     switch (n) {
       case 0: return spec;
-      case 1: return row;
-      case 2: return c;
-      case 3: return k;
-      case 4: return t;
+      case 1: return c;
+      case 2: return k;
+      case 3: return t;
       default: throw new IndexOutOfBoundsException(String.valueOf(n));
     }
   }
 
   @Override
   public boolean canEqual(Object o) {
-    return o instanceof TableCodeExpression;
+    return o instanceof RowCode;
   }
 
   @Override
   public boolean equals(Object o) {
-    if (!(o instanceof TableCodeExpression)) {
+    if (!(o instanceof RowCode)) {
       return false;
     }
-    TableCodeExpression e = (TableCodeExpression) o;
-    return spec.equals(e.spec) && row == e.row && c.equals(e.c) && k.equals(e.k) && t.equals(e.t);
+    RowCode e = (RowCode) o;
+    return spec.equals(e.spec) && c.equals(e.c) && k.equals(e.k) && t.equals(e.t);
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(spec, row, c, k, t);
+    return Objects.hash(spec, c, k, t);
   }
 }

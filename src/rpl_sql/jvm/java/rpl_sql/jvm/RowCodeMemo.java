@@ -13,31 +13,29 @@ import org.apache.spark.unsafe.array.ByteArrayMethods;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * One task's table code, memoised on Spark's own string bytes: the channel (an INT index or a name) gives a
- * per-channel memo, which answers a (db, table) from an open-addressing table, deciding by TableRules on a
- * miss; at most MEMO_MAX decisions are kept. A copy is deserialised per task, so nothing here is shared
- * between threads. Generated code sees it only through the JDK's function interfaces: Spark's code
+ * One task's row codes, memoised on Spark's own string bytes: the channel (an INT index or a name) gives a
+ * per-channel memo, which answers a (db, table) from an open-addressing table; on a miss the JVM's shared
+ * decisions (Shared), else TableRules decides; at most MEMO_MAX decisions are kept. A copy is deserialised
+ * per task, so this object is never used by two threads (Shared is). Generated code sees it only through the JDK's function interfaces: Spark's code
  * generator need not load this jar's classes.
  */
-public final class TableCodeMemo implements IntFunction<Object>, Function<Object, Object>, Serializable {
+public final class RowCodeMemo implements IntFunction<Object>, Function<Object, Object>, Serializable {
   private static final long serialVersionUID = 1L;
   private static final int MEMO_MAX = 1 << 18;
   private static final Object UNKNOWN = new Object();
   private static final int SHARED_MAX = 1 << 20;
-  /** Decisions shared by a JVM's tasks, by spec and kind, channel, db, table; a task's own memo misses here. */
+  /** Decisions shared by a JVM's tasks, by spec, channel, db, table; a task's own memo misses here. */
   private static final ConcurrentHashMap<String, Shared> SHARED = new ConcurrentHashMap<>();
   private final String spec;
-  private final boolean row;
   private transient TableRules rules;
   private transient Shared shared;
   private transient Object[] byIndex;  // PerChannel or UNKNOWN, by the channel's index
   private transient HashMap<UTF8String, Object> byName;
   private transient int size;
 
-  /** `row`: memoise rows' whole codes (TableRules.Channel.rowCode), else their table codes (Channel.code). */
-  public TableCodeMemo(String spec, boolean row) {
+  /** Memoises rows' whole codes (TableRules.Channel.rowCode). */
+  public RowCodeMemo(String spec) {
     this.spec = spec;
-    this.row = row;
     TableRules.of(spec);  // a bad spec fails here, on the driver
   }
 
@@ -46,7 +44,7 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
     if (SHARED.size() >= 16) {
       SHARED.clear();
     }
-    shared = SHARED.computeIfAbsent((row ? "row " : "table ") + spec, x -> new Shared());
+    shared = SHARED.computeIfAbsent(spec, x -> new Shared());
     byIndex = new Object[16];
     byName = new HashMap<>();
   }
@@ -90,7 +88,7 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
     return ch == null ? null : new PerChannel(ch, shared.byChannel.computeIfAbsent(key, x -> new ConcurrentHashMap<>()));
   }
 
-  /** The JVM-wide decisions of one spec and kind, keyed by copies of Spark's strings: no conversion to look up. */
+  /** The JVM-wide decisions of one spec, keyed by copies of Spark's strings: no conversion to look up. */
   static final class Shared {
     final ConcurrentHashMap<Object, ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>>> byChannel =
         new ConcurrentHashMap<>();
@@ -103,7 +101,7 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
 
   /** The code of a row, as TableRules answers it; null for a NULL argument or an unknown channel. */
   public Integer code(Object channel, UTF8String k, UTF8String t) {
-    if (channel == null || k == null || (t == null && !row)) {
+    if (channel == null || k == null) {
       return null;
     }
     PerChannel m = (PerChannel) apply(channel);
@@ -195,7 +193,7 @@ public final class TableCodeMemo implements IntFunction<Object>, Function<Object
       if (hit != null) {
         return hit;
       }
-      int v = row ? ch.rowCode(k.toString(), t.toString(), rules.bytes) : ch.code(k + "." + t, rules.bytes);
+      int v = ch.rowCode(k.toString(), t.toString(), rules.bytes);
       if (shared.size.incrementAndGet() <= SHARED_MAX) {
         common.computeIfAbsent(k.copy(), x -> new ConcurrentHashMap<>()).put(t.copy(), v);
       }
