@@ -163,11 +163,12 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
 
     private int insert(int i, UTF8String k, UTF8String t, int hk, int ht, int kn, int tn) {
       int v = decide(k, t);
-      if (size >= MEMO_MAX) {
+      long need = (long) end + kn + tn;
+      if (size >= MEMO_MAX || need > Integer.MAX_VALUE - 8) {  // bounded: past it, decisions are not kept
         return v;
       }
-      if ((long) end + kn + tn > names.length) {
-        names = Arrays.copyOf(names, (int) Math.min(Integer.MAX_VALUE - 8, 2L * (end + kn + tn)));
+      if (need > names.length) {
+        names = Arrays.copyOf(names, (int) Math.min(Integer.MAX_VALUE - 8, 2 * need));
       }
       k.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end);
       t.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end + kn);
