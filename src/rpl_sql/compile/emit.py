@@ -280,8 +280,8 @@ class _Compiler:
         # folding: a helper outside lambdas (the translate table is ~3k characters), inline inside them
         fold = (lambda x: f"{prefix}fold({x})") if self.lctn else (lambda x: x)
         out = [self.fold_helper(prefix)] if self.lctn else []
-        table_code = self.table_code_helper(prefix)  # decides row_jvm
-        out += [self.db_code_helper(prefix)] + ([] if self.row_jvm else [table_code])
+        table_code = self.table_code_helper(prefix)  # None where the rows' whole code is the JVM's (row_jvm)
+        out += [self.db_code_helper(prefix)] + ([table_code] if table_code else [])
         out.append(self.statement_code_helper(prefix))
         channel = self.canon()
         out.append((*rewrite, self.rewrite_body(channel, fold("db_name"))))
@@ -302,7 +302,7 @@ class _Compiler:
         return (prefix + "dbc", f"c {self.ctype}, d STRING", "INT",
                 self.dispatch(lambda g: self.db_code(g, "d"), "d IS NULL"))
 
-    def table_code_helper(self, prefix: str) -> tuple[str, str, str, str]:
+    def table_code_helper(self, prefix: str) -> tuple[str, str, str, str] | None:
         """`tc(c, k, t, x | key, dc)`: the row's code given its database code `dc`: `dc` where the database
         rules decide (2, 3) or the channel has no table rules, else the table rules' code of the row key `k.t`,
         compiled or interpreted.
@@ -327,9 +327,9 @@ class _Compiler:
         too_big = size > self.max_compiled
         if self.jvm == "expression" and (too_big or size > JVM_MIN_CHARS):
             # the rows' whole code is the JVM's Catalyst expression instead (row_calls): one memoised lookup a
-            # row at any rule count, faster than this SQL from a few rules on; functions() leaves tc out
+            # row at any rule count, faster than this SQL from a few rules on; no tc helper then
             self.jvm_spec = self.rules_spec()
-            return prefix + "tc", f"c {self.ctype}, k STRING, t STRING, x INT, dc INT", "INT", "NULL"
+            return None
         if self.jvm == "hive" and too_big:
             # the JVM function (rpl_sql/jvm) where the SQL would be interpreted: one memoised lookup per row
             self.jvm_spec = self.rules_spec()

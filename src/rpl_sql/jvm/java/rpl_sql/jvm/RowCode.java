@@ -54,7 +54,7 @@ public final class RowCode extends Expression implements Serializable {
     ExprCode ke = k.genCode(ctx);
     ExprCode te = t.genCode(ctx);
     boolean byIndex = c.dataType().equals(DataTypes.IntegerType);
-    String ref = ctx.addReferenceObj("rplTableCode", new RowCodeMemo(spec),
+    String ref = ctx.addReferenceObj("rplRowCode", new RowCodeMemo(spec),
         byIndex ? "java.util.function.IntFunction" : "java.util.function.Function");
     String ch = ctx.freshName("channelMemo");
     String code = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"

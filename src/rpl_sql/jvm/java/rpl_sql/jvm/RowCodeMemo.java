@@ -16,8 +16,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * One task's row codes, memoised on Spark's own string bytes: the channel (an INT index or a name) gives a
  * per-channel memo, which answers a (db, table) from an open-addressing table; on a miss the JVM's shared
  * decisions (Shared), else TableRules decides; at most MEMO_MAX decisions are kept. A copy is deserialised
- * per task, so this object is never used by two threads (Shared is). Generated code sees it only through the JDK's function interfaces: Spark's code
- * generator need not load this jar's classes.
+ * per task, so this object is never used by two threads (Shared is). Generated code sees it only through
+ * the JDK's function interfaces: Spark's code generator need not load this jar's classes.
  */
 public final class RowCodeMemo implements IntFunction<Object>, Function<Object, Object>, Serializable {
   private static final long serialVersionUID = 1L;

@@ -25,7 +25,9 @@ public final class TableRules {
   final boolean bytes;
   private final boolean byIndex;
   private final HashMap<Object, Channel> channels = new HashMap<>();
-  private final Memo memo = new Memo();
+  private final ConcurrentHashMap<Object, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> memo =
+      new ConcurrentHashMap<>();
+  private volatile int memoSize;
 
   /** One parse per spec in a JVM: every task deserialises the function, and the memo is worth sharing. */
   public static TableRules of(String spec) {
@@ -98,7 +100,9 @@ public final class TableRules {
     if (c == null || k == null || t == null) {
       return null;
     }
-    Integer hit = memo.get(c, k, t);
+    ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>> byDb = memo.get(c);
+    ConcurrentHashMap<String, Integer> byTable = byDb == null ? null : byDb.get(k);
+    Integer hit = byTable == null ? null : byTable.get(t);
     if (hit != null) {
       return hit;
     }
@@ -107,29 +111,12 @@ public final class TableRules {
       return null;
     }
     Integer v = ch.code(k + "." + t, bytes);
-    memo.put(c, k, t, v);
+    if (memoSize < MEMO_MAX) {
+      memoSize++;
+      memo.computeIfAbsent(c, x -> new ConcurrentHashMap<>()).computeIfAbsent(k, x -> new ConcurrentHashMap<>())
+          .put(t, v);
+    }
     return v;
-  }
-
-  /** Decisions shared by the JVM's tasks (the Hive function's), by channel, db, table; at most MEMO_MAX. */
-  static final class Memo {
-    private final ConcurrentHashMap<Object, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> byChannel =
-        new ConcurrentHashMap<>();
-    private volatile int size;
-
-    Integer get(Object c, String k, String t) {
-      ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>> byDb = byChannel.get(c);
-      ConcurrentHashMap<String, Integer> byTable = byDb == null ? null : byDb.get(k);
-      return byTable == null ? null : byTable.get(t);
-    }
-
-    void put(Object c, String k, String t, Integer v) {
-      if (size < MEMO_MAX) {
-        size++;
-        byChannel.computeIfAbsent(c, x -> new ConcurrentHashMap<>()).computeIfAbsent(k, x -> new ConcurrentHashMap<>())
-            .put(t, v);
-      }
-    }
   }
 
   /** A pattern in LIKE syntax (backslash escapes, a trailing backslash is literal) as units: bytes or code points. */
