@@ -777,18 +777,22 @@ def test_rewrite_and_database_rules_decide_alike_in_every_regime(spark, lctn, re
 
 
 def test_the_jvm_memo_tells_colliding_names_apart_and_stays_exact_past_its_bound(spark, monkeypatch):
-    """The JVM table code's per-task memo hashes a name by its length and first and last eight bytes: names
-    equal in those are told apart by their bytes. One task of 420,000 rows passes its bound (2^18 decisions),
-    after which it decides without memoising; every distinct row's answer is the reference's."""
+    """The JVM table code's per-task memo keeps a name as its length and first and last eight bytes (four, or
+    all, in shorter names), which are the whole name up to 16 bytes; longer names equal in those are told apart
+    by their bytes. One task of 420,000 rows passes its bound (2^18 decisions), after which it decides without
+    memoising; every distinct row's answer is the reference's."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
-    colliding = [f"aaaaaaaa{c}zzzzzzzz" for c in "0123456789é"]
-    state = state_of(0, default=F(do_table=["db." + colliding[1], "db." + colliding[10]], wild_do=["db.t%5"]),
-                     ch1=F(ignore_table=["db." + colliding[2]], wild_ignore=["d_.t1%"]))
+    families = ["{}", "a{}", "ab{}c", "abcd{}e", "abcdefg{}", "abcdefgh{}zzzzzz", "aaaaaaaa{}zzzzzzzz"]  # 1 to 17
+    colliding = [f.format(c) for f in families for c in "0123456789é"]
+    state = state_of(0, default=F(do_table=["db." + n for n in colliding[1::11] + colliding[10::11]],
+                                  wild_do=["db.t%5"]),
+                     ch1=F(ignore_table=["db." + n for n in colliding[2::11]], wild_ignore=["d_.t1%"]))
     register(spark, state, jvm="expression")
     names = "array(" + ", ".join(f"'{n}'" for n in colliding) + ")"
     got = spark.range(0, 420_000, 1, 1).selectExpr(
         "CASE WHEN id % 2 = 0 THEN '' ELSE 'ch1' END AS c", "CASE WHEN id % 7 = 0 THEN 'dx' ELSE 'db' END AS d",
-        f"CASE WHEN id % 3 = 0 THEN element_at({names}, CAST(id % 11 AS INT) + 1) ELSE concat('t', id) END AS t"
+        f"CASE WHEN id % 3 = 0 THEN element_at({names}, CAST(id % {len(colliding)} AS INT) + 1) "
+        "ELSE concat('t', id) END AS t"
     ).selectExpr("c", "d", "t", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l").distinct().collect()
     assert len(got) > 2 ** 18
     bad = [(r.c, r.d, r.t, r.v, r.l) for r in got

@@ -110,17 +110,20 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
   }
 
   /**
-   * One channel's decisions in an open-addressing table of ints, the names' bytes in one array: a hit reads
-   * one slot and compares bytes in place, where maps of string objects chased several pointers a row.
+   * One channel's decisions in an open-addressing table of longs. A slot holds each name as two words (its
+   * first and last eight bytes, or four, or all of them) and its length: for a name of at most 16 bytes that
+   * is the name itself, so a hit compares words and reads nothing else; longer names also compare their bytes,
+   * kept in one array.
    */
   final class PerChannel implements ToIntBiFunction<Object, Object> {
-    private static final int STRIDE = 8;  // db hash, table hash, offset, db length, table length, code + 1
+    private static final int STRIDE = 6;  // db words (2), table words (2), lengths, offset of long names | code + 1
+    private static final int SHORT = 16;
     private final TableRules.Channel ch;
     private final ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common;
-    private int[] slots = new int[STRIDE << 10];
+    private long[] slots = new long[STRIDE << 10];
     private int mask = (1 << 10) - 1;
     private int used;
-    private byte[] names = new byte[1 << 14];
+    private byte[] names = new byte[1 << 12];
     private int end;
 
     PerChannel(TableRules.Channel ch, ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common) {
@@ -139,18 +142,21 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
       }
       int kn = k.numBytes();
       int tn = t.numBytes();
-      int hk = hash(k, kn);
-      int ht = hash(t, tn);
-      int i = mix(hk, ht) & mask;
+      long k0 = first(k, kn);
+      long k1 = last(k, kn);
+      long t0 = first(t, tn);
+      long t1 = last(t, tn);
+      long lens = (long) kn << 32 | tn;
+      int i = mix(k0, k1, t0, t1, lens) & mask;
       while (true) {
         int b = i * STRIDE;
-        int v = slots[b + 5];
-        if (v == 0) {
-          return insert(i, k, t, hk, ht, kn, tn);
+        long info = slots[b + 5];
+        if (info == 0) {
+          return insert(i, k, t, k0, k1, t0, t1, lens);
         }
-        if (slots[b] == hk && slots[b + 1] == ht && slots[b + 3] == kn && slots[b + 4] == tn
-            && same(k, slots[b + 2]) && same(t, slots[b + 2] + kn)) {
-          return v - 1;
+        if (slots[b] == k0 && slots[b + 2] == t0 && slots[b + 1] == k1 && slots[b + 3] == t1 && slots[b + 4] == lens
+            && (kn <= SHORT || same(k, (int) (info >>> 32))) && (tn <= SHORT || same(t, (int) (info >>> 32) + kn))) {
+          return (int) info - 1;
         }
         i = (i + 1) & mask;
       }
@@ -161,25 +167,32 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
           Platform.BYTE_ARRAY_OFFSET + at, s.numBytes());
     }
 
-    private int insert(int i, UTF8String k, UTF8String t, int hk, int ht, int kn, int tn) {
+    private int insert(int i, UTF8String k, UTF8String t, long k0, long k1, long t0, long t1, long lens) {
       int v = decide(k, t);
-      long need = (long) end + kn + tn;
-      if (size >= MEMO_MAX || need > Integer.MAX_VALUE - 8) {  // bounded: past it, decisions are not kept
+      int kn = k.numBytes();
+      int tn = t.numBytes();
+      int at = end;
+      if (kn > SHORT || tn > SHORT) {
+        long need = (long) end + kn + tn;
+        if (size >= MEMO_MAX || need > Integer.MAX_VALUE - 8) {  // bounded: past it, decisions are not kept
+          return v;
+        }
+        if (need > names.length) {
+          names = Arrays.copyOf(names, (int) Math.min(Integer.MAX_VALUE - 8, 2 * need));
+        }
+        k.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end);
+        t.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end + kn);
+        end += kn + tn;
+      } else if (size >= MEMO_MAX) {
         return v;
       }
-      if (need > names.length) {
-        names = Arrays.copyOf(names, (int) Math.min(Integer.MAX_VALUE - 8, 2 * need));
-      }
-      k.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end);
-      t.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end + kn);
       int b = i * STRIDE;
-      slots[b] = hk;
-      slots[b + 1] = ht;
-      slots[b + 2] = end;
-      slots[b + 3] = kn;
-      slots[b + 4] = tn;
-      slots[b + 5] = v + 1;
-      end += kn + tn;
+      slots[b] = k0;
+      slots[b + 1] = k1;
+      slots[b + 2] = t0;
+      slots[b + 3] = t1;
+      slots[b + 4] = lens;
+      slots[b + 5] = (long) at << 32 | (v + 1);
       size++;
       if (++used * 2 > mask) {
         grow();
@@ -202,12 +215,12 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
     }
 
     private void grow() {
-      int[] old = slots;
+      long[] old = slots;
       mask = mask * 2 + 1;
-      slots = new int[(mask + 1) * STRIDE];
+      slots = new long[(mask + 1) * STRIDE];
       for (int b = 0; b < old.length; b += STRIDE) {
         if (old[b + 5] != 0) {
-          int i = mix(old[b], old[b + 1]) & mask;
+          int i = mix(old[b], old[b + 1], old[b + 2], old[b + 3], old[b + 4]) & mask;
           while (slots[i * STRIDE + 5] != 0) {
             i = (i + 1) & mask;
           }
@@ -217,30 +230,32 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
     }
   }
 
-  /**
-   * A cheap hash of a name's bytes: its first and last eight (or four, or one) and its length. Names that
-   * share them collide and are told apart by comparing bytes; this is several times cheaper than Murmur3.
-   */
-  static int hash(UTF8String s, int n) {
+  /** A name's first eight bytes (its first four and last four from 4 to 7 bytes; all of them below 4). */
+  static long first(UTF8String s, int n) {
     Object base = s.getBaseObject();
     long off = s.getBaseOffset();
-    long h;
     if (n >= 8) {
-      h = Platform.getLong(base, off) * 0x9E3779B97F4A7C15L ^ Platform.getLong(base, off + n - 8);
-    } else if (n >= 4) {
-      h = (Platform.getInt(base, off) & 0xFFFFFFFFL) << 32 | (Platform.getInt(base, off + n - 4) & 0xFFFFFFFFL);
-    } else {
-      h = 0;
-      for (int j = 0; j < n; j++) {
-        h = h << 8 | (Platform.getByte(base, off + j) & 0xFF);
-      }
+      return Platform.getLong(base, off);
     }
-    h = (h ^ n) * 0xC2B2AE3D27D4EB4FL;
-    return (int) (h ^ (h >>> 29));
+    if (n >= 4) {
+      return (Platform.getInt(base, off) & 0xFFFFFFFFL) << 32 | (Platform.getInt(base, off + n - 4) & 0xFFFFFFFFL);
+    }
+    long h = 0;
+    for (int j = 0; j < n; j++) {
+      h = h << 8 | (Platform.getByte(base, off + j) & 0xFF);
+    }
+    return h;
   }
 
-  private static int mix(int hk, int ht) {
-    int h = hk * 0x9E3779B1 + ht;
-    return h ^ (h >>> 15);
+  /** A name's last eight bytes, from 8 bytes on (0 below: first() holds them all). */
+  static long last(UTF8String s, int n) {
+    return n >= 8 ? Platform.getLong(s.getBaseObject(), s.getBaseOffset() + n - 8) : 0;
+  }
+
+  private static int mix(long k0, long k1, long t0, long t1, long lens) {
+    long h = (k0 * 0x9E3779B97F4A7C15L ^ k1) * 0xC2B2AE3D27D4EB4FL;
+    h = (h ^ t0) * 0x9E3779B97F4A7C15L ^ t1;
+    h = (h ^ lens) * 0xC2B2AE3D27D4EB4FL;
+    return (int) (h ^ (h >>> 32));
   }
 }
