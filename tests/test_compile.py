@@ -780,23 +780,28 @@ def test_the_jvm_memo_tells_colliding_names_apart_and_stays_exact_past_its_bound
     """The JVM table code's per-task memo keeps a name as its length and first and last eight bytes (four, or
     all, in shorter names), which are the whole name up to 16 bytes; longer names equal in those are told apart
     by their bytes. One task of 420,000 rows passes its bound (2^18 decisions), after which it decides without
-    memoising; every distinct row's answer is the reference's."""
+    memoising; every distinct row's answer is the reference's. Names pass to the memo as words and, past 16
+    bytes, bytes in a scratch array; a pair longer than the scratch, and a NULL table, take their own paths."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
     families = ["{}", "a{}", "ab{}c", "abcd{}e", "abcdefg{}", "abcdefgh{}zzzzzz", "aaaaaaaa{}zzzzzzzz"]  # 1 to 17
     colliding = [f.format(c) for f in families for c in "0123456789é"]
-    state = state_of(0, default=F(do_table=["db." + n for n in colliding[1::11] + colliding[10::11]],
-                                  wild_do=["db.t%5"]),
-                     ch1=F(ignore_table=["db." + n for n in colliding[2::11]], wild_ignore=["d_.t1%"]))
+    long_db = "database_of_twenty_é"
+    state = state_of(0, default=F(do_table=["db." + n for n in colliding[1::11] + colliding[10::11]]
+                                  + ["db." + "x" * 9000], wild_do=["db.t%5", "database%.t%8"]),
+                     ch1=F(ignore_table=["db." + n for n in colliding[2::11]], wild_ignore=["d_.t1%"],
+                           ignore_db=["dx"]))
     register(spark, state, jvm="expression")
     names = "array(" + ", ".join(f"'{n}'" for n in colliding) + ")"
     got = spark.range(0, 420_000, 1, 1).selectExpr(
-        "CASE WHEN id % 2 = 0 THEN '' ELSE 'ch1' END AS c", "CASE WHEN id % 7 = 0 THEN 'dx' ELSE 'db' END AS d",
+        "CASE WHEN id % 2 = 0 THEN '' ELSE 'ch1' END AS c",
+        f"CASE WHEN id % 7 = 0 THEN 'dx' WHEN id % 11 = 0 THEN '{long_db}' ELSE 'db' END AS d",
         f"CASE WHEN id % 3 = 0 THEN element_at({names}, CAST(id % {len(colliding)} AS INT) + 1) "
-        "ELSE concat('t', id) END AS t"
+        "WHEN id % 1000 = 1 THEN repeat('x', 9000 + CAST(id % 2000 AS INT) DIV 1000) "
+        "WHEN id % 1000 = 2 THEN NULL ELSE concat('t', id) END AS t"
     ).selectExpr("c", "d", "t", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l").distinct().collect()
     assert len(got) > 2 ** 18
-    bad = [(r.c, r.d, r.t, r.v, r.l) for r in got
-           if (r.v, r.l) != ((d := decide_row(state.channel(r.c).filters, RowEvent(r.d, r.t), 0)).apply, d.decided_by)]
+    assert {len(r.t) for r in got if r.t and r.t[0] == "x"} == {9000, 9001} and any(r.t is None for r in got)
+    bad = [(r.c, r.d, r.t and r.t[:40], r.v, r.l) for r in got if (r.v, r.l) != expect_row(state, r.c, r.d, r.t)[:2]]
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 

@@ -53,23 +53,86 @@ public final class RowCode extends Expression implements Serializable {
     ExprCode ce = c.genCode(ctx);
     ExprCode ke = k.genCode(ctx);
     ExprCode te = t.genCode(ctx);
-    boolean byIndex = c.dataType().equals(DataTypes.IntegerType);
-    String ref = ctx.addReferenceObj("rplRowCode", new RowCodeMemo(spec),
-        byIndex ? "java.util.function.IntFunction" : "java.util.function.Function");
-    String ch = ctx.freshName("channelMemo");
-    String code = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
+    String pre = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
         + "boolean " + ev.isNull() + " = true;\n"
-        + "int " + ev.value() + " = -1;\n"
+        + "int " + ev.value() + " = -1;\n";
+    RowCodeMemo m = new RowCodeMemo(spec);
+    if (!c.dataType().equals(DataTypes.IntegerType)) {
+      String ref = ctx.addReferenceObj("rplRowCode", m, "java.util.function.Function");
+      String ch = ctx.freshName("channelMemo");
+      String code = pre
+          + "if (!" + ce.isNull() + " && !" + ke.isNull() + ") {\n"
+          + "  java.util.function.ToIntBiFunction " + ch + " = (java.util.function.ToIntBiFunction) " + ref
+          + ".apply(" + ce.value() + ");\n"
+          + "  if (" + ch + " != null) {\n"
+          + "    " + ev.value() + " = " + ch + ".applyAsInt(" + ke.value() + ", " + te.isNull() + " ? null : "
+          + te.value() + ");\n"
+          + "    " + ev.isNull() + " = " + ev.value() + " < 0;\n"
+          + "  }\n"
+          + "}\n";
+      return ev.copy(new CodeBlock(seq(code), seq()), ev.isNull(), ev.value());
+    }
+    // By index: the names go to the memo's scratch as primitives, so Spark's strings stay in this method.
+    String ref = ctx.addReferenceObj("rplRowCode", m, "java.util.function.IntUnaryOperator");
+    String w = ctx.addReferenceObj("rplScratch", m.scratch(), "long[]");
+    String kn = ctx.freshName("kn");
+    String tn = ctx.freshName("tn");
+    String chm = ctx.freshName("channelMemo");
+    String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.WORDS * 8;
+    String code = pre
         + "if (!" + ce.isNull() + " && !" + ke.isNull() + ") {\n"
-        + "  java.util.function.ToIntBiFunction " + ch + " = (java.util.function.ToIntBiFunction) " + ref
-        + ".apply(" + ce.value() + ");\n"
-        + "  if (" + ch + " != null) {\n"
-        + "    " + ev.value() + " = " + ch + ".applyAsInt(" + ke.value() + ", " + te.isNull() + " ? null : "
-        + te.value() + ");\n"
-        + "    " + ev.isNull() + " = " + ev.value() + " < 0;\n"
+        + "  int " + kn + " = " + ke.value() + ".numBytes();\n"
+        + "  int " + tn + " = " + te.isNull() + " ? -1 : " + te.value() + ".numBytes();\n"
+        + "  if ((long) " + kn + " + Math.max(" + tn + ", 0) > " + RowCodeMemo.NAME_BYTES + ") {\n"
+        + "    Object " + chm + " = ((java.util.function.IntFunction) " + ref + ").apply(" + ce.value() + ");\n"
+        + "    " + ev.value() + " = " + chm + " == null ? -1 : ((java.util.function.ToIntBiFunction) " + chm
+        + ").applyAsInt(" + ke.value() + ", " + te.isNull() + " ? null : " + te.value() + ");\n"
+        + "  } else {\n"
+        + words(ctx, ke.value().toString(), kn, w, 0)
+        + "    if (" + te.isNull() + ") {\n"
+        + "      " + w + "[2] = 0L;\n"
+        + "      " + w + "[3] = 0L;\n"
+        + "    } else {\n"
+        + words(ctx, te.value().toString(), tn, w, 2)
+        + "    }\n"
+        + "    " + w + "[4] = (long) " + kn + " << 32 | (" + tn + " & 0xFFFFFFFFL);\n"
+        + "    if (" + kn + " > 16 || " + tn + " > 16) {\n"
+        + "      Platform.copyMemory(" + ke.value() + ".getBaseObject(), " + ke.value() + ".getBaseOffset(), " + w
+        + ", " + at + ", " + kn + ");\n"
+        + "      if (" + tn + " > 0) {\n"
+        + "        Platform.copyMemory(" + te.value() + ".getBaseObject(), " + te.value() + ".getBaseOffset(), "
+        + w + ", " + at + " + " + kn + ", " + tn + ");\n"
+        + "      }\n"
+        + "    }\n"
+        + "    " + ev.value() + " = " + ref + ".applyAsInt(" + ce.value() + ");\n"
         + "  }\n"
+        + "  " + ev.isNull() + " = " + ev.value() + " < 0;\n"
         + "}\n";
     return ev.copy(new CodeBlock(seq(code), seq()), ev.isNull(), ev.value());
+  }
+
+  /** Java that writes the words of string `s` (length in `n`) to w[i] and w[i + 1], as RowCodeMemo.first/last. */
+  private static String words(CodegenContext ctx, String s, String n, String w, int i) {
+    String b = s + ".getBaseObject()";
+    String o = s + ".getBaseOffset()";
+    String h = ctx.freshName("word");
+    String j = ctx.freshName("j");
+    return "    if (" + n + " >= 8) {\n"
+        + "      " + w + "[" + i + "] = Platform.getLong(" + b + ", " + o + ");\n"
+        + "      " + w + "[" + (i + 1) + "] = Platform.getLong(" + b + ", " + o + " + " + n + " - 8);\n"
+        + "    } else {\n"
+        + "      long " + h + " = 0L;\n"
+        + "      if (" + n + " >= 4) {\n"
+        + "        " + h + " = ((long) Platform.getInt(" + b + ", " + o + ") & 0xFFFFFFFFL) << 32"
+        + " | ((long) Platform.getInt(" + b + ", " + o + " + " + n + " - 4) & 0xFFFFFFFFL);\n"
+        + "      } else {\n"
+        + "        for (int " + j + " = 0; " + j + " < " + n + "; " + j + "++) {\n"
+        + "          " + h + " = " + h + " << 8 | (Platform.getByte(" + b + ", " + o + " + " + j + ") & 0xFF);\n"
+        + "        }\n"
+        + "      }\n"
+        + "      " + w + "[" + i + "] = " + h + ";\n"
+        + "      " + w + "[" + (i + 1) + "] = 0L;\n"
+        + "    }\n";
   }
 
   @SafeVarargs

@@ -7,6 +7,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import java.util.function.IntFunction;
+import java.util.function.IntUnaryOperator;
 import java.util.function.ToIntBiFunction;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.array.ByteArrayMethods;
@@ -18,15 +19,25 @@ import org.apache.spark.unsafe.types.UTF8String;
  * decisions (Shared), else TableRules decides; at most MEMO_MAX decisions are kept. A copy is deserialised
  * per task, so this object is never used by two threads (Shared is). Generated code sees it only through
  * the JDK's function interfaces: Spark's code generator need not load this jar's classes.
+ *
+ * <p>A channel given by index is asked through applyAsInt with the names in the scratch array (their words,
+ * see first(), and the bytes of names past 16 bytes), which generated code fills in place: Spark's string
+ * objects then never leave the generated method, so the JIT need not allocate them (about 100 bytes a row).
  */
-public final class RowCodeMemo implements IntFunction<Object>, Function<Object, Object>, Serializable {
+public final class RowCodeMemo implements IntFunction<Object>, Function<Object, Object>, IntUnaryOperator,
+    Serializable {
   private static final long serialVersionUID = 1L;
   private static final int MEMO_MAX = 1 << 18;
   private static final Object UNKNOWN = new Object();
   private static final int SHARED_MAX = 1 << 20;
   /** Decisions shared by a JVM's tasks, by spec, channel, db, table; a task's own memo misses here. */
   private static final ConcurrentHashMap<String, Shared> SHARED = new ConcurrentHashMap<>();
+  /** Scratch longs before the name bytes: db words (2), table words (2), lengths (db << 32 | table, -1: NULL). */
+  static final int WORDS = 5;
+  /** The bytes of long names that scratch holds; longer pairs take the string path (Function). */
+  static final int NAME_BYTES = 8 << 10;
   private final String spec;
+  private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
   private transient TableRules rules;
   private transient Shared shared;
   private transient Object[] byIndex;  // PerChannel or UNKNOWN, by the channel's index
@@ -83,6 +94,18 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
     return m == UNKNOWN ? null : m;
   }
 
+  /** The array generated code writes a row's names into before it calls applyAsInt. */
+  public long[] scratch() {
+    return scratch;
+  }
+
+  /** The code of the names in scratch for the channel of this index; -1 for NULL or an unknown channel. */
+  @Override
+  public int applyAsInt(int channel) {
+    PerChannel m = (PerChannel) apply(channel);
+    return m == null ? -1 : m.lookup(scratch);
+  }
+
   private PerChannel make(Object key) {
     TableRules.Channel ch = rules.channel(key);
     return ch == null ? null : new PerChannel(ch, shared.byChannel.computeIfAbsent(key, x -> new ConcurrentHashMap<>()));
@@ -136,35 +159,77 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
     public int applyAsInt(Object db, Object table) {
       UTF8String k = (UTF8String) db;
       UTF8String t = (UTF8String) table;
-      if (t == null) {
-        int dc = ch.dbCode(k.toString());
+      int kn = k.numBytes();
+      int tn = t == null ? -1 : t.numBytes();
+      if ((long) kn + Math.max(tn, 0) > NAME_BYTES) {
+        return decide(k, t);  // past the scratch: not memoised
+      }
+      long[] w = scratch;
+      w[0] = first(k, kn);
+      w[1] = last(k, kn);
+      w[2] = t == null ? 0 : first(t, tn);
+      w[3] = t == null ? 0 : last(t, tn);
+      w[4] = (long) kn << 32 | (tn & 0xFFFFFFFFL);
+      if (kn > SHORT || tn > SHORT) {
+        k.writeToMemory(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8);
+        if (t != null) {
+          t.writeToMemory(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8 + kn);
+        }
+      }
+      return lookup(w);
+    }
+
+    /** The code of the names in `w` (scratch's layout), or -1 for NULL. */
+    int lookup(long[] w) {
+      long k0 = w[0];
+      long k1 = w[1];
+      long t0 = w[2];
+      long t1 = w[3];
+      long lens = w[4];
+      int kn = (int) (lens >>> 32);
+      int tn = (int) lens;
+      if (tn < 0) {
+        int dc = ch.dbCode(name(w, k0, k1, kn, 0).toString());
         return dc == 2 || dc == 3 ? dc : -1;
       }
-      int kn = k.numBytes();
-      int tn = t.numBytes();
-      long k0 = first(k, kn);
-      long k1 = last(k, kn);
-      long t0 = first(t, tn);
-      long t1 = last(t, tn);
-      long lens = (long) kn << 32 | tn;
       int i = mix(k0, k1, t0, t1, lens) & mask;
       while (true) {
         int b = i * STRIDE;
         long info = slots[b + 5];
         if (info == 0) {
-          return insert(i, k, t, k0, k1, t0, t1, lens);
+          return insert(i, name(w, k0, k1, kn, 0), name(w, t0, t1, tn, kn), k0, k1, t0, t1, lens);
         }
         if (slots[b] == k0 && slots[b + 2] == t0 && slots[b + 1] == k1 && slots[b + 3] == t1 && slots[b + 4] == lens
-            && (kn <= SHORT || same(k, (int) (info >>> 32))) && (tn <= SHORT || same(t, (int) (info >>> 32) + kn))) {
+            && (kn <= SHORT || same(w, 0, kn, (int) (info >>> 32)))
+            && (tn <= SHORT || same(w, kn, tn, (int) (info >>> 32) + kn))) {
           return (int) info - 1;
         }
         i = (i + 1) & mask;
       }
     }
 
-    private boolean same(UTF8String s, int at) {
-      return ByteArrayMethods.arrayEquals(s.getBaseObject(), s.getBaseOffset(), names,
-          Platform.BYTE_ARRAY_OFFSET + at, s.numBytes());
+    /** A name of scratch: rebuilt from its words up to 16 bytes, else its bytes at `at` past the words. */
+    private UTF8String name(long[] w, long w0, long w1, int n, int at) {
+      byte[] b = new byte[n];
+      if (n > SHORT) {
+        Platform.copyMemory(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8 + at, b, Platform.BYTE_ARRAY_OFFSET, n);
+      } else if (n >= 8) {
+        Platform.putLong(b, Platform.BYTE_ARRAY_OFFSET, w0);
+        Platform.putLong(b, Platform.BYTE_ARRAY_OFFSET + n - 8, w1);
+      } else if (n >= 4) {
+        Platform.putInt(b, Platform.BYTE_ARRAY_OFFSET, (int) (w0 >>> 32));
+        Platform.putInt(b, Platform.BYTE_ARRAY_OFFSET + n - 4, (int) w0);
+      } else {
+        for (int j = 0; j < n; j++) {
+          b[j] = (byte) (w0 >>> (8 * (n - 1 - j)));
+        }
+      }
+      return UTF8String.fromBytes(b);
+    }
+
+    private boolean same(long[] w, int from, int n, int at) {
+      return ByteArrayMethods.arrayEquals(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8 + from, names,
+          Platform.BYTE_ARRAY_OFFSET + at, n);
     }
 
     private int insert(int i, UTF8String k, UTF8String t, long k0, long k1, long t0, long t1, long lens) {
@@ -202,6 +267,10 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
 
     /** A miss: the JVM's shared decisions first (the tasks of a query meet the same names), else the rules. */
     private int decide(UTF8String k, UTF8String t) {
+      if (t == null) {
+        int dc = ch.dbCode(k.toString());
+        return dc == 2 || dc == 3 ? dc : -1;
+      }
       ConcurrentHashMap<UTF8String, Integer> byTable = common.get(k);
       Integer hit = byTable == null ? null : byTable.get(t);
       if (hit != null) {
