@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -152,10 +153,11 @@ def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
     python = str(venv / "bin" / "python")
     wh = tmp_path / "wh"
     session = Session(str(wh))
-    many_wild_rules(session)  # the JVM function: a Hive function from the jar that the wheel's rpl-sql builds
+    many_wild_rules(session)  # the JVM row code, registered by a Hive function from the jar the wheel's rpl-sql builds
     init, text = export([str(venv / "bin" / "rpl-sql")], wh, tmp_path)
     assert f"PYSPARK_PYTHON={python} spark-sql" in text
-    assert "AS 'rpl_sql.jvm.TableCodeHive' USING JAR" in text
+    assert "AS 'rpl_sql.jvm.RowCodeHive' USING JAR" in text
+    assert re.search(r"FUNCTION should_apply\(.* THEN rpl_sql__jrc\(", text)
     spread = spread_query()
     apps = cluster.apps()
     got, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY), ("spread", spread)] + function_sections(),

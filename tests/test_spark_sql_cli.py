@@ -234,7 +234,8 @@ def test_exported_script_in_spark_sql(tmp_path):
     assert ROW_EVENTS[8][1] == HOME and rows[8][1] == "false"  # `${env:HOME}` stayed literal
 
     # change the rules with the Python API; run the same (not re-exported) script again. The new rules are
-    # many: the fresh export's row table code is the JVM function (a Hive function from rpl_sql's jar)
+    # many: the fresh export's row code is the JVM's Catalyst expression, which a Hive function from rpl_sql's
+    # jar registers in the shell's session
     exported_version = session.store.version()
     many = ", ".join(f"'db2.t{i}\\_%'" for i in range(400))
     session.execute(f"CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db2), REPLICATE_WILD_IGNORE_TABLE = ({many}, "
@@ -242,11 +243,14 @@ def test_exported_script_in_spark_sql(tmp_path):
     assert decide(session.state.channel("ch1").filters, RowEvent("db2", "t2")).apply
     assert not decide(session.state.channel("ch1").filters, RowEvent("db2", "t1")).apply
     fresh, fresh_text = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path, "fresh.sql")
-    assert "AS 'rpl_sql.jvm.TableCodeHive' USING JAR" in fresh_text
+    assert "AS 'rpl_sql.jvm.RowCodeHive' USING JAR" in fresh_text
+    assert "SELECT rpl_sql__jinstall('rpl_sql__jrc', 'rpl_sql table rules 2|" in fresh_text
+    assert re.search(r"FUNCTION should_apply\(.* THEN rpl_sql__jrc\(", fresh_text)
     replica_rows(wh, [(3, "new", "3.00")], seq=2)
     second, err = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections()[:1] + [
-        ("refresh", f"source {fresh}"), ("rows_after", function_sections()[0][1]), ("replica", REPLICA_QUERY)],
-        ignore_errors=True)
+        ("refresh", f"source {fresh}"), ("rows_after", function_sections()[0][1]), ("replica", REPLICA_QUERY),
+        ("jvm", "DESCRIBE FUNCTION rpl_sql__jrc")], ignore_errors=True)
+    assert ["Class: rpl_sql.jvm.RowCodeFunction"] in second["jvm"], second["jvm"]
     assert second["replica"] == [["1", "ünï ✓", "1.50"], ["2", "NULL", "NULL"], ["3", "new", "3.00"]]  # live
     assert second["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert ["ch1", "REPLICATE_DO_DB", "db2"] in [r[:3] for r in second["filters"]]  # live

@@ -43,8 +43,8 @@ FIX_CHAIN_MAX = 4  # up to this many prefixes of one length: startswith() each (
 STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
 HELPER_PREFIX = "rpl_sql__"  # prefix of the helper functions
 APPLIER_PREFIX = "rpl_sql_apply__"  # prefix of the applier's set: its own helpers, never the session's
-JVM_TABLE_CODE = HELPER_PREFIX + "jtc"  # the JVM table code (rpl_sql/jvm) in the spark-sql shell: a Hive function
-JVM_ROW_CODE = HELPER_PREFIX + "jrc"  # the JVM's whole row code in Python sessions: a Catalyst expression
+JVM_ROW_CODE = HELPER_PREFIX + "jrc"  # the JVM's whole row code (rpl_sql/jvm): a Catalyst expression
+JVM_INSTALL = HELPER_PREFIX + "jinstall"  # the spark-sql shell's way to register JVM_ROW_CODE: a Hive function
 ROW_TRUE_CODES = (10, 12, 14, 16, 17, 18)  # the row codes that apply
 
 
@@ -63,6 +63,6 @@ class CompiledFunctions:
 
     statements: tuple[str, ...]
     encoding: str
-    jvm_spec: str | None = None  # the statements call JVM_ROW_CODE or JVM_TABLE_CODE, deciding by this spec
+    jvm_spec: str | None = None  # the statements call JVM_ROW_CODE, which decides by this spec
 
 

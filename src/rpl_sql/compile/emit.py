@@ -12,7 +12,6 @@ from rpl_sql.compile.codes import (
     HELPER_PREFIX,
     JVM_MIN_CHARS,
     JVM_ROW_CODE,
-    JVM_TABLE_CODE,
     LABELS,
     MAP_CHUNK,
     MAP_PAD_MAX,
@@ -87,7 +86,7 @@ class _Compiler:
     def row_jvm(self) -> bool:
         """The rows' whole code is the JVM's (JVM_ROW_CODE): where the table code is its Catalyst expression,
         the database rules and the rewrite go in the same memoised lookup (table_code_helper decides)."""
-        return self.jvm == "expression" and self.jvm_spec is not None
+        return self.jvm_spec is not None
 
     @property
     def ctype(self) -> str:
@@ -330,20 +329,7 @@ class _Compiler:
             # row at any rule count, faster than this SQL from a few rules on; no tc helper then
             self.jvm_spec = self.rules_spec()
             return None
-        if self.jvm == "hive" and too_big:
-            # the JVM function (rpl_sql/jvm) where the SQL would be interpreted: one memoised lookup per row
-            self.jvm_spec = self.rules_spec()
-            call = f"{JVM_TABLE_CODE}({sql_str(self.jvm_spec)}, c, k, t)"
-
-            def jvm_code(g: ChannelGroup) -> str:  # the function answers 0 where a channel has no table rules
-                if not any(ch.table_rules for ch in g.reps):
-                    return "dc"
-                none = g.cond(lambda ch: not ch.table_rules)
-                return call if none == "false" else sql_case([(none, "dc")], call)
-
-            code = sql_case([("x IS NOT NULL", "x"), ("dc IN (2, 3)", "dc")],
-                            self.dispatch(jvm_code, "k IS NULL OR t IS NULL"))
-        elif too_big:
+        if too_big:
             # Whole-stage codegen puts a projection's expressions into one Java method; past HotSpot's
             # 8000-byte limit it is never JIT-compiled (unless -XX:-DontCompileHugeMethods) and runs in the
             # bytecode interpreter, many times slower than Spark's expression interpreter. A higher-order
@@ -450,14 +436,12 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     prefix: the applier's set under another prefix, so that two states' sets live in one session (the
     impact of a filter change decides with the current and the proposed filters side by side).
 
-    jvm: the JVM code (rpl_sql/jvm) instead of the row table code's SQL: 'expression', from JVM_MIN_CHARS of
-    that SQL on, the rows' whole code by JVM_ROW_CODE, a Catalyst expression the caller registers with the
-    result's jvm_spec (Python sessions); 'hive', where the SQL would be interpreted (past the size limit),
-    the table code by JVM_TABLE_CODE, a Hive function with the spec as its literal first argument (the
-    spark-sql shell, where CREATE FUNCTION ... USING JAR takes Hive functions).
+    jvm: 'expression': from JVM_MIN_CHARS of the row table code's SQL on, the rows' whole code by
+    JVM_ROW_CODE instead, a Catalyst expression (rpl_sql/jvm) that the caller registers with the result's
+    jvm_spec (Python sessions through py4j; the spark-sql shell through the Hive function JVM_INSTALL).
     """
-    if jvm not in (None, "expression", "hive"):
-        raise ValueError(f"jvm {jvm!r}: None, 'expression' or 'hive'")
+    if jvm not in (None, "expression"):
+        raise ValueError(f"jvm {jvm!r}: None or 'expression'")
     if prefix is not None and not (applier and prefix.isidentifier()):
         raise ValueError(f"prefix {prefix!r}: an identifier, for the applier's set only")
     comp = _Compiler(state, encoding, jit_huge_methods, map_hash_min, jvm)
@@ -471,8 +455,7 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
     size = sum(map(len, stmts))
     past = f"past {comp.max_compiled} chars"
     table_form = (f"a JVM function ({jvm}, from {JVM_MIN_CHARS} chars), with the database rules and rewrite"
-                  if comp.row_jvm else f"a JVM function ({jvm}, {past})" if comp.jvm_spec else
-                  f"interpreted ({past})" if comp.interpreted else "compiled")
+                  if comp.row_jvm else f"interpreted ({past})" if comp.interpreted else "compiled")
     maps = (f" or, from {codes.SET_MAP_MIN} values, maps (hash lookup from {map_hash_min} entries)"
             if map_hash_min is not None and map_hash_min <= MAP_PAD_MAX else "")
     desc = (f"{comp.mode}: {comp.why}; {len(comp.chans)} channels in {len(comp.groups)} CASE branches"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 SOURCES = Path(__file__).with_name("java")
 FUNCTION_CLASS = "rpl_sql.jvm.RowCodeFunction"  # Python sessions: the builder of a Catalyst expression
-HIVE_CLASS = "rpl_sql.jvm.TableCodeHive"  # the spark-sql shell: CREATE FUNCTION ... USING JAR
+HIVE_CLASS = "rpl_sql.jvm.RowCodeHive"  # the spark-sql shell: CREATE FUNCTION ... USING JAR, registers the same
 
 
 class JarUnavailable(RuntimeError):

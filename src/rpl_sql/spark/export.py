@@ -15,7 +15,7 @@ import textwrap
 from datetime import datetime, timezone
 
 from rpl_sql import jvm
-from rpl_sql.compile import JVM_TABLE_CODE, SET_MAP_MIN, Guard
+from rpl_sql.compile import JVM_INSTALL, JVM_ROW_CODE, SET_MAP_MIN, Guard
 from rpl_sql.compile.literals import escape_char, sql_str
 from rpl_sql.replica_catalog import all_tables
 from rpl_sql.spark.functions import compile_flags, compile_with_jar
@@ -195,9 +195,10 @@ def export_sql(session, stale_check: bool = True) -> str:
         f"Encoding: {compiled.encoding or 'default'}",
     ]
     if jar is not None:
-        header += ["", f"The row table code is rpl_sql's JVM function, a Hive function from {jar} (compiled for this "
-                       "pyspark; Hive support is needed, as the spark-sql shell has it). Without Hive support, "
-                       "export with RPL_SQL_JVM=0 for the compiled SQL: the same results, slower at this size."]
+        header += ["", f"A row's code is rpl_sql's JVM function {JVM_ROW_CODE}, from {jar} (compiled for this "
+                       f"pyspark), which the Hive function {JVM_INSTALL} registers in the session (Hive support "
+                       "is needed, as the spark-sql shell has it). Without Hive support, export with RPL_SQL_JVM=0 "
+                       "for the compiled SQL: the same results, slower at this size."]
     if "map_from_arrays" in "".join(compiled.statements):
         header += ["", f"Exact lists of {SET_MAP_MIN} or more names are constant maps, which Spark 4.2+ looks up "
                        "through a hash (spark.sql.optimizer.mapLookupHashThreshold at its default). "
@@ -223,8 +224,11 @@ def export_sql(session, stale_check: bool = True) -> str:
     body.append("")
     body.append(f"-- Functions compiled from {source}.")
     if jar is not None:
-        body.append(f"CREATE OR REPLACE TEMPORARY FUNCTION {JVM_TABLE_CODE} AS '{jvm.HIVE_CLASS}' "
+        body.append(f"CREATE OR REPLACE TEMPORARY FUNCTION {JVM_INSTALL} AS '{jvm.HIVE_CLASS}' "
                     f"USING JAR {sql_str(jar, script_safe=True)};")
+        # analysing the call registers the function; WHERE false: the shell prints no row
+        body.append(f"SELECT {JVM_INSTALL}({sql_str(JVM_ROW_CODE)}, {sql_str(compiled.jvm_spec, script_safe=True)}) "
+                    "WHERE false;")
     for text in compiled.statements:
         body.append(_terminated(text))
     return "".join(_comment(("-- " + line).rstrip()) + "\n" for line in lines) + "\n" + "\n".join(body) + "\n"

@@ -19,11 +19,11 @@ _JARS_ADDED: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 def compile_flags(spark: Any = None) -> dict[str, Any]:
     """The compiler's knobs for `spark`; None: a spark-sql shell of the installed pyspark, default JVM options.
 
-    The JVM table code where the session can load it: a classic session (not Spark Connect) on a machine
-    with a JDK; the spark-sql shell as a Hive function."""
+    The JVM row code where the session can load it: a classic session (not Spark Connect) on a machine
+    with a JDK; the spark-sql shell too (its script registers it through a Hive function, JVM_INSTALL)."""
     if spark is None:
         return {"jit_huge_methods": False, "map_hash_min": installed_map_lookup_hash_min(),
-                "jvm": "hive" if jvm.possible() else None}
+                "jvm": "expression" if jvm.possible() else None}
     classic = hasattr(spark, "_jsparkSession")
     return {"jit_huge_methods": jit_huge_methods(spark), "map_hash_min": map_lookup_hash_min(spark),
             "jvm": "expression" if classic and jvm.possible() else None}

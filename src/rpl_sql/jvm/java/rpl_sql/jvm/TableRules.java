@@ -12,24 +12,19 @@ import java.util.concurrent.ConcurrentHashMap;
  * The table rules' code of a row key, as rpl_sql.compile's table code helper gives it: 10 do_table, 11
  * ignore_table, 12 wild do, 13 wild ignore, 14/15 the default (true/false), 0 when the channel has no table
  * rules, NULL for an unknown channel or a NULL name; per channel also a row's whole code (Channel.rowCode).
- * The spec is written by rpl_sql.compile.jvm_spec (its format is documented there); names arrive folded
- * (and for `code`, rewritten). `code`'s decisions are memoised per distinct (channel, db, table): a column
- * of events holds few distinct tables, so most rows cost one lookup.
+ * The spec is written by rpl_sql.compile.jvm_spec (its format is documented there); names arrive folded.
+ * RowCodeMemo memoises the decisions.
  */
 public final class TableRules {
   static final int ANY = -1;
   static final int ONE = -2;
-  private static final int MEMO_MAX = 1 << 20;
   private static final Map<String, TableRules> PARSED = new ConcurrentHashMap<>();
 
   final boolean bytes;
   private final boolean byIndex;
   private final HashMap<Object, Channel> channels = new HashMap<>();
-  private final ConcurrentHashMap<Object, ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>>> memo =
-      new ConcurrentHashMap<>();
-  private volatile int memoSize;
 
-  /** One parse per spec in a JVM: every task deserialises the function, and the memo is worth sharing. */
+  /** One parse per spec in a JVM: every task deserialises the expression. */
   public static TableRules of(String spec) {
     TableRules r = PARSED.get(spec);
     if (r == null) {
@@ -93,30 +88,6 @@ public final class TableRules {
   /** The rules of the channel with this Integer index or String name; null for an unknown channel. */
   Channel channel(Object key) {
     return channels.get(key);
-  }
-
-  /** The table code; NULL for a NULL argument or an unknown channel. `c`: the channel's INT index or name. */
-  public Integer code(Object c, String k, String t) {
-    if (c == null || k == null || t == null) {
-      return null;
-    }
-    ConcurrentHashMap<String, ConcurrentHashMap<String, Integer>> byDb = memo.get(c);
-    ConcurrentHashMap<String, Integer> byTable = byDb == null ? null : byDb.get(k);
-    Integer hit = byTable == null ? null : byTable.get(t);
-    if (hit != null) {
-      return hit;
-    }
-    Channel ch = channels.get(c);
-    if (ch == null) {
-      return null;
-    }
-    Integer v = ch.code(k + "." + t, bytes);
-    if (memoSize < MEMO_MAX) {
-      memoSize++;
-      memo.computeIfAbsent(c, x -> new ConcurrentHashMap<>()).computeIfAbsent(k, x -> new ConcurrentHashMap<>())
-          .put(t, v);
-    }
-    return v;
   }
 
   /** A pattern in LIKE syntax (backslash escapes, a trailing backslash is literal) as units: bytes or code points. */
