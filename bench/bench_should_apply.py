@@ -7,6 +7,7 @@
     .venv/bin/python bench/bench_should_apply.py --cold-ab c027deb --sizes 10000 --rounds 3  # setup, fresh JVMs
     .venv/bin/python bench/bench_should_apply.py --java-opts=-XX:+UseG1GC   # Java 17's default collector
     .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db too
+    .venv/bin/python bench/bench_should_apply.py --spark-sql-ab 17e8b30 --sizes 100,10000   # in the spark-sql shell
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
 shared, wall clock is noisy, so CPU seconds of the JVM and its Python workers are printed as well). The bare
@@ -389,6 +390,86 @@ def cold_ab(ref: str, sizes: list[int], rounds: int, rows: int) -> None:
             print(f"|  | runs | {runs['compile']} | {runs['create']} | {runs['first']} | | |")
 
 
+SHELL_QUERIES = {
+    "bare": "SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev",
+    "should_apply": "SELECT count_if(should_apply(channel, db_name, table_name)) FROM ev",
+    "should_apply WHERE": "SELECT count(*) FROM ev WHERE should_apply(channel, db_name, table_name)",
+    "filter_decided_by": "SELECT count_if(filter_decided_by(channel, db_name, table_name) = 'DEFAULT') FROM ev"}
+
+
+def spark_sql_shell(sizes: list[int], repeat: int, rows: int, ref: str | None) -> None:
+    """The real spark-sql shell running the script `rpl-sql --export-sql` writes (with --no-stale-check: the
+    check is one subquery per query, not per row) for a warehouse holding the bench's rules: the queries
+    take turns with the bare scan, each run twice in a row and the second timed by the shell's own
+    `Time taken`. With `ref`, that revision's export (its rpl_sql on PYTHONPATH, its jar) side by side."""
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pyspark
+
+    from rpl_sql.spark.env import local_spark
+    from rpl_sql.store import DeltaStore
+
+    spark = local_spark(app_name="bench_should_apply_data")
+    data = ensure_data(spark, rows)
+    spark.stop()  # one JVM at a time: the shell's comes next
+    binary = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-sql")
+    tree = None
+    if ref:
+        tree = tempfile.mkdtemp(prefix="bench_ref_")
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src/rpl_sql"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+    print(f"\nspark-sql shell, {rows:,} rows, {repeat} rounds, medians of per-round ratios to the bare scan")
+    print("| rules/channel | export | " + " | ".join(k for k in SHELL_QUERIES if k != "bare") + " | bare s |")
+    print("|---|---|" + "---|" * len(SHELL_QUERIES))
+    for r in sizes:
+        for label, src in ([(ref, os.path.join(tree, "src"))] if ref else []) + [("this checkout", str(ROOT / "src"))]:
+            tmp = tempfile.mkdtemp(prefix="bench_shell_")
+            try:
+                store = DeltaStore(os.path.join(tmp, "wh"))
+                store.commit(store.load(), make_rules(r), {})
+                env = dict(os.environ, PYTHONPATH=src, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+                init = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "--warehouse", os.path.join(tmp, "wh"),
+                                       "--export-sql", "--no-stale-check"], capture_output=True, text=True,
+                                      check=True, env=env, cwd=tmp).stdout
+                with open(os.path.join(tmp, "init.sql"), "w") as f:
+                    f.write(init)
+                script, order = f"CREATE TEMPORARY VIEW ev USING parquet OPTIONS (path '{data}');\n", []
+                for q in SHELL_QUERIES.values():
+                    script += q + ";\n"
+                    order.append(None)  # warm-up
+                for _ in range(repeat):
+                    for k, q in SHELL_QUERIES.items():
+                        script += q + ";\n" + q + ";\n"
+                        order += [None, k]
+                out = subprocess.run([binary, "--master", "local[*]", "--conf", "spark.ui.enabled=false",
+                                      "--conf", "spark.driver.memory=4g", "--conf", f"spark.sql.warehouse.dir={tmp}/sw",
+                                      "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={tmp}",
+                                      "-i", os.path.join(tmp, "init.sql"), "-e", script],
+                                     cwd=tmp, env=env, capture_output=True, text=True)
+                times = [float(t) for t in re.findall(r"Time taken: ([0-9.]+) seconds, Fetched 1 row", out.stderr)]
+                if out.returncode or len(times) < len(order):
+                    raise SystemExit(f"spark-sql failed ({out.returncode}):\n{out.stderr[-4000:]}")
+                runs: dict = {k: [] for k in SHELL_QUERIES}
+                for k, t in zip(order, times[-len(order):]):
+                    if k:
+                        runs[k].append(t)
+                ratios = {k: statistics.median(t / b for t, b in zip(v, runs["bare"])) for k, v in runs.items()}
+                form = ("JVM row code" if "jinstall(" in init else
+                        "Hive table code" if "TableCodeHive" in init else "compiled SQL")
+                print(f"| {r:,} | {label} ({form}) | " + " | ".join(f"{ratios[k]:.2f}" for k in SHELL_QUERIES
+                                                                   if k != "bare")
+                      + f" | {statistics.median(runs['bare']):.2f} |", flush=True)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    if tree:
+        shutil.rmtree(tree, ignore_errors=True)
+    print(f"\nmachine load average at the end: {os.getloadavg()}")
+
+
 def cold_child(ref: str, size: int, rows: int) -> None:
     import json
 
@@ -510,10 +591,15 @@ def main(argv=None) -> None:
                     help="also filter_decided_by and rewrite_db, SELECT and WHERE forms, beside the bare scan")
     ap.add_argument("--jvm", choices=["auto", "off"], default="auto",
                     help="auto: the JVM table code past the size limit, as rpl_sql.register decides; off: the SQL")
+    ap.add_argument("--spark-sql", action="store_true", help="the real spark-sql shell running the exported script "
+                    "(with --sizes, --repeat, --rows)")
+    ap.add_argument("--spark-sql-ab", metavar="GIT_REF", help="--spark-sql, GIT_REF's export side by side")
     ap.add_argument("--cold-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.cold_child is not None:
         return cold_child(args.cold_child, int(args.sizes), args.rows)
+    if args.spark_sql or args.spark_sql_ab:
+        return spark_sql_shell([int(x) for x in args.sizes.split(",")], args.repeat, args.rows, args.spark_sql_ab)
     if args.cold_ab:
         return cold_ab(args.cold_ab, [int(s) for s in args.sizes.split(",")], args.rounds, args.rows)
     if args.quick:
