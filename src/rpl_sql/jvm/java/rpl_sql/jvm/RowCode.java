@@ -96,7 +96,7 @@ public final class RowCode extends Expression implements Serializable {
         + words(ctx, te.value().toString(), tn, w, 2)
         + "    }\n"
         + "    " + w + "[4] = (long) " + kn + " << 32 | (" + tn + " & 0xFFFFFFFFL);\n"
-        + "    if (" + kn + " > 16 || " + tn + " > 16) {\n"
+        + "    if (" + kn + " > " + RowCodeMemo.SHORT + " || " + tn + " > " + RowCodeMemo.SHORT + ") {\n"
         + "      Platform.copyMemory(" + ke.value() + ".getBaseObject(), " + ke.value() + ".getBaseOffset(), " + w
         + ", " + at + ", " + kn + ");\n"
         + "      if (" + tn + " > 0) {\n"

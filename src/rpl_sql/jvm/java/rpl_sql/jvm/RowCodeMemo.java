@@ -36,6 +36,8 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
   static final int WORDS = 5;
   /** The bytes of long names that scratch holds; longer pairs take the string path (Function). */
   static final int NAME_BYTES = 8 << 10;
+  /** Names up to this many bytes are their words; longer ones also go by their bytes. */
+  static final int SHORT = 16;
   private final String spec;
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
   private transient TableRules rules;
@@ -140,7 +142,6 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
    */
   final class PerChannel implements ToIntBiFunction<Object, Object> {
     private static final int STRIDE = 6;  // db words (2), table words (2), lengths, offset of long names | code + 1
-    private static final int SHORT = 16;
     private final TableRules.Channel ch;
     private final ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common;
     private long[] slots = new long[STRIDE << 10];
