@@ -190,8 +190,7 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
       int kn = (int) (lens >>> 32);
       int tn = (int) lens;
       if (tn < 0) {
-        int dc = ch.dbCode(name(w, k0, k1, kn, 0).toString());
-        return dc == 2 || dc == 3 ? dc : -1;
+        return decide(name(w, k0, k1, kn, 0), null);
       }
       int i = mix(k0, k1, t0, t1, lens) & mask;
       while (true) {
