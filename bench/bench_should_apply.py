@@ -271,6 +271,18 @@ def _compile_path(ref: str) -> str:
     raise SystemExit(f"no compiler at {ref}")
 
 
+def src_at(ref: str, prefix: str) -> str:
+    """A new temporary directory holding `src/rpl_sql` as of git revision `ref` (`git archive`)."""
+    import subprocess
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src/rpl_sql"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+    return tmp
+
+
 def compiler_at(ref: str):
     """rpl_sql.compile as of git revision `ref`, imported beside this checkout's. A one-module compiler is
     executed in place (its relative imports resolve to this checkout's modules); the compile/ package is
@@ -278,14 +290,10 @@ def compiler_at(ref: str):
     import importlib
     import importlib.util
     import subprocess
-    import tempfile
 
     path = _compile_path(ref)
     if path.endswith("/__init__.py"):
-        tmp = tempfile.mkdtemp(prefix="rpl_sql-compile-at-")
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src/rpl_sql"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        tmp = src_at(ref, "rpl_sql-compile-at-")
         ours = {k: v for k, v in sys.modules.items() if k == "rpl_sql" or k.startswith("rpl_sql.")}
         for k in ours:
             del sys.modules[k]
@@ -418,10 +426,7 @@ def spark_sql_shell(sizes: list[int], repeat: int, rows: int, ref: str | None) -
     binary = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-sql")
     tree = None
     if ref:
-        tree = tempfile.mkdtemp(prefix="bench_ref_")
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src/rpl_sql"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        tree = src_at(ref, "bench_ref_")
     print(f"\nspark-sql shell, {rows:,} rows, {repeat} rounds, medians of per-round ratios to the bare scan")
     print("| rules/channel | export | " + " | ".join(k for k in SHELL_QUERIES if k != "bare") + " | bare s |")
     print("|---|---|" + "---|" * len(SHELL_QUERIES))
