@@ -425,17 +425,19 @@ def check_against_reference(spark, warehouse, log: Log, state_before: ServerStat
     return after
 
 
-@pytest.mark.parametrize("collide", [False, True], ids=["hash-join", "colliding-hashes"])
-def test_apply_matches_the_reference_evaluator(spark, warehouse, monkeypatch, collide):
-    if collide:  # every shape hash equal: the write must fall back to the null-safe join on the key columns
-        real = A._Applier._aggregate
+def colliding_key_hash(monkeypatch, caplog):
+    """Shapes share join hashes (two values for all of them): the write must see the extra rows and write the
+    batch again, joined on the key columns null-safe. Returns a check that it did."""
+    from pyspark.sql import functions as F
 
-        def colliding(self, ev, ch, sql):
-            shapes, gtids, last = real(self, ev, ch, sql)
-            for s in shapes:
-                s.hash = 0
-            return shapes, gtids, last
-        monkeypatch.setattr(A._Applier, "_aggregate", colliding)
+    monkeypatch.setattr(A, "_key_hash", lambda *cols: F.pmod(F.xxhash64(*cols), F.lit(2)))
+    caplog.set_level("INFO", logger=A.__name__)
+    return lambda: any("share a key hash" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("collide", [False, True], ids=["hash-join", "colliding-hashes"])
+def test_apply_matches_the_reference_evaluator(spark, warehouse, caplog, monkeypatch, collide):
+    rewrote = colliding_key_hash(monkeypatch, caplog) if collide else None
     setup_server(warehouse)
     log = mixed_log()
     land(warehouse, log)
@@ -443,6 +445,7 @@ def test_apply_matches_the_reference_evaluator(spark, warehouse, monkeypatch, co
     seen = []
     report = apply(spark, warehouse, verify="all", progress=seen.append)
     after = check_against_reference(spark, warehouse, log, before)
+    assert rewrote is None or rewrote()
     assert {c.channel for c in report.channels} == {"", "ch1", "ch2"}
     for c in report.channels:
         mine = [r for r in log.rows if r["channel"] == c.channel]
@@ -470,8 +473,8 @@ def test_apply_matches_the_reference_evaluator(spark, warehouse, monkeypatch, co
 @pytest.mark.parametrize("batch_size,unsummarized,collide", [(None, (), False), (70, (1, 4), False),
                                                              (None, (), True)],
                          ids=["one-batch", "batches-gaps", "colliding-hashes"])
-def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, batch_size, unsummarized,
-                                                          collide):
+def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, caplog, batch_size,
+                                                          unsummarized, collide):
     """Commits landed by the ingest's writer carry summaries: the applier decides from them, without its pass
     over the events, where they cover the batch; a commit without one (older rpl_sql) sends it to the pass."""
     calls = []
@@ -481,21 +484,14 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
         calls.append(ch.name)
         return real(self, ev, ch, sql)
     monkeypatch.setattr(A._Applier, "_aggregate", counted)
-    if collide:  # every shape hash equal: the write must fall back to the null-safe join on the key columns
-        summarized = A._Applier._summarized
-
-        def colliding(self, commits):
-            shapes, gtids, last = summarized(self, commits)
-            for s in shapes:
-                s.hash = 0
-            return shapes, gtids, last
-        monkeypatch.setattr(A._Applier, "_summarized", colliding)
+    rewrote = colliding_key_hash(monkeypatch, caplog) if collide else None
     setup_server(warehouse)
     log = hostile_log(seed=31)
     land_in_commits(warehouse, log, seed=31, unsummarized=unsummarized)
     before = DeltaStore(warehouse).load().state
     report = apply(spark, warehouse, verify="all", batch_size=batch_size)
     check_against_reference(spark, warehouse, log, before)
+    assert rewrote is None or rewrote()
     assert sum(c.events for c in report.channels) == len(log.rows)
     assert (calls == []) == (not unsummarized)
     if batch_size is not None:  # batches of whole commits: as many as the batch size asks for, about

@@ -84,7 +84,7 @@ def _grouped(table: pa.Table, *aggs: tuple[str, str]) -> pa.Table:
     columns and the statement's tables (a list, which Arrow cannot group by: grouped by a text key made from
     it, each group keeping its first row's list)."""
     keyed = table.select(_PLAIN_KEYS + list(dict.fromkeys(c for c, _ in aggs))) \
-        .append_column("_tables", _tables_key(table.column("tables"))) \
+        .append_column("_tables", tables_key(table.column("tables"))) \
         .append_column("_row", pa.array(range(table.num_rows), pa.int64()))
     g = keyed.group_by(_PLAIN_KEYS + ["_tables"], use_threads=False).aggregate(list(aggs) + [("_row", "min")])
     n, lo, hi = (g.column(f"{c}_{f}").cast(pa.int64()) for c, f in aggs)
@@ -93,7 +93,7 @@ def _grouped(table: pa.Table, *aggs: tuple[str, str]) -> pa.Table:
                     schema=SHAPES_SCHEMA)
 
 
-def _tables_key(tables: pa.ChunkedArray) -> pa.Array:
+def tables_key(tables: pa.ChunkedArray) -> pa.Array:
     """Each list of (db, name, updating) as text that equal lists, and only they, share (every part is
     length-prefixed, so no name can forge a boundary); NULL for NULL."""
     tables = tables.combine_chunks()

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
 from rpl_sql.compile import LABELS, TRUE_CODES
@@ -43,9 +44,9 @@ from rpl_sql.pipeline.applier.shapes import (
     shape_frame,
     with_shape_key,
 )
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE, applied_path, events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
-from rpl_sql.pipeline.summary import Summary, merge
+from rpl_sql.pipeline.summary import Summary, merge, tables_key
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.writer import SourceFilterConflict, channel_commits
 from rpl_sql.rules import TYPES, FilterType
@@ -72,6 +73,23 @@ def _fs(path: str):
     if "://" not in path:
         return pafs.LocalFileSystem(), os.path.abspath(path)
     return pafs.FileSystem.from_uri(path)
+
+
+class _LogOnce:
+    """The run's events table, whose log windows (channel_commits reads growing ones) are read once for all
+    the channels (each read decodes every commit's metadata, summaries included)."""
+
+    def __init__(self, table):
+        self.table = table
+        self._windows: dict[int | None, list] = {}
+
+    def version(self) -> int:
+        return self.table.version()
+
+    def history(self, limit: int | None = None) -> list:
+        if limit not in self._windows:
+            self._windows[limit] = self.table.history(limit)
+        return self._windows[limit]
 
 
 class _Applier:
@@ -363,24 +381,21 @@ class _Applier:
     def _summarized(self, commits: tuple[Summary, ...]) -> tuple[list[Shape], GtidSet, tuple]:
         """What _aggregate finds, from the commits' summaries, undecided (_decide asks the evaluator: for 46,000
         shapes that took half the time of a Spark query over the compiled functions, which also had the
-        evaluator name the rule of every hit): their shapes merged in Arrow, with the key text and hash Spark
-        computes per event in _write (one small query), their GTID sets' union and the last commit's position."""
-        from pyspark.sql import functions as F
-
+        evaluator name the rule of every hit): their shapes merged in Arrow, their GTID sets' union and the last
+        commit's position. No Spark: _write's join computes the key hashes on both of its sides."""
         merged = merge([c.shapes for c in commits])
-        merged = merged.append_column("_i", pa.array(range(merged.num_rows), pa.int64()))
-        keyed = with_shape_key(self.spark.createDataFrame(merged.drop_columns(["n", "lo", "hi"])))
-        spark_keys = (keyed.select("_i", "_tables", F.xxhash64(*SHAPE_KEYS).alias("h")).toArrow()
-                      .sort_by("_i"))
+        query = pc.fill_null(pc.equal(merged.column("event_type"), "query"), False)
+        tkeys = pc.if_else(query, tables_key(merged.column("tables")), pa.scalar(None, pa.string()))
+        cols = [merged.column(k).to_pylist() for k in ("event_type", "db_name", "table_name", "command",
+                                                        "default_db", "tables", "n", "lo", "hi")]
         out: dict[tuple, Shape] = {}  # grouped by SHAPE_KEYS, as shape_frame groups (a row event's tables: NULL)
-        for r, tj, h in zip(merged.to_pylist(), spark_keys.column("_tables").to_pylist(),
-                            spark_keys.column("h").to_pylist()):
-            key = (r["event_type"], r["db_name"], r["table_name"], r["command"], r["default_db"], tj)
+        for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in zip(*cols, tkeys.to_pylist()):
+            key = (et, db, tbl, cmd, ddb, tk)
             s = out.get(key)
             if s is None:
-                out[key] = Shape(key, r["tables"] if tj is not None else None, r["n"], r["lo"], r["hi"], hash=h)
+                out[key] = Shape(key, tables if tk is not None else None, n, lo, hi)
             else:
-                s.count, s.min_seq, s.max_seq = s.count + r["n"], min(s.min_seq, r["lo"]), max(s.max_seq, r["hi"])
+                s.count, s.min_seq, s.max_seq = s.count + n, min(s.min_seq, lo), max(s.max_seq, hi)
         gtids = functools.reduce(GtidSet.union, (c.gtids for c in commits), GtidSet())
         return list(out.values()), gtids, (commits[-1].last_file, commits[-1].last_pos)
 
@@ -388,12 +403,21 @@ class _Applier:
         """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
         lctn = state.lower_case_table_names
         if not sql:
+            rows: dict[tuple, tuple] = {}  # a row event's decision is its (db, table)'s, whatever its type
+            applied_db: dict[str | None, str | None] = {}
             for s in shapes:
-                event = s.event()
-                d = self._reference(ch, s, state.matching, event)
-                s.apply, s.decided_by, s.hits = d.apply, d.decided_by, d.hits
-                s.rule_hits = hit_rules(ch.filters, event, d, lctn) if d.hits else ()
-                s.applied_db = self._applied_db(ch, s, lctn)
+                row = s.key[1:3] if s.kind == "row" else None
+                got = rows.get(row) if row is not None else None
+                if got is None:
+                    event = s.event()
+                    d = self._reference(ch, s, state.matching, event)
+                    got = (d.apply, d.decided_by, d.hits, hit_rules(ch.filters, event, d, lctn) if d.hits else ())
+                    if row is not None:
+                        rows[row] = got
+                s.apply, s.decided_by, s.hits, s.rule_hits = got
+                if s.db not in applied_db:
+                    applied_db[s.db] = self._applied_db(ch, s, lctn)
+                s.applied_db = applied_db[s.db]
             return
         decided: dict[int, Decision] = {}  # id(shape) -> the evaluator's decision, for _verify to reuse
         for s in shapes:
@@ -434,47 +458,65 @@ class _Applier:
 
     def _write(self, ev, shapes: list[Shape], rec: BatchRecord) -> list:
         """Write the applied events (of all the batch's `shapes`) as Parquet under the applied table; the
-        delta-rs add actions for them."""
+        delta-rs add actions for them.
+
+        Each event joins its shape's verdict on one 64-bit hash of the key columns, which Spark computes alike on
+        both sides (joined on three exact text keys instead, a channel's write took 0.6-0.9 s more). Two shapes
+        sharing a hash can only add rows (an event always meets its own shape), so a count above the record's
+        says so: the files are deleted and written again, joined on the key columns null-safe (slower, exact).
+        """
         from pyspark.sql import functions as F
 
         applied = [s for s in shapes if s.apply]
         if not applied:
             return []
-        # The batch's shapes are all known (the snapshot is pinned), so when their 64-bit hashes are distinct the
-        # verdicts join back on one long key; otherwise on the six key columns, null-safe (slower, same result).
-        verdicts = {"applied_db": pa.array([s.applied_db for s in applied], pa.string()),
-                    "decided_by": pa.array([s.decided_by for s in applied], pa.string())}
-        if len({s.hash for s in shapes}) == len(shapes):
-            v = self.spark.createDataFrame(pa.table({"v_h": pa.array([s.hash for s in applied], pa.int64()),
-                                                     **verdicts}))
-            cond = [F.xxhash64(*SHAPE_KEYS) == v["v_h"]]
-        else:
-            v = self.spark.createDataFrame(pa.table(
-                {**{"v_" + n: pa.array([s.key[i] for s in applied], pa.string()) for i, n in enumerate(SHAPE_KEYS)},
-                 **verdicts}))
-            cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
+        keyed = with_shape_key(self.spark.createDataFrame(pa.table({
+            **{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(SHAPE_KEYS[:5])},
+            "tables": pa.array([s.tables if s.kind == "query" else None for s in applied], TABLES_TYPE),
+            "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
+            "decided_by": pa.array([s.decided_by for s in applied], pa.string())})))
         cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
                 F.col(n) if n in ev.columns or EVENTS_SCHEMA.field(n).type != pa.string() else
                 F.lit(None).cast("string").alias(n)
                 for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it; a text
         # column that events landed by an older rpl_sql lack (`columns`) is NULL, as it would have been
-        out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")
         hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
         rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
         target = f"{self.applied.rstrip('/')}/{rel_dir}"
-        with session_conf(self.spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-                                       "spark.sql.parquet.compression.codec": "snappy"}):
-            out.write.mode("errorifexists").parquet(target)
-        actions, rows = _add_actions(target, rel_dir)
-        if rows != rec.applied:
-            raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
-                             f"nothing committed", rec.channel)
-        return actions
+        for exact in (False, True):
+            if exact:
+                v = keyed.select(*[F.col(k).alias("v_" + k) for k in SHAPE_KEYS], "applied_db", "decided_by")
+                cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
+            else:
+                v = keyed.select(_key_hash(*SHAPE_KEYS).alias("v_h"), "applied_db", "decided_by")
+                cond = [_key_hash(*SHAPE_KEYS) == v["v_h"]]
+            out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")
+            with session_conf(self.spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+                                           "spark.sql.parquet.compression.codec": "snappy"}):
+                out.write.mode("errorifexists").parquet(target)
+            actions, rows = _add_actions(target, rel_dir)
+            if rows == rec.applied:
+                return actions
+            if exact or rows < rec.applied:
+                break
+            log.info("channel '%s': shapes share a key hash; writing the batch again, joined on the key columns",
+                     rec.channel)
+            fs, base = _fs(target)
+            fs.delete_dir(base)
+        raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
+                         f"nothing committed", rec.channel)
+
+
+def _key_hash(*cols):
+    """The 64-bit key _write joins a shape's verdict on (a test makes it collide)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(*cols)
 
 
 def _shape(r: dict, channel: str, sql: bool) -> Shape:
     """A shape_frame row as a Shape, with its SQL verdict when `sql`."""
-    s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"], hash=r["h"])
+    s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"])
     if sql and s.kind in ("row", "query"):
         if r["code"] not in LABELS:
             raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", channel)
@@ -566,7 +608,7 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
             if not state.channel(n).sql_running:
                 raise not_running(n)
     try:
-        events_table = DeltaTable(job.events)
+        events_table = _LogOnce(DeltaTable(job.events))
     except TableNotFoundError:
         events_table = None
     for n in names:

@@ -92,8 +92,8 @@ def with_shape_key(ev):
 
 
 def shape_frame(ev):
-    """The distinct shapes of `ev` (with_shape_key applied): count, first and last seq, the key hash `h`
-    that _write joins on, and the tables parsed back (`t`).
+    """The distinct shapes of `ev` (with_shape_key applied): count, first and last seq, and the tables parsed
+    back (`t`).
 
     Only fixed-width aggregation buffers (counts, min/max of a long): Spark keeps hash aggregates; a string,
     struct or binary buffer would make it sort every row.
@@ -101,8 +101,7 @@ def shape_frame(ev):
     from pyspark.sql import functions as F
 
     return (ev.groupBy(*SHAPE_KEYS)
-            .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"),
-                 F.max(F.xxhash64(*SHAPE_KEYS)).alias("h"))
+            .agg(F.count(F.lit(1)).alias("n"), F.min("seq").alias("lo"), F.max("seq").alias("hi"))
             .withColumn("t", F.from_json("_tables", TABLES_DDL)))
 
 
@@ -121,8 +120,8 @@ def decision_columns(channel: str) -> list:
 
 @dataclass
 class Shape:
-    """One distinct decision input of a batch (the raw key columns, `_tables` = to_json(tables)), its count and
-    verdict."""
+    """One distinct decision input of a batch (the raw key columns, the last a text equal only for equal table
+    lists: Spark's to_json(tables) or summary.tables_key), its count and verdict."""
 
     key: tuple
     tables: list | None
@@ -134,7 +133,6 @@ class Shape:
     applied_db: str | None = None
     hits: tuple[FilterType, ...] = ()
     rule_hits: tuple = ()  # evaluate.hit_rules: the rule behind each hit
-    hash: int | None = None  # xxhash64 of the key columns, as Spark computes it per event in _write
 
     @property
     def kind(self) -> str:
@@ -152,11 +150,13 @@ class Shape:
         return statement_event_of(self.key[3], self.key[4], self.tables)
 
     def describe(self) -> str:
-        et, db, table, cmd, ddb, tj = self.key
+        et, db, table, cmd, ddb, _ = self.key
         if self.kind == "row":
             return f"{et} event on {db!r}.{table!r}"
         if self.kind == "query":
-            return f"{cmd or 'OTHER'} statement (default db {ddb!r}, tables {tj})"
+            names = [f"{t['db']!r}.{t['name']!r}" if t.get("db") is not None else repr(t["name"])
+                     for t in self.tables or ()]
+            return f"{cmd or 'OTHER'} statement (default db {ddb!r}, tables [{', '.join(names)}])"
         return f"event_type {et!r}"
 
 
