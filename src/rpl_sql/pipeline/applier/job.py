@@ -17,6 +17,7 @@ import logging
 import os
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
@@ -92,6 +93,39 @@ class _LogOnce:
         return self._windows[limit]
 
 
+class _WriteStage:
+    """One batch at a time written and committed on a thread of its own, while the driver decides the next
+    batch or channel: the JVM writes while Python decides (each batch's commits still come in order, and a
+    failure surfaces at the next hand-over, before anything after it is committed)."""
+
+    def __init__(self):
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
+
+    def busy(self) -> bool:
+        return self._pending is not None
+
+    def submit(self, work: Callable[[], None]) -> None:
+        """Run `work` once the batch before it is done (raising that batch's error instead, if it failed)."""
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="rpl_sql-apply-write")
+        self._pending = self._pool.submit(work)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait for the batch in flight (its commits are as good as any), then end the thread."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+
+
 class _Applier:
     """One applier run: per channel, batches of events decided in Spark, then the two commits (BatchCommits).
 
@@ -119,6 +153,7 @@ class _Applier:
         self._installer: FunctionInstaller | None = None
         self._commits: dict[str, list[tuple[int, dict]]] = {}  # per channel: its ingest commits this run
         self.tables, self.exec_mode = tables, exec_mode
+        self.behind = _WriteStage()
 
     def materialize(self, channel: str) -> None:
         """Bring the channel's replica tables to its applier position (a no-op unless `tables`)."""
@@ -198,36 +233,46 @@ class _Applier:
         # the log's commits are read once a run, for the summaries and the source-filtered ranges
         self._commits[channel] = [(v, m) for v, m in channel_commits(events_table, channel, after) if v <= version]
         landed = summarized(self._commits[channel], after)
-        done = 0
-        batch = 0
+        counts = [0, 0]  # batches and events done, by the batches' completions
+        pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
+
+        def completed(rec: BatchRecord) -> None:  # on the write stage, after the batch's two commits
+            self.materialize(channel)
+            counts[0] += 1
+            counts[1] += rec.events
+            report.batches += 1
+            report.add(rec)
+            report.status = "applied"
+            report.seconds = time.perf_counter() - t0
+            if self.progress is not None:
+                pending = None if known_max is None else max(0, known_max - rec.end)
+                self.progress(Progress(channel, counts[0], rec.end, counts[1], pending, report.seconds))
+
         while True:
             state = self.store.load().state
             ch = state.channel(channel)
             if ch is None or not ch.configured or not ch.sql_running:
+                self.behind.wait()
                 report.status, report.note = "stopped", "SQL thread stopped during the run"
                 break
-            pos = ch.applier.seq
+            if ch.skip_counter > 0 and self.behind.busy():
+                self.behind.wait()  # the skip batch reads the state those commits leave
+                continue
+            pos = ch.applier.seq if pos is None or ch.skip_counter > 0 else pos
             if landed.done(pos):
                 break
             if ch.skip_counter > 0:  # sql_replica_skip_counter: the same skip batch as the service's
                 rec, commits = LocalApplier(self.warehouse, store=self.store).run_batch(channel), ()
+                if rec is not None:
+                    completed(rec)
             else:
                 commits = landed.batch(pos, self.batch_size)
-                rec = self.batch(events, state, ch, pos, version, commits)
+                rec = self.batch(events, state, ch, pos, version, commits, completed)
             if rec is None:
                 break
-            self.materialize(channel)
-            batch += 1
-            done += rec.events
-            report.batches += 1
-            report.add(rec)
-            report.status = "applied"
-            if self.progress is not None:
-                pending = None if known_max is None else max(0, known_max - rec.end)
-                self.progress(Progress(channel, batch, rec.end, done, pending, time.perf_counter() - t0))
+            pos = rec.end
             if self.batch_size is None and (not commits or landed.complete):
                 break  # else the summaries ended before the events did: the pass takes the rest
-        report.seconds += time.perf_counter() - t0
 
     def _batch_end(self, events, lo: int) -> int | None:
         """The last seq of a batch of about batch_size events after `lo`, extended to its transaction's end."""
@@ -246,9 +291,11 @@ class _Applier:
         return hi if last is None else last
 
     def batch(self, events, state: ServerState, ch: Channel, lo: int, version: int,
-              commits: tuple[Summary, ...] = ()) -> BatchRecord | None:
-        """Decide, write and commit one batch after seq `lo`: the events of `commits` (decided from their
-        summaries), or without any, of a pass over the events; None when there is nothing after `lo`."""
+              commits: tuple[Summary, ...] = (), completed: Callable[[BatchRecord], None] | None = None
+              ) -> BatchRecord | None:
+        """Decide one batch after seq `lo` (the events of `commits`, decided from their summaries, or without
+        any, of a pass over the events) and hand its write and two commits, then `completed`, to the write
+        stage; its record, or None when there is nothing after `lo`."""
         from pyspark.sql import functions as F
 
         if commits:
@@ -287,12 +334,17 @@ class _Applier:
         rec = batch_record(ch, shapes, settled, settled_rules, channel=ch.name, start=lo, end=last, events=total,
                            gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
                            source_dropped=dropped)
-        with _timed("write", ch.name):
-            actions = self._write(ev, shapes, rec)
-        with _timed("commit applied", ch.name):
-            self.commits.commit_applied(rec, actions)
-        with _timed("commit state", ch.name):
-            self.commits.commit_state(rec)
+
+        def write_and_commit() -> None:
+            with _timed("write", ch.name):
+                actions = self._write(ev, shapes, rec)
+            with _timed("commit applied", ch.name):
+                self.commits.commit_applied(rec, actions)
+            with _timed("commit state", ch.name):
+                self.commits.commit_state(rec)
+            if completed is not None:
+                completed(rec)
+        self.behind.submit(write_and_commit)
         return rec
 
     def _settle_source_filtering(self, state: ServerState, ch: Channel, lo: int, hi: int
@@ -611,16 +663,19 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
         events_table = _LogOnce(DeltaTable(job.events))
     except TableNotFoundError:
         events_table = None
-    for n in names:
-        rep = reports[n]
-        ch = state.channel(n)
-        if not ch.sql_running:
-            rep.status, rep.note = "not running", "START REPLICA SQL_THREAD to apply"
-            continue
-        if events_table is None:
-            rep.status = "no events"
-            continue
-        job.run_channel(n, rep, events_table)
+    try:
+        for n in names:
+            rep = reports[n]
+            ch = state.channel(n)
+            if not ch.sql_running:
+                rep.status, rep.note = "not running", "START REPLICA SQL_THREAD to apply"
+                continue
+            if events_table is None:
+                rep.status = "no events"
+                continue
+            job.run_channel(n, rep, events_table)
+    finally:
+        job.behind.close()
     return ApplyReport(list(reports.values()), time.perf_counter() - t0)
 
 
