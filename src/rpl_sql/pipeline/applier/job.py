@@ -96,7 +96,8 @@ class _LogOnce:
 class _WriteStage:
     """One batch at a time written and committed on a thread of its own, while the driver decides the next
     batch or channel: the JVM writes while Python decides (each batch's commits still come in order, and a
-    failure surfaces at the next hand-over, before anything after it is committed)."""
+    failure surfaces at the next hand-over, before anything after it is committed). The write sets only the
+    session's Parquet output settings, which nothing the driver does meanwhile reads."""
 
     def __init__(self):
         self._pool: ThreadPoolExecutor | None = None
@@ -129,7 +130,7 @@ class _WriteStage:
 class _Applier:
     """One applier run: per channel, batches of events decided in Spark, then the two commits (BatchCommits).
 
-    About 340 lines: the batch loop and the Spark steps it orders (aggregate shapes, decide, verify against
+    About 430 lines: the batch loop and the Spark steps it orders (aggregate shapes, decide, verify against
     the evaluator, write) share the run's snapshot, session and installed functions; they are methods so the
     crash tests can stop a run between any two of them.
     """
