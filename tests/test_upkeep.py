@@ -126,3 +126,52 @@ def test_upkeep_compacts_the_events_table_keeping_rows_and_positions(tmp_path):
     # nothing left to compact: a second run rewrites nothing
     (again,) = [r for r in upkeep(wh)[0] if r.table == path]
     assert again.compacted == (0, 0)
+
+
+def test_compaction_tiers_rewrite_one_tier_not_the_whole_table():
+    """A growing table is compacted toward the smallest tier until `fanout` files of a tier wait, then the
+    next one up: never toward the largest target just because files exist under it."""
+    from rpl_sql.delta.upkeep import compaction_tier
+
+    mb = 1 << 20
+    assert compaction_tier([], 128 * mb, 2 * mb, 8) == 2 * mb
+    assert compaction_tier([100 * 1024] * 500, 128 * mb, 2 * mb, 8) == 2 * mb  # fresh small files only
+    assert compaction_tier([2 * mb] * 7 + [100 * 1024] * 50, 128 * mb, 2 * mb, 8) == 2 * mb
+    assert compaction_tier([2 * mb] * 8, 128 * mb, 2 * mb, 8) == 16 * mb
+    # a table of full files and a partly filled one waits at the small tier: the big files are not rewritten
+    assert compaction_tier([128 * mb] * 20 + [90 * mb, 12 * mb] + [mb] * 3, 128 * mb, 2 * mb, 8) == 2 * mb
+    assert compaction_tier([16 * mb] * 8 + [2 * mb] * 8, 128 * mb, 2 * mb, 8) == 128 * mb
+    assert compaction_tier([16 * mb] * 8, 128 * mb, 2 * mb, 8) == 128 * mb  # the highest full tier counts
+    assert compaction_tier([16 * mb] * 8, 64 * mb, 2 * mb, 8) == 64 * mb  # never above the target
+
+
+def test_compacting_a_growing_table_keeps_its_rows_and_leaves_bigger_files(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from rpl_sql.delta.upkeep import compact_growing_table, compact_table
+
+    def rows(lo, n):
+        return pa.table({"id": list(range(lo, lo + n)), "v": [f"{i:040d}" for i in range(lo, lo + n)]})
+
+    def files(dt):
+        acts = pa.table(dt.get_add_actions(flatten=False))
+        return dict(zip(acts.column("path").to_pylist(), acts.column("size_bytes").to_pylist()))
+
+    def table(name):
+        path = str(tmp_path / name)
+        write_deltalake(path, rows(0, 20_000))  # what earlier compactions left: one big file
+        for i in range(6):
+            write_deltalake(path, rows(20_000 + 100 * i, 100), mode="append")
+        return DeltaTable(path)
+
+    tiered, whole = table("tiered"), table("whole")
+    big = max(files(tiered), key=files(tiered).get)
+    small = min(files(tiered).values())
+    assert files(tiered)[big] > 10 * small
+    compact_growing_table(tiered, smallest=3 * small, fanout=8)
+    after = files(tiered)
+    assert big in after and len(after) <= 4  # the big file stays; the six small ones were merged
+    assert sorted(tiered.to_pyarrow_table().column("id").to_pylist()) == list(range(20_600))
+    compact_table(whole)  # one 128 MB target: everything under it, the big file too, is rewritten
+    assert len(files(whole)) == 1 and max(files(whole), key=files(whole).get) != big.replace("tiered", "whole")

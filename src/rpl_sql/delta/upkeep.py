@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
+import pyarrow as pa
+
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.commit import META_PREFIX
@@ -25,6 +27,10 @@ from rpl_sql.store import STATE_TABLE, DeltaStore
 
 GRACE_SECONDS = 3600
 COMPACT_TARGET_BYTES = 128 << 20  # files of an event table are rewritten toward this size
+# A table that grows by a small file a commit (a replica table) is compacted in tiers, the smallest first and
+# each TIER_FANOUT times the one below: delta-rs rewrites every file under the target it is given, so
+# compacting toward 128 MB alone rewrote the whole table, up to 128 MB, at every compaction.
+SMALLEST_TIER_BYTES, TIER_FANOUT = 2 << 20, 8
 _KEEP_IN_LOG = (".json", ".parquet", "_last_checkpoint", ".crc")
 
 
@@ -102,6 +108,26 @@ def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES) -> tuple[int, int
     metrics = dt.optimize.compact(target_size=target_size, **delta_commit.properties(
         {META_PREFIX + "operation": "UPKEEP COMPACT"}, checkpoint=False))
     return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
+
+
+def compaction_tier(sizes: list[int], target: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
+                    fanout: int = TIER_FANOUT) -> int:
+    """The target size to compact a growing table's files (of `sizes` bytes) toward: the smallest tier, or the
+    tier above the highest one with `fanout` files waiting (so a compaction rewrites about one tier's worth of
+    files, not the whole table)."""
+    tier = chosen = smallest
+    while tier < target:
+        if sum(1 for s in sizes if tier // 2 <= s < tier * fanout // 2) >= fanout:
+            chosen = tier * fanout
+        tier *= fanout
+    return min(chosen, target)
+
+
+def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
+                          fanout: int = TIER_FANOUT) -> tuple[int, int]:
+    """compact_table for a table its only writer appends a small file to at every commit, by tiers."""
+    sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes").to_pylist()
+    return compact_table(dt, compaction_tier(sizes, target_size, smallest, fanout))
 
 
 def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = False,

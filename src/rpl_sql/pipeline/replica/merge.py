@@ -23,7 +23,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rpl_sql.delta import commit as delta_commit
-from rpl_sql.delta.upkeep import compact_table
+from rpl_sql.delta.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.replica_catalog import plain_schema
@@ -250,7 +250,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
         _merge(dt, pa.table({**data, OP: pa.array(ops, pa.string())}), names, key_idx, whole,
                _commit_properties(channel, changes.last_seq))
     if dt.version() % COMPACT_EVERY == 0:  # each batch adds a file: keep the table's file count bounded
-        compact_table(dt)
+        compact_growing_table(dt)
     return len(rows)
 
 
