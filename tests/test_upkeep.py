@@ -176,3 +176,93 @@ def test_compacting_a_growing_table_keeps_its_rows_and_leaves_bigger_files(tmp_p
     whole_big = max(files(whole), key=files(whole).get)
     compact_table(whole)  # one 128 MB target: everything under it, the big file too, is rewritten
     assert len(files(whole)) == 1 and whole_big not in files(whole)
+
+
+def _write(path: str, tag: str, *, create: bool = False) -> None:
+    import pyarrow as pa
+
+    from rpl_sql.delta import commit as delta_commit
+
+    delta_commit.write(path, pa.table({"tag": [tag]}), mode="overwrite", metadata={"rpl_sql.operation": "TEST"},
+                       create=create)
+
+
+def _backdate(path: str, versions: range, seconds: float) -> None:
+    """Move the commit timestamps of `versions` `seconds` into the past, as if written then."""
+    import json
+
+    for v in versions:
+        f = Path(path) / "_delta_log" / f"{v:020d}.json"
+        actions = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        for a in actions:
+            if "commitInfo" in a:
+                a["commitInfo"]["timestamp"] -= int(seconds * 1000)
+        f.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_tables_rpl_sql_creates_keep_tombstones_an_hour_and_vacuum_reads_the_whole_log(tmp_path, monkeypatch):
+    """A removed file leaves the checkpoints after ten minutes (not delta-rs' week: the service removes files at
+    every batch); upkeep --keep-days still finds and deletes it, from the JSON commits rpl_sql keeps."""
+    from deltalake import DeltaTable
+
+    from rpl_sql.delta import commit as delta_commit
+    from rpl_sql.delta.upkeep import upkeep_table
+
+    assert delta_commit.TABLE_CONFIG["delta.deletedFileRetentionDuration"] == "interval 10 minutes"
+    monkeypatch.setitem(delta_commit.TABLE_CONFIG, "delta.deletedFileRetentionDuration", "interval 1 seconds")
+    path = str(tmp_path / "t")
+    _write(path, "v0", create=True)
+    for i in range(1, 5):
+        _write(path, f"v{i}")
+    time.sleep(1.5)
+    DeltaTable(path).create_checkpoint()
+    dt = DeltaTable(path)
+    assert dt.metadata().configuration["delta.deletedFileRetentionDuration"] == "interval 1 seconds"
+    # the tombstones expired: delta-rs' own vacuum no longer sees the four removed files
+    assert dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False) == []
+    assert len(list(Path(path).glob("*.parquet"))) == 5
+    report = upkeep_table(path, keep_days=0)
+    assert report.vacuumed == 4 and report.data_files_after == 1
+    assert DeltaTable(path).to_pyarrow_table().column("tag").to_pylist() == ["v4"]
+
+
+def test_vacuum_keeps_every_file_a_version_since_the_horizon_reads(tmp_path):
+    """--keep-days N: versions current N days ago and later stay readable, earlier ones go; a file that was
+    removed before the horizon, restored and removed again after it is kept."""
+    from deltalake import DeltaTable
+
+    from rpl_sql.delta.upkeep import upkeep_table
+
+    path = str(tmp_path / "t")
+    _write(path, "A", create=True)  # v0
+    _write(path, "B")  # v1 removes A
+    DeltaTable(path).restore(0)  # v2 adds A back, removes B
+    _write(path, "C")  # v3 removes A again
+    _write(path, "D")  # v4 removes C
+    _backdate(path, range(0, 3), 3 * 86400)
+    _backdate(path, range(3, 4), 86400 + 600)
+    report = upkeep_table(path, keep_days=2)  # the horizon falls between v2 and v3: v2 is what it reads
+    assert report.vacuumed == 1  # B: v1 read it, v2 removed it
+    assert [DeltaTable(path, version=v).to_pyarrow_table().column("tag").to_pylist() for v in (2, 3, 4)] == \
+        [["A"], ["C"], ["D"]]
+    with pytest.raises(Exception):
+        DeltaTable(path, version=1).to_pyarrow_table()
+    assert upkeep_table(path, keep_days=1).vacuumed == 1  # now v3 is the horizon: A goes
+    assert [DeltaTable(path, version=v).to_pyarrow_table().column("tag").to_pylist() for v in (3, 4)] == \
+        [["C"], ["D"]]
+
+
+def test_upkeep_vacuums_what_its_own_compaction_removed(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from rpl_sql.delta import commit as delta_commit
+    from rpl_sql.delta.upkeep import upkeep_table
+
+    path = str(tmp_path / "t")
+    _write(path, "0", create=True)
+    for i in range(1, 6):
+        delta_commit.write(path, pa.table({"tag": [str(i)]}), mode="append", metadata={"rpl_sql.operation": "T"})
+    report = upkeep_table(path, keep_days=0)
+    assert report.compacted == (6, 1) and report.vacuumed == 6 and report.data_files_after == 1
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("tag").to_pylist()) == list("012345")

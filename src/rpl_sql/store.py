@@ -475,8 +475,9 @@ class DeltaStore:
 
     def _overwrite_files(self, commit: Commit) -> list[str] | None:
         """The data files of a version that `commit()` wrote: the 'add' actions of its own log entry, since it
-        overwrote the whole table. About 20x cheaper than `load_as_version`, which replays the checkpoint
-        with one tombstone per earlier commit. None (use time travel) for remote tables or odd entries."""
+        overwrote the whole table. About 20x cheaper than `load_as_version`, which replays a checkpoint (with
+        a tombstone per earlier commit, in tables made before tombstones expired). None (use time travel) for
+        remote tables or odd entries."""
         root = _local_path(self.state_path) if "://" in self.state_path else os.path.abspath(self.state_path)
         if root is None:
             return None

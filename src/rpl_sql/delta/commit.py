@@ -2,6 +2,9 @@
 
 Every rpl_sql table keeps its whole log (the history and the positions are read from it), so no commit runs
 delta-rs' expired-log cleanup; each caller says whether its commits checkpoint and how often they retry.
+A removed file's tombstone stays in the checkpoints for ten minutes only: the service removes a file or more
+per batch, and the default week made every checkpoint grow with the run. `rpl-sql upkeep --keep-days`
+finds removals in the whole log instead.
 An app transaction (`app_id(role, channel)`, version = the writer's last sequence number) makes a writer's
 progress part of the same atomic commit as its data.
 """
@@ -12,7 +15,8 @@ from typing import Any
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 
 META_PREFIX = "rpl_sql."  # every key rpl_sql puts in commitInfo; delta-rs owns 'operation', 'timestamp', ...
-KEEP_LOG = {"delta.enableExpiredLogCleanup": "false"}  # table configuration: commitInfo is never cleaned up
+TABLE_CONFIG = {"delta.enableExpiredLogCleanup": "false",  # of every table rpl_sql creates
+                "delta.deletedFileRetentionDuration": "interval 10 minutes"}
 # as written by earlier releases, so existing tables keep resuming where they were
 _APP_PREFIXES = {"ingest": "rpl_sql.ingest.", "apply": "rpl_sql.apply/", "replica": "rpl_sql.replica/"}
 
@@ -45,7 +49,7 @@ def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str,
     """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log;
     `predicate` (overwrite) replaces just the rows it matches."""
     write_deltalake(target, data, mode=mode, partition_by=partition_by,
-                    configuration=KEEP_LOG if create else None, predicate=predicate,
+                    configuration=TABLE_CONFIG if create else None, predicate=predicate,
                     **properties(metadata, app, retries, checkpoint))
 
 

@@ -56,20 +56,35 @@ def _data_files(table: str) -> list[str]:
     return out
 
 
-def _referenced(table: str) -> set[str]:
-    """Every data file path an action of the log (JSON commits and checkpoints) names."""
+@dataclass
+class _LogFiles:
+    """What a table's log says about its data files: every path an action names, the version of each path's
+    latest remove, the paths active now, and each commit's timestamp (ms)."""
+
+    referenced: set[str] = field(default_factory=set)
+    removed_at: dict[str, int] = field(default_factory=dict)
+    active: set[str] = field(default_factory=set)
+    timestamps: dict[int, int] = field(default_factory=dict)
+
+    def whole(self) -> bool:
+        """Whether every commit since version 0 was read (rpl_sql keeps its logs; a foreign table may not)."""
+        return bool(self.timestamps) and len(self.timestamps) == max(self.timestamps) + 1
+
+    def unneeded(self, cutoff_ms: int) -> list[str]:
+        """Paths no version from the one current at `cutoff_ms` on reads: removed at or before it, not re-added."""
+        last = max((v for v, ts in self.timestamps.items() if ts <= cutoff_ms), default=-1)
+        return sorted(p for p, v in self.removed_at.items() if v <= last and p not in self.active)
+
+
+def _log_files(table: str) -> _LogFiles:
+    """One pass over the log's JSON commits (in version order) and checkpoints."""
     log = os.path.join(table, deltalog.LOG)
-    refs: set[str] = set()
+    out = _LogFiles()
+    commits = []
     for name in os.listdir(log):
         path = os.path.join(log, name)
-        if name.endswith(".json"):
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        action = json.loads(line)
-                        for kind in ("add", "remove"):
-                            if kind in action:
-                                refs.add(unquote(action[kind]["path"]))
+        if name.endswith(".json") and name[:-5].isdigit():
+            commits.append((int(name[:-5]), path))
         elif ".checkpoint" in name and name.endswith(".parquet"):
             import pyarrow.parquet as pq
 
@@ -77,8 +92,26 @@ def _referenced(table: str) -> set[str]:
             for kind in ("add", "remove"):
                 for item in t.column(kind).to_pylist():
                     if item and item.get("path"):
-                        refs.add(unquote(item["path"]))
-    return refs
+                        out.referenced.add(unquote(item["path"]))
+    for version, path in sorted(commits):
+        out.timestamps[version] = int(os.path.getmtime(path) * 1000)
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                action = json.loads(line)
+                if "add" in action:
+                    name = unquote(action["add"]["path"])
+                    out.referenced.add(name)
+                    out.active.add(name)
+                elif "remove" in action:
+                    name = unquote(action["remove"]["path"])
+                    out.referenced.add(name)
+                    out.active.discard(name)
+                    out.removed_at[name] = version
+                elif "commitInfo" in action and isinstance(action["commitInfo"].get("timestamp"), int):
+                    out.timestamps[version] = action["commitInfo"]["timestamp"]
+    return out
 
 
 def _old(path: str, now: float, grace: float) -> bool:
@@ -130,6 +163,23 @@ def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest:
     return compact_table(dt, compaction_tier(sizes, target_size, smallest, fanout))
 
 
+def _vacuum(table: str, dt, known: _LogFiles, hours: float, on_disk: set[str]) -> int:
+    """Delete the data files that no version from `hours` ago on reads; how many.
+
+    From the whole log, not delta-rs' vacuum: that finds removed files by the tombstones of the last
+    checkpoint, which rpl_sql tables keep for ten minutes only (delta/commit.py)."""
+    if not known.whole():
+        return len(dt.vacuum(retention_hours=math.ceil(hours), dry_run=False, enforce_retention_duration=False))
+    cutoff_ms = int((time.time() - hours * 3600) * 1000)
+    gone = [p for p in known.unneeded(cutoff_ms) if p in on_disk]
+    for name in gone:
+        try:
+            os.remove(os.path.join(table, name))
+        except FileNotFoundError:
+            pass
+    return len(gone)
+
+
 def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = False,
                  grace_seconds: float = GRACE_SECONDS, compact: bool = True) -> TableUpkeep:
     from deltalake import DeltaTable
@@ -143,8 +193,8 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     report = TableUpkeep(table, len(files), len(files), len(os.listdir(log)))
     leftovers = [os.path.join(log, n) for n in os.listdir(log)
                  if not n.endswith(_KEEP_IN_LOG) and os.path.isfile(os.path.join(log, n))]
-    refs = _referenced(table)
-    leftovers += [os.path.join(table, f) for f in files if f not in refs]
+    known = _log_files(table)
+    leftovers += [os.path.join(table, f) for f in files if f not in known.referenced]
     for path in leftovers:
         if _old(path, now, grace_seconds):
             report.removed.append(os.path.relpath(path, table))
@@ -156,12 +206,13 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     if compact and os.path.basename(table) != STATE_TABLE:
         report.compacted = compact_table(dt)
         dt = DeltaTable(table)
+        if report.compacted[0] and keep_days is not None:
+            known = _log_files(table)  # the compaction's removes too
     if keep_days is not None:
         hours = keep_days * 24
         if os.path.basename(table) == STATE_TABLE:
             hours = max(hours, _history_horizon_hours(table, datetime.now(timezone.utc)))
-        report.vacuumed = len(dt.vacuum(retention_hours=math.ceil(hours), dry_run=False,
-                                         enforce_retention_duration=False))
+        report.vacuumed = _vacuum(table, dt, known, hours, set(files))
         dt = DeltaTable(table)
     dt.create_checkpoint()
     report.checkpoint = dt.version()

@@ -226,7 +226,7 @@ class EventsWriter:
             return dt
         try:
             return DeltaTable.create(self.path, EVENTS_SCHEMA, partition_by=PARTITION_BY, mode="ignore",
-                                     name="events", configuration=delta_commit.KEEP_LOG)
+                                     name="events", configuration=delta_commit.TABLE_CONFIG)
         except DeltaError:  # created concurrently by another channel's ingest
             dt = open_table(self.path)
             if dt is None:

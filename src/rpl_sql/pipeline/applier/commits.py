@@ -53,7 +53,8 @@ class BatchCommits:
                 return None
             try:
                 DeltaTable.create(self.applied, APPLIED_SCHEMA, mode="ignore", name="applied_events",
-                                  description="events applied by rpl_sql's applier")
+                                  description="events applied by rpl_sql's applier",
+                                  configuration=delta_commit.TABLE_CONFIG)
             except Exception:
                 if not DeltaTable.is_deltatable(self.applied):
                     raise

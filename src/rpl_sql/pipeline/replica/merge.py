@@ -72,7 +72,7 @@ def _commit_properties(channel: str, seq: int) -> dict:
 def write(target: str | DeltaTable, data: pa.Table, channel: str, seq: int, *, mode: str) -> None:
     exists = isinstance(target, DeltaTable) or DeltaTable.is_deltatable(target)
     kw = {"schema_mode": "overwrite"} if (exists and mode == "overwrite") else {}
-    write_deltalake(target, data, mode=mode, configuration=None if exists else delta_commit.KEEP_LOG, **kw,
+    write_deltalake(target, data, mode=mode, configuration=None if exists else delta_commit.TABLE_CONFIG, **kw,
                     **_commit_properties(channel, seq))
 
 
