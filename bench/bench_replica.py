@@ -13,11 +13,14 @@
    from its Delta log every 50 ms: a row's lag is the time it became visible minus its commit. p50/p99.
 3. Memory: the service's RSS (with its SQL-thread processes) every 5 s during the lag run (first sample
    after it caught up, middle, last, max).
+4. Log growth: every minute of the lag run, each table's newest checkpoint (which grows with the tombstones
+   it carries).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -179,6 +182,20 @@ def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int, repeat: int) -> 
     line("rpl-sql replica (threads running to replica tables current)", ours)
 
 
+def checkpoint_kb(wh: str) -> dict[str, float]:
+    """The size of each Delta table's newest checkpoint under `wh`, by the table's path."""
+    import json
+
+    out = {}
+    for hint in Path(wh).rglob("_last_checkpoint"):
+        table = hint.parent.parent.relative_to(wh).as_posix()
+        try:
+            out[table] = json.loads(hint.read_text())["sizeInBytes"] / 1024
+        except (OSError, ValueError, KeyError):
+            pass
+    return out
+
+
 def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
     m.reset()
     m.execute("CREATE DATABASE app", "CREATE TABLE app.ticks (id INT PRIMARY KEY, v VARCHAR(32))")
@@ -188,6 +205,7 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
     committed: dict[int, float] = {}
     visible: dict[int, float] = {}
     mem: list[tuple[float, float]] = []
+    logs: list[dict[str, float]] = []  # every minute, each table's newest checkpoint
     stop = threading.Event()
     ready = threading.Event()  # the service is up and caught up: memory is sampled from here
 
@@ -235,6 +253,8 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
         t0 = time.monotonic()
         while not stop.is_set():
             mem.append((time.monotonic() - t0, *rss_mb(proc.pid)))
+            if len(mem) % 12 == 1:
+                logs.append(checkpoint_kb(wh))
             stop.wait(5)
 
     threads = [threading.Thread(target=f) for f in (sampler, memory)]
@@ -273,6 +293,10 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
         minutes = [next(x for x in mem if x[0] >= 60 * k) for k in range(int(mem[-1][0] // 60) + 1)]
         print("   every minute, service (receiving process) MB: " +
               ", ".join(f"{v:.0f} ({r:.0f})" for _, v, r in minutes))
+    if logs:
+        print("4. each table's newest checkpoint, KB, every minute (removed files stay in them ten minutes):")
+        for name in sorted(logs[-1]):
+            print(f"   {name}: " + ", ".join(f"{c[name]:.0f}" if name in c else "-" for c in logs))
 
 
 def main() -> None:
@@ -282,6 +306,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2, help="catch-up runs of each side (the best counts)")
     p.add_argument("--rate", type=int, default=5000)
     p.add_argument("--seconds", type=float, default=60)
+    p.add_argument("--keep", action="store_true", help="keep the server's and the warehouses' directory")
     args = p.parse_args()
     if binaries() is None:
         sys.exit("mariadbd is not installed (apt-get install -y mariadb-server)")
@@ -296,6 +321,10 @@ def main() -> None:
             lag(base, m, args.rate, args.seconds)
     finally:
         m.stop()
+        if args.keep:
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
