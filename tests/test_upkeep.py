@@ -266,3 +266,21 @@ def test_upkeep_vacuums_what_its_own_compaction_removed(tmp_path):
     report = upkeep_table(path, keep_days=0)
     assert report.compacted == (6, 1) and report.vacuumed == 6 and report.data_files_after == 1
     assert sorted(DeltaTable(path).to_pyarrow_table().column("tag").to_pylist()) == list("012345")
+
+
+def test_spark_leftovers_are_spark_named_directories_a_day_old(tmp_path, monkeypatch):
+    import tempfile
+
+    from rpl_sql.delta.upkeep import spark_leftovers
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    uuid = "0562ba22-2903-4fe6-972e-705363d85abc"
+    spark = ["spark-" + uuid, "blockmgr-" + uuid, "artifacts-" + uuid, uuid + "_resources"]
+    others = ["spark-notes", "my_resources", "artifacts-" + uuid + "-x"]
+    for name in spark + others + ["young-" + uuid]:
+        (tmp_path / name).mkdir()
+        _age(tmp_path / name, 2 * 86400)
+    (tmp_path / ("spark-" + uuid.replace("0", "1"))).mkdir()  # a live process's: young
+    (tmp_path / ("blockmgr-" + uuid.replace("0", "2"))).write_text("")  # not a directory
+    _age(tmp_path / ("blockmgr-" + uuid.replace("0", "2")), 2 * 86400)
+    assert spark_leftovers() == sorted(str(tmp_path / n) for n in spark)

@@ -11,6 +11,7 @@ import glob
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -221,11 +222,17 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     return report
 
 
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+# Spark's scratch directories, its Spark Connect artifacts and the Hive session's resources (the spark-sql
+# shell's), by the names Spark gives them: a JVM that is killed leaves them behind
+_SPARK_TEMP = re.compile(rf"^(?:(?:spark|blockmgr|artifacts)-{_UUID}|{_UUID}_resources)$")
+
+
 def spark_leftovers(older_than_seconds: float = 86400) -> list[str]:
     """Spark temp directories and rpl_sql quiet-mode logs left by processes that are gone."""
     tmp, now = tempfile.gettempdir(), time.time()
-    out = [d for pattern in ("spark-*", "blockmgr-*") for d in glob.glob(os.path.join(tmp, pattern))
-           if os.path.isdir(d) and _old(d, now, older_than_seconds)]
+    out = [os.path.join(tmp, name) for name in os.listdir(tmp) if _SPARK_TEMP.match(name)]
+    out = [d for d in out if os.path.isdir(d) and _old(d, now, older_than_seconds)]
     for path in glob.glob(os.path.join(tmp, "rpl_sql-spark-*.log")):
         pid = path.rsplit("-", 1)[1].split(".")[0]
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
