@@ -175,6 +175,17 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
         assert proc.wait(60) == 0
         row = status(session)  # the service is gone: nothing runs, whatever the flags say
         assert (row["Replica_IO_Running"], row["Replica_SQL_Running"]) == ("No", "No")
+        # every table it made (state, events, applied events, catalog, replica tables) keeps its whole log and
+        # tombstones for ten minutes only
+        from deltalake import DeltaTable
+
+        from rpl_sql.delta import log as deltalog
+        from rpl_sql.delta.commit import TABLE_CONFIG
+
+        tables = deltalog.tables(str(warehouse))
+        assert len(tables) >= 6, tables
+        assert {t: {k: DeltaTable(t).metadata().configuration.get(k) for k in TABLE_CONFIG} for t in tables} == \
+            {t: TABLE_CONFIG for t in tables}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -200,7 +200,7 @@ def _backdate(path: str, versions: range, seconds: float) -> None:
         f.write_text("".join(json.dumps(a) + "\n" for a in actions))
 
 
-def test_tables_rpl_sql_creates_keep_tombstones_an_hour_and_vacuum_reads_the_whole_log(tmp_path, monkeypatch):
+def test_tables_rpl_sql_creates_keep_tombstones_ten_minutes_and_vacuum_reads_the_whole_log(tmp_path, monkeypatch):
     """A removed file leaves the checkpoints after ten minutes (not delta-rs' week: the service removes files at
     every batch); upkeep --keep-days still finds and deletes it, from the JSON commits rpl_sql keeps."""
     from deltalake import DeltaTable
