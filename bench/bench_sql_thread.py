@@ -7,7 +7,8 @@ Each setting runs in a fresh process, all at once (so they share the machine ali
 batch of `--rows` row changes (25 write_rows events) to the events table, applies it with `LocalApplier` and
 merges it into the replica table with `ReplicaTables`, as the service's SQL-thread process does (the events are
 committed in the same process here, by the events writer). Settings: deltalake's jemalloc as it comes
-(`_RJEM_MALLOC_CONF` unset), the service's `SERVICE_MALLOC_CONF`, and freed pages returned at once. Prints
+(`_RJEM_MALLOC_CONF` unset), the service's `SERVICE_MALLOC_CONF`, the service's earlier setting (thread caches
+on), and freed pages returned at once. Prints
 the mean RSS of every 50 batches and the seconds taken, side by side.
 """
 from __future__ import annotations
@@ -91,6 +92,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=2500)
     args = p.parse_args()
     settings = {"jemalloc as it comes": None, f"the service's ({SERVICE_MALLOC_CONF})": SERVICE_MALLOC_CONF,
+                "the service's until 2026-11-28 (with thread caches)": "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0",
                 "pages returned at once (narenas:1,dirty_decay_ms:0)": "narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0"}
     with tempfile.TemporaryDirectory() as tmp:
         procs = {}
