@@ -33,7 +33,7 @@ class Damage:
 _LISTINGS: dict[str, tuple[int, tuple[list[int], int | None]]] = {}  # log dir -> (mtime, its versions)
 
 
-def _versions(log: str) -> tuple[list[int], int | None]:
+def versions(log: str) -> tuple[list[int], int | None]:
     """The commit versions and the newest checkpoint of a log, re-read only when the directory changed."""
     mtime = os.stat(log).st_mtime_ns
     cached = _LISTINGS.get(log)
@@ -79,7 +79,7 @@ def find_damage(table: str, newest_only: bool = False) -> Damage | None:
     log = os.path.join(table, LOG)
     if not os.path.isdir(log):
         return None
-    commits, checkpoint = _versions(log)
+    commits, checkpoint = versions(log)
     if not commits:
         return None
     start = checkpoint if checkpoint is not None else 0
@@ -106,7 +106,7 @@ def latest_version(table: str) -> int | None:
     """The newest commit version in a local table's log (None: no commit yet), from the cached listing."""
     log = os.path.join(table, LOG)
     try:
-        commits, _ = _versions(log)
+        commits, _ = versions(log)
     except FileNotFoundError:
         return None
     return commits[-1] if commits else None

@@ -81,12 +81,9 @@ def _log_files(table: str) -> _LogFiles:
     """One pass over the log's JSON commits (in version order) and checkpoints."""
     log = os.path.join(table, deltalog.LOG)
     out = _LogFiles()
-    commits = []
     for name in os.listdir(log):
         path = os.path.join(log, name)
-        if name.endswith(".json") and name[:-5].isdigit():
-            commits.append((int(name[:-5]), path))
-        elif ".checkpoint" in name and name.endswith(".parquet"):
+        if ".checkpoint" in name and name.endswith(".parquet"):
             import pyarrow.parquet as pq
 
             t = pq.read_table(path, columns=["add", "remove"])
@@ -94,7 +91,8 @@ def _log_files(table: str) -> _LogFiles:
                 for item in t.column(kind).to_pylist():
                     if item and item.get("path"):
                         out.referenced.add(unquote(item["path"]))
-    for version, path in sorted(commits):
+    for version in deltalog.versions(log)[0]:
+        path = os.path.join(log, f"{version:020d}.json")
         out.timestamps[version] = int(os.path.getmtime(path) * 1000)
         with open(path, encoding="utf-8") as f:
             for line in f:
