@@ -56,8 +56,9 @@ SQL_THREAD_MAX_MEMORY: int | None = None
 # The allocator linked into deltalake (jemalloc, configured by this variable) keeps much of what the SQL
 # thread's merges free: with its defaults the process grows for as long as it runs. One arena and freed pages
 # handed back after 200 ms about halve that growth at 1.06x the time; without thread caches as well (delta-rs
-# runs a hundred runtime threads, each caching freed memory for itself), the service held flat from its first
-# minute (bench/bench_sql_thread.py, bench/bench_replica.py; docs/benchmarks.md, "Where the memory goes").
+# runs a hundred runtime threads, each caching freed memory for itself), the service rose about 1 MB a minute
+# over minutes 1-10, a third of before, and still 2.6 from minute 10 to 20 (bench/bench_replica.py;
+# docs/benchmarks.md, "Where the memory goes").
 # Read once, when deltalake loads: set for the SQL-thread processes when they start, and for `rpl-sql replica`
 # itself by running it again with it; a value the user set wins.
 MALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"
