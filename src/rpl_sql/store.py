@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.commit import META_PREFIX
 from rpl_sql.delta.log import check as check_log
@@ -270,11 +271,18 @@ class DeltaStore:
         return None if dt is None else dt.version()
 
     def load_version(self, version: int) -> ServerState:
-        """The state as committed at `version` (time travel)."""
-        dt = self._open(version)
-        if dt is None:
-            raise FileNotFoundError(self.state_path)
-        return state_from_table(_read(dt))
+        """The state as committed at `version` (time travel; from the commit's own files once its log entry
+        was archived, which delta-rs cannot travel to)."""
+        try:
+            dt = self._open(version)
+        except DeltaError:
+            dt = None
+        if dt is not None:
+            return state_from_table(_read(dt))
+        files = self._overwrite_files(version)
+        if files is None:
+            raise FileNotFoundError(f"{self.state_path} version {version}")
+        return state_from_table(_read_files(files, None))
 
     def version_as_of(self, when: int | str) -> int:
         """The state version in force at `when`: a version number, or a time ('YYYY-MM-DD hh:mm:ss[.ffffff]',
@@ -448,7 +456,7 @@ class DeltaStore:
         if dt is None:
             return []
         out = []
-        for info in dt.history(limit):
+        for info in archive.history(dt, limit):
             meta = {k[len(META_PREFIX):]: str(v) for k, v in info.items()
                     if k.startswith(META_PREFIX) and k not in _INTERNAL_KEYS}
             delta_op = str(info.get("operation", ""))
@@ -465,7 +473,7 @@ class DeltaStore:
         key = (commit.version, int(commit.timestamp.timestamp() * 1000))
         cached = self._filter_cache.get(key)
         if cached is None:
-            files = self._overwrite_files(commit) if commit.format is not None else None
+            files = self._overwrite_files(commit.version) if commit.format is not None else None
             if files is not None:
                 table = _read_files(files, _FILTER_COLUMNS)
             else:
@@ -473,20 +481,23 @@ class DeltaStore:
             cached = self._filter_cache[key] = _filter_map(table)
         return cached
 
-    def _overwrite_files(self, commit: Commit) -> list[str] | None:
-        """The data files of a version that `commit()` wrote: the 'add' actions of its own log entry, since it
-        overwrote the whole table. About 20x cheaper than `load_as_version`, which replays a checkpoint (with
-        a tombstone per earlier commit, in tables made before tombstones expired). None (use time travel) for
-        remote tables or odd entries."""
-        root = _local_path(self.state_path) if "://" in self.state_path else os.path.abspath(self.state_path)
+    def _overwrite_files(self, version: int) -> list[str] | None:
+        """The data files of a version that `commit()` wrote: the 'add' actions of its own log entry (in the
+        log or the archive), since it overwrote the whole table. About 20x cheaper than `load_as_version`,
+        which replays a checkpoint (with a tombstone per earlier commit, in tables made before tombstones
+        expired). None (use time travel) for remote tables, other writers' commits or odd entries."""
+        root = archive.local_root(self.state_path)
         if root is None:
             return None
         try:
-            with open(os.path.join(root, "_delta_log", f"{commit.version:020d}.json"), encoding="utf-8") as f:
+            with open(archive.commit_file(root, version), encoding="utf-8") as f:
                 actions = [json.loads(line) for line in f if line.strip()]
         except (OSError, ValueError):
             return None
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         adds = [a["add"] for a in actions if "add" in a]
+        if FORMAT_KEY not in info:
+            return None
         if not adds or any(a.get("deletionVector") or a.get("partitionValues") for a in adds):
             return None
         return [os.path.join(root, unquote(a["path"])) for a in adds]

@@ -389,9 +389,10 @@ def upkeep_main(argv: list[str]) -> int:
         sys.stderr.write(error_text(e))
         return 1
     rows = [(os.path.relpath(r.table, warehouse), r.data_files_before, r.data_files_after, r.log_files,
-             len(r.removed), f"{r.compacted[0]} -> {r.compacted[1]}", r.vacuumed, r.checkpoint) for r in reports]
-    print(format_table(("table", "data files before", "after", "log files", "leftovers removed", "compacted",
-                        "vacuumed", "checkpoint"), rows))
+             r.archived, len(r.removed), f"{r.compacted[0]} -> {r.compacted[1]}", r.vacuumed, r.checkpoint)
+            for r in reports]
+    print(format_table(("table", "data files before", "after", "log files", "archived", "leftovers removed",
+                        "compacted", "vacuumed", "checkpoint"), rows))
     if spark_dirs:
         print(f"{'would remove' if args.dry_run else 'removed'} {len(spark_dirs)} Spark leftover(s): "
               + ", ".join(spark_dirs))

@@ -1,7 +1,9 @@
 """The one way rpl_sql commits to a Delta table (delta-rs): namespaced metadata, app transactions, no cleanup.
 
 Every rpl_sql table keeps its whole log (the history and the positions are read from it), so no commit runs
-delta-rs' expired-log cleanup; each caller says whether its commits checkpoint and how often they retry.
+delta-rs' expired-log cleanup: commits older than `delta.logRetentionDuration` (ten minutes) move out of
+`_delta_log` instead (delta/archive.py). Each caller says whether its commits checkpoint and how often they
+retry.
 A removed file's tombstone stays in the checkpoints for ten minutes only: the service removes a file or more
 per batch, and the default week made every checkpoint grow with the run. `rpl-sql upkeep --keep-days`
 finds removals in the whole log instead.
@@ -16,6 +18,7 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Tr
 
 META_PREFIX = "rpl_sql."  # every key rpl_sql puts in commitInfo; delta-rs owns 'operation', 'timestamp', ...
 TABLE_CONFIG = {"delta.enableExpiredLogCleanup": "false",  # of every table rpl_sql creates
+                "delta.logRetentionDuration": "interval 10 minutes",
                 "delta.deletedFileRetentionDuration": "interval 10 minutes"}
 # as written by earlier releases, so existing tables keep resuming where they were
 _APP_PREFIXES = {"ingest": "rpl_sql.ingest.", "apply": "rpl_sql.apply/", "replica": "rpl_sql.replica/"}

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.commit import META_PREFIX
@@ -46,13 +47,14 @@ class TableUpkeep:
     removed: list[str] = field(default_factory=list)  # leftovers: temp log files and orphaned data files
     vacuumed: int = 0
     checkpoint: int | None = None
+    archived: int = 0  # log files moved to the archive (delta/archive.py)
     compacted: tuple[int, int] = (0, 0)  # (small files rewritten, files written) by compaction
 
 
 def _data_files(table: str) -> list[str]:
     out = []
     for root, dirs, files in os.walk(table):
-        dirs[:] = [d for d in dirs if d not in (deltalog.LOG, deltalog.QUARANTINE)]
+        dirs[:] = [d for d in dirs if d not in (deltalog.LOG, deltalog.QUARANTINE, archive.ARCHIVE)]
         out += [os.path.relpath(os.path.join(root, f), table) for f in files if f.endswith(".parquet")]
     return out
 
@@ -78,7 +80,7 @@ class _LogFiles:
 
 
 def _log_files(table: str) -> _LogFiles:
-    """One pass over the log's JSON commits (in version order) and checkpoints."""
+    """One pass over the log's JSON commits, archived ones included (in version order), and checkpoints."""
     log = os.path.join(table, deltalog.LOG)
     out = _LogFiles()
     for name in os.listdir(log):
@@ -91,8 +93,7 @@ def _log_files(table: str) -> _LogFiles:
                 for item in t.column(kind).to_pylist():
                     if item and item.get("path"):
                         out.referenced.add(unquote(item["path"]))
-    for version in deltalog.versions(log)[0]:
-        path = os.path.join(log, f"{version:020d}.json")
+    for version, path in archive.commit_files(table):
         out.timestamps[version] = int(os.path.getmtime(path) * 1000)
         with open(path, encoding="utf-8") as f:
             for line in f:
@@ -215,6 +216,7 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
         dt = DeltaTable(table)
     dt.create_checkpoint()
     report.checkpoint = dt.version()
+    report.archived = archive.archive(table)
     report.data_files_after = len(_data_files(table))
     report.log_files = len(os.listdir(log))
     return report

@@ -21,6 +21,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.evaluate import TableRef
@@ -78,11 +79,11 @@ def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0) -> list[tu
     """(version, ingest metadata) of the channel's commits whose last seq is past `after_seq`, oldest first.
 
     Read newest first in growing windows of the log, until one reaches back to a commit at or before
-    `after_seq` (or the log's start): usually only the last few commits are read.
+    `after_seq` (or the log's start, the archived commits included): usually only the last few are read.
     """
     out: dict[int, dict[str, str]] = {}
     for limit in (16, 256, 4096, None):  # each commit's entry holds its summary: read few
-        hist = dt.history(limit)
+        hist = archive.history(dt, limit)
         reached = False
         for info in hist:
             meta = ingest_meta(info)

@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, record_batch
+from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.delta.scan import Followed
@@ -69,7 +70,7 @@ class BatchCommits:
     def find_record(dt, channel: str, end: int) -> BatchRecord | None:
         """The metadata of the commit that moved `channel` to `end` (newest commits first: it is recent)."""
         for limit in (64, 1024, None):
-            history = dt.history(limit)
+            history = archive.history(dt, limit)
             for info in history:
                 meta = info.get(META_KEY)
                 if isinstance(meta, str):

@@ -84,6 +84,10 @@ class _LogOnce:
         self.table = table
         self._windows: dict[int | None, list] = {}
 
+    @property
+    def table_uri(self) -> str:
+        return self.table.table_uri
+
     def version(self) -> int:
         return self.table.version()
 

@@ -1,0 +1,194 @@
+"""Keep a table's `_delta_log` short: commits older than the table's log retention move to `_rpl_sql_log/`.
+
+delta-rs lists the whole `_delta_log` directory on every open, refresh and commit, so a service committing
+about once a second per table slowed down linearly: 145 ms an append at 100,000 commits
+(bench/bench_log_length.py). Delta's answer is expired-log cleanup (`delta.logRetentionDuration`), which
+deletes the commits. rpl_sql reads its history from them (filter changes, AS OF, the applier's ingest
+windows, upkeep's vacuum), so it moves them instead, and `history()` and `commit_files()` here read both
+places. Only files before a checkpoint that is older than the retention move. A reader of any newer version
+starts at that checkpoint or a later one, so it never reads a moved file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from rpl_sql.delta.log import LOG, versions
+
+ARCHIVE = "_rpl_sql_log"
+RETENTION_KEY = "delta.logRetentionDuration"
+DELTA_DEFAULT_SECONDS = 30 * 86400     # Delta's default when a table does not set it
+_NUMBERED = re.compile(r"^(\d{20})\.")  # commits, checkpoints (single or multi-part), checksums
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
+_UNITS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60,
+          "hour": 3600, "day": 86400, "week": 604800}
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+
+
+def interval_seconds(text: str) -> float:
+    """Seconds in a Delta interval property ('interval 1 hour', '30 days'); ValueError for anything else."""
+    m = _INTERVAL.match(text or "")
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a Delta interval: {text!r}")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def local_root(table: Any) -> str | None:
+    """The local directory of a table path, `file://` URI or DeltaTable; None for remote tables."""
+    uri = getattr(table, "table_uri", table)
+    if not isinstance(uri, str):
+        return None
+    if uri.startswith("file://"):
+        return unquote(urlparse(uri).path)
+    return None if "://" in uri else os.path.abspath(uri)
+
+
+def _read_actions(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def log_retention(table: str) -> float:
+    """The table's `delta.logRetentionDuration` in seconds, from its newest metaData action."""
+    log = os.path.join(table, LOG)
+    names = os.listdir(log)
+    commits = sorted((int(m.group(1)) for m in map(_COMMIT.match, names) if m), reverse=True)
+    for v in commits:
+        for action in _read_actions(os.path.join(log, f"{v:020d}.json")):
+            if "metaData" in action:
+                return _retention_of(action["metaData"])
+    checkpoints = sorted({int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m}, reverse=True)
+    if checkpoints:
+        import pyarrow.parquet as pq
+
+        for name in sorted(n for n in names if n.startswith(f"{checkpoints[0]:020d}.checkpoint")):
+            for meta in pq.read_table(os.path.join(log, name), columns=["metaData"]).column(0).to_pylist():
+                if meta:
+                    return _retention_of(meta)
+    return DELTA_DEFAULT_SECONDS
+
+
+def _retention_of(meta: dict) -> float:
+    conf = meta.get("configuration") or {}
+    if isinstance(conf, list):  # a checkpoint's map column reads as (key, value) pairs
+        conf = dict(conf)
+    text = conf.get(RETENTION_KEY)
+    if text is None:
+        return DELTA_DEFAULT_SECONDS
+    try:
+        return interval_seconds(text)
+    except ValueError:
+        return DELTA_DEFAULT_SECONDS  # a value Delta would reject too: keep everything the default keeps
+
+
+def archive(table: str, now: float | None = None, retention: float | None = None) -> int:
+    """Move the log files before the newest checkpoint older than `retention` (default: the table's own)
+    into `<table>/_rpl_sql_log/`; how many moved. Safe beside writers and readers of newer versions, and
+    beside another archiver (a file already moved is skipped)."""
+    log = os.path.join(table, LOG)
+    names = os.listdir(log)
+    checkpoints = sorted({int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m}, reverse=True)
+    if not checkpoints:
+        return 0
+    hint = _last_checkpoint(log)
+    if hint is None:
+        return 0  # readers would look for a checkpoint by listing: only one they are pointed to is trusted
+    cutoff = (time.time() if now is None else now) - (log_retention(table) if retention is None else retention)
+    keep_from = None
+    for v in checkpoints:
+        if v > hint:
+            continue  # readers start at the hint: it must stay
+        try:
+            old = os.stat(os.path.join(log, f"{v:020d}.json")).st_mtime <= cutoff
+        except FileNotFoundError:
+            continue
+        if old:
+            keep_from = v
+            break
+    if keep_from is None:
+        return 0
+    moving = sorted((int(m.group(1)), n) for n in names if (m := _NUMBERED.match(n)) and int(m.group(1)) < keep_from)
+    if not moving:
+        return 0
+    target = os.path.join(table, ARCHIVE)
+    os.makedirs(target, exist_ok=True)
+    moved = 0
+    for _, name in moving:  # oldest first: a crash leaves the log a contiguous tail
+        try:
+            os.replace(os.path.join(log, name), os.path.join(target, name))
+            moved += 1
+        except FileNotFoundError:
+            pass
+    return moved
+
+
+def _last_checkpoint(log: str) -> int | None:
+    try:
+        with open(os.path.join(log, "_last_checkpoint"), encoding="utf-8") as f:
+            return int(json.load(f)["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+_ARCHIVED: dict[str, tuple[int, list[int]]] = {}  # archive dir -> (mtime, its commit versions)
+
+
+def archived_versions(table: str) -> list[int]:
+    """The commit versions in the table's archive, oldest first ([] when nothing was archived)."""
+    target = os.path.join(table, ARCHIVE)
+    try:
+        mtime = os.stat(target).st_mtime_ns
+    except FileNotFoundError:
+        return []
+    cached = _ARCHIVED.get(target)
+    if cached is None or cached[0] != mtime:
+        names = os.listdir(target)
+        cached = _ARCHIVED[target] = (mtime, sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m))
+    return cached[1]
+
+
+def commit_file(table: str, version: int) -> str:
+    """Where commit `version` is: the log, or the archive (the log's path when it is in neither)."""
+    path = os.path.join(table, LOG, f"{version:020d}.json")
+    if os.path.exists(path):
+        return path
+    moved = os.path.join(table, ARCHIVE, f"{version:020d}.json")
+    return moved if os.path.exists(moved) else path
+
+
+def commit_files(table: str) -> list[tuple[int, str]]:
+    """(version, path) of every commit of the table, archived or not, oldest first."""
+    live = versions(os.path.join(table, LOG))[0]
+    first = live[0] if live else None
+    out = [(v, os.path.join(table, ARCHIVE, f"{v:020d}.json")) for v in archived_versions(table)
+           if first is None or v < first]
+    return out + [(v, os.path.join(table, LOG, f"{v:020d}.json")) for v in live]
+
+
+def history(dt: Any, limit: int | None = None) -> list[dict]:
+    """`dt.history(limit)` (newest first) continued into the archive when the log alone has fewer commits."""
+    live = dt.history(limit)
+    if limit is not None and len(live) >= limit:
+        return live
+    root = local_root(dt)
+    if root is None:
+        return live
+    oldest = min((int(h["version"]) for h in live), default=None)
+    out = list(live)
+    for v in reversed(archived_versions(root)):
+        if oldest is not None and v >= oldest:
+            continue
+        if limit is not None and len(out) >= limit:
+            break
+        try:
+            actions = _read_actions(os.path.join(root, ARCHIVE, f"{v:020d}.json"))
+        except FileNotFoundError:
+            continue
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        out.append({**info, "version": v})
+    return out

@@ -1,0 +1,157 @@
+"""Commits older than a table's log retention leave `_delta_log` for `_rpl_sql_log/` (delta/archive.py): delta-rs
+still reads every version from the kept checkpoint on, and rpl_sql's own readers of the history (filter
+changes, AS OF, the applier's ingest windows, upkeep's vacuum) still see every commit."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from rpl_sql import Session
+from rpl_sql.delta import archive
+from rpl_sql.delta import commit as delta_commit
+from rpl_sql.delta.upkeep import upkeep_table
+
+
+def _age(table: str, seconds: float, below: int | None = None) -> None:
+    """Make the log's files (of versions below `below`) look `seconds` old."""
+    t = time.time() - seconds
+    for f in Path(table, "_delta_log").iterdir():
+        if f.name[:20].isdigit() and (below is None or int(f.name[:20]) < below):
+            os.utime(f, (t, t))
+
+
+def _table(path: str, commits: int, checkpoints: tuple[int, ...]) -> None:
+    delta_commit.write(path, pa.table({"i": [0]}), mode="append", metadata={"rpl_sql.ingest.channel": "c",
+                       "rpl_sql.ingest.last_seq": "0"}, create=True)
+    for i in range(1, commits):
+        delta_commit.write(path, pa.table({"i": [i]}), mode="append",
+                           metadata={"rpl_sql.ingest.channel": "c", "rpl_sql.ingest.last_seq": str(i)})
+        if i in checkpoints:
+            DeltaTable(path).create_checkpoint()
+
+
+def _log(path: str) -> list[str]:
+    return sorted(os.listdir(os.path.join(path, "_delta_log")))
+
+
+@pytest.mark.parametrize("text, seconds", [("interval 1 hour", 3600), ("interval 10 minutes", 600),
+                                           ("30 days", 30 * 86400), ("interval 1 week", 604800),
+                                           ("INTERVAL 2 SECONDS", 2)])
+def test_delta_intervals(text, seconds):
+    assert archive.interval_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "interval", "1 fortnight", "interval -1 hour", "one hour"])
+def test_what_is_not_an_interval_is_refused(text):
+    with pytest.raises(ValueError):
+        archive.interval_seconds(text)
+
+
+def test_only_commits_before_a_checkpoint_older_than_the_retention_move(tmp_path):
+    path = str(tmp_path / "t")
+    _table(path, 30, checkpoints=(10, 20))
+    before = DeltaTable(path).history()
+    stale = DeltaTable(path, version=5)  # a reader that followed the table, then idled past the retention
+    assert delta_commit.TABLE_CONFIG["delta.logRetentionDuration"] == "interval 10 minutes"
+    assert archive.log_retention(path) == 600
+    assert archive.archive(path) == 0  # nothing is ten minutes old
+    _age(path, 7200, below=21)  # versions 0-20 are old, the checkpoint at 20 among them
+    assert archive.archive(path) == 20 + 1  # commits 0-19 and the checkpoint at 10
+    assert _log(path)[0] == f"{20:020d}.checkpoint.parquet" and len(_log(path)) == 10 + 1 + 1
+    assert archive.archive(path) == 0  # a second archiver finds nothing left to move
+    dt = DeltaTable(path)
+    assert sorted(dt.to_pyarrow_table().column("i").to_pylist()) == list(range(30))
+    assert DeltaTable(path, version=20).to_pyarrow_table().num_rows == 21
+    with pytest.raises(Exception):  # delta-rs cannot travel to before the kept checkpoint
+        DeltaTable(path, version=19)
+    assert archive.history(dt) == before
+    stale.update_incremental()
+    assert stale.version() == 29 and sorted(stale.to_pyarrow_table().column("i").to_pylist()) == list(range(30))
+    assert [h["version"] for h in archive.history(dt, 12)] == list(range(29, 17, -1))
+    assert [v for v, _ in archive.commit_files(path)] == list(range(30))
+    assert archive.log_retention(path) == 600  # now read from the kept checkpoint's metaData
+
+
+def test_the_checkpoint_readers_are_told_to_start_at_stays(tmp_path):
+    """_last_checkpoint may name an older checkpoint than the newest (a writer killed between the two): what
+    it names is never moved, and without it nothing is."""
+    path = str(tmp_path / "t")
+    _table(path, 30, checkpoints=(10, 20))
+    hint = Path(path, "_delta_log", "_last_checkpoint")
+    hint.unlink()
+    _age(path, 7200)
+    assert archive.archive(path) == 0  # no checkpoint named: none is trusted
+    hint.write_text(json.dumps({"version": 10, "size": 13}))
+    assert archive.archive(path) == 10
+    assert _log(path)[0] == f"{10:020d}.checkpoint.parquet"
+    assert DeltaTable(path).version() == 29
+
+
+def test_a_table_without_the_setting_keeps_deltas_thirty_days(tmp_path):
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"i": [1]}))
+    assert archive.log_retention(path) == 30 * 86400
+
+
+def test_the_applier_finds_its_ingest_windows_among_archived_commits(tmp_path):
+    """An applier far behind (its position is before the log's start) still reads every commit after it."""
+    from rpl_sql.pipeline.writer import channel_commits
+
+    path = str(tmp_path / "t")
+    _table(path, 30, checkpoints=(20,))
+    before = channel_commits(DeltaTable(path), "c", after_seq=5)
+    _age(path, 7200)
+    assert archive.archive(path) > 0
+    assert channel_commits(DeltaTable(path), "c", after_seq=5) == before
+    assert [int(m["last_seq"]) for _, m in before] == list(range(6, 30))
+
+
+def test_filter_history_and_as_of_read_the_archive(tmp_path):
+    wh = tmp_path / "wh"
+    s = Session(str(wh))
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c'")
+    for i in range(60):
+        s.execute(f"CHANGE REPLICATION FILTER REPLICATE_DO_DB = (`d,{i}'`) FOR CHANNEL 'c'")
+    state = str(wh / "rpl_state")
+    changes = [(c.version, c.filter_rule, c.previous_rule) for c in s.store.filter_changes()]
+    history = [(c.version, c.timestamp, c.metadata) for c in s.store.history()]
+    at_5 = s.store.load_version(5)
+    when = s.store.history()[-10].timestamp.strftime("%Y-%m-%d %H:%M:%S.%f")
+    as_of = s.store.load_as_of(when)
+    _age(state, 7200)
+    assert archive.archive(state) > 0 and len(_log(state)) < 20
+    fresh = Session(str(wh))
+    assert [(c.version, c.filter_rule, c.previous_rule) for c in fresh.store.filter_changes()] == changes
+    assert [(c.version, c.timestamp, c.metadata) for c in fresh.store.history()] == history
+    assert fresh.store.load_version(5) == at_5
+    assert fresh.store.load_as_of(when) == as_of
+    fresh.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (z) FOR CHANNEL 'c'")
+    assert fresh.store.filter_changes(limit=1)[0].previous_rule == "d,59'"
+
+
+def test_upkeep_archives_and_its_vacuum_still_reads_the_whole_log(tmp_path):
+    """The archive's checkpoints are no leftover data files, and the removes in archived commits still let
+    --keep-days delete what they removed."""
+    path = str(tmp_path / "t")
+    delta_commit.write(path, pa.table({"i": [0]}), mode="overwrite", metadata={"rpl_sql.operation": "T"},
+                       create=True)
+    for i in range(1, 25):
+        delta_commit.write(path, pa.table({"i": [i]}), mode="overwrite", metadata={"rpl_sql.operation": "T"})
+        if i in (10, 20):
+            DeltaTable(path).create_checkpoint()
+    _age(path, 7200)
+    report = upkeep_table(path, compact=False)  # its own checkpoint, at 24, is the one kept
+    assert report.archived == 24 + 2 and report.removed == [] and report.vacuumed == 0
+    assert len(os.listdir(os.path.join(path, archive.ARCHIVE))) == 26
+    report = upkeep_table(path, keep_days=0, compact=False)
+    assert report.vacuumed == 24 and report.data_files_after == 1 and report.removed == []
+    assert DeltaTable(path).to_pyarrow_table().column("i").to_pylist() == [24]
+
