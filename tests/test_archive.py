@@ -155,3 +155,21 @@ def test_upkeep_archives_and_its_vacuum_still_reads_the_whole_log(tmp_path):
     assert report.vacuumed == 24 and report.data_files_after == 1 and report.removed == []
     assert DeltaTable(path).to_pyarrow_table().column("i").to_pylist() == [24]
 
+
+def test_a_catalog_keeps_its_channel_after_a_users_alter_and_archiving(tmp_path):
+    """The channel comes from the newest commit that names it: a property change (as docs/pipeline.md shows)
+    names none, and archiving may leave only such commits in the log."""
+    from rpl_sql.replica_catalog import Catalog, all_tables, catalog_path
+
+    wh = str(tmp_path / "wh")
+    cat = Catalog(wh, "north")
+    cat.add_table("shop", "orders", [{"name": "id", "type": "int"}])
+    cat.commit(1)
+    path = catalog_path(wh, "north")
+    DeltaTable(path).create_checkpoint()
+    DeltaTable(path).alter.set_table_properties({"delta.logRetentionDuration": "interval 1 second"})
+    assert [(ch, e.db, e.name) for ch, e in all_tables(wh)] == [("north", "shop", "orders")]
+    DeltaTable(path).create_checkpoint()
+    _age(path, 10)
+    assert archive.archive(path) > 0
+    assert [(ch, e.db, e.name) for ch, e in all_tables(wh)] == [("north", "shop", "orders")]

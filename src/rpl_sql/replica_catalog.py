@@ -18,6 +18,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 
@@ -219,9 +220,20 @@ def all_tables(warehouse: str) -> list[tuple[str, TableEntry]]:
             dt = DeltaTable(path)
         except TableNotFoundError:
             continue
-        meta = next((h for h in dt.history(1)), {})
-        channel = meta.get("rpl_sql.replica.channel", name)
+        channel = _channel_of(dt) or name
         for r in dt.to_pyarrow_table().to_pylist():
             if r["kind"] == "table":
                 out.append((channel, _entry(r)))
     return out
+
+
+def _channel_of(dt: DeltaTable) -> str | None:
+    """The channel a catalog belongs to, from its newest commit that says (not one a user's ALTER made)."""
+    for limit in (1, 64, None):
+        history = archive.history(dt, limit)
+        for info in history:
+            if "rpl_sql.replica.channel" in info:
+                return str(info["rpl_sql.replica.channel"])
+        if limit is None or len(history) < limit:
+            return None
+    return None
