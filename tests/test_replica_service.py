@@ -13,6 +13,8 @@ import pytest
 
 import rpl_sql
 from mariadb import MariaDBServer, _require
+from rpl_sql.delta import archive
+from rpl_sql.delta import log as deltalog
 from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SERVICE_MALLOC_CONF
 from rpl_sql.replica_catalog import Catalog
 from rpl_sql.store import DeltaStore
@@ -523,3 +525,73 @@ def test_statement_format_dml_stops_the_channel_and_the_skip_counter_goes_past_i
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
+
+
+def test_logs_archived_under_a_running_and_killed_service_lose_nothing(warehouse, servers):
+    """Every table keeps a second of log (set as a user would, with the service down) and checkpoints each 5
+    commits; an archiver beside the service moves commits all the time, the service's own round runs at each
+    of its restarts, and it is SIGKILLed 5 times: the replica still equals MariaDB's, and the logs stay short."""
+    import random
+    import threading
+
+    from deltalake import DeltaTable
+
+    src, oracle = servers
+    fresh_pair(warehouse, src, oracle,
+               "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_WILD_IGNORE_TABLE = ('crm.skip%')",
+               {"replicate_rewrite_db": "shop->crm", "replicate_wild_ignore_table": "crm.skip%"})
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",
+                "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT)", "CREATE TABLE journal (a INT, b VARCHAR(10))",
+                "CREATE TABLE skip_me (k INT PRIMARY KEY)", "INSERT INTO acct VALUES (0, 0)",
+                "INSERT INTO journal VALUES (0, 'x')")
+    proc = start_service(warehouse)
+    caught_up(warehouse, src)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    for table in deltalog.tables(warehouse):
+        DeltaTable(table).alter.set_table_properties({"delta.checkpointInterval": "5",
+                                                      "delta.logRetentionDuration": "interval 1 second"})
+    rnd = random.Random(7)
+    moved, stop = [0], threading.Event()
+
+    def archiver():
+        while not stop.is_set():
+            for table in deltalog.tables(warehouse):
+                moved[0] += archive.archive(table)
+            time.sleep(0.2)
+
+    mover = threading.Thread(target=archiver)
+    mover.start()
+    proc = start_service(warehouse)
+    try:
+        for i in range(1, 301):
+            k = rnd.randint(1, 30)
+            src.execute("SET SESSION binlog_format = ROW", "USE shop",
+                        f"INSERT INTO acct VALUES ({k}, {i}) ON DUPLICATE KEY UPDATE bal = bal + {i}",
+                        f"INSERT INTO journal VALUES ({k % 4}, {'NULL' if i % 5 else repr(str(i))})",
+                        f"INSERT INTO skip_me VALUES ({i % 7}) ON DUPLICATE KEY UPDATE k = k",
+                        *([f"DELETE FROM acct WHERE id = {rnd.randint(1, 30)}"] if i % 9 == 0 else []))
+            if i % 60 == 0:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                proc = start_service(warehouse)
+            time.sleep(0.03)
+        caught_up(warehouse, src, timeout=180)
+        oracle.caught_up(src, "a")
+        stop.set()
+        mover.join()
+        ours = _normal(_ours(warehouse, ["a"]))
+        assert ("crm", "acct") in ours and ("crm", "skip_me") not in ours
+        assert ours == _normal(oracle.contents())
+        archived = {os.path.relpath(t, warehouse).split(os.sep)[0] for t in deltalog.tables(warehouse)
+                    if archive.archived_versions(t)}
+        assert {"events", "applied_events", "replica"} <= archived, (archived, moved)
+        longest = max(len(os.listdir(os.path.join(t, "_delta_log"))) for t in deltalog.tables(warehouse))
+        events = os.path.join(warehouse, "events")
+        assert longest < 80 and len(archive.archived_versions(events)) > len(deltalog.versions(
+            os.path.join(events, "_delta_log"))[0]), (longest, moved)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

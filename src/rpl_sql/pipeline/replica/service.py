@@ -25,6 +25,8 @@ from datetime import datetime, timezone
 
 from rpl_sql import service_status
 from rpl_sql.applier_state import ApplyError
+from rpl_sql.delta import archive
+from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.scan import Followed
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.job import apply
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 
 STATE_EVERY = 0.2      # seconds between reads of the state table (START/STOP reach the loops within this)
 HEARTBEAT = 0.5        # seconds between status files
+ARCHIVE_EVERY = 60.0   # seconds between moves of every table's expired commits out of its log (delta/archive.py)
 MAX_BACKOFF = 30.0
 # Events per SQL-thread batch at most (fewer when fewer wait). Catching up 100,000 row events, batches of 10,000
 # took 7.4 s against 12.7 s in batches of 5,000 (each batch merges into the replica tables once); one batch
@@ -423,6 +426,7 @@ class ReplicaService:
             for lp in self.loops:
                 for t in lp.threads:
                     t.start()
+            threading.Thread(target=self._archive_logs, name="rpl_sql-log-archive", daemon=True).start()
             while not self.stopping.is_set():
                 self._heartbeat()
                 self.stopping.wait(HEARTBEAT)
@@ -433,6 +437,17 @@ class ReplicaService:
         finally:
             for lp in taken:
                 lp.lock.release()
+
+    def _archive_logs(self) -> None:
+        """Keep every table's log short while the service runs: it commits about once a second per table,
+        and delta-rs lists the whole log at every commit. A round at start-up, then one a minute."""
+        while not self.stopping.is_set():
+            for table in deltalog.tables(self.warehouse):
+                try:
+                    archive.archive(table)
+                except Exception:  # the next round tries again; nothing was lost
+                    log.warning("archiving the log of %s failed", table, exc_info=True)
+            self.stopping.wait(ARCHIVE_EVERY)
 
     def _heartbeat(self) -> None:
         for lp in self.loops:
