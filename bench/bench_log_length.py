@@ -11,6 +11,10 @@ last one as the service's checkpoints every 100 versions would, and then timed t
 each the median of `--repeat`. With the checkpoint at the newest version there is nothing to replay, so what
 grows is the listing of `_delta_log` (once, by hand: a two-commit table whose log held 100,000 other files was
 slower still, seconds per open).
+
+Then the same table with its log archived (delta/archive.py: what the replica service does once a minute to
+commits older than the table's log retention), timed the same way beside it, and how long the archiving took;
+the archived files go back into the log before the next count.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import pyarrow as pa  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 
+from rpl_sql.delta import archive  # noqa: E402
 from rpl_sql.delta import commit as delta_commit  # noqa: E402
 
 
@@ -63,16 +68,28 @@ def main() -> None:
         log = os.path.join(path, "_delta_log")
         commit = Path(log, f"{1:020d}.json").read_text()
         print(f"delta-rs on local storage, {os.cpu_count()} cpus; milliseconds, median of {args.repeat}")
-        print(f"{'commits in the log':>20} | {'open':>8} | {'refresh':>8} | {'append':>8}")
+        print(f"{'':>20} | {'whole log':^30} | {'archived':^30} |")
+        print(f"{'commits in the log':>20} | {'open':>8} | {'refresh':>8} | {'append':>8} | {'open':>8} | "
+              f"{'refresh':>8} | {'append':>8} | {'archiving':>9}")
         version = DeltaTable(path).version() + 1
         for n in counts:
             while version < n:
                 Path(log, f"{version:020d}.json").write_text(commit)
                 version += 1
             DeltaTable(path).create_checkpoint()
-            opened, refreshed, appended = measure(path, args.repeat)
+            whole = measure(path, args.repeat)
             version += args.repeat
-            print(f"{n:>20,} | {opened:8.0f} | {refreshed:8.0f} | {appended:8.0f}", flush=True)
+            DeltaTable(path).create_checkpoint()
+            t = time.perf_counter()
+            archive.archive(path, retention=0)
+            archiving = time.perf_counter() - t
+            archived = measure(path, args.repeat)
+            version += args.repeat
+            moved = os.path.join(path, archive.ARCHIVE)
+            for name in os.listdir(moved):
+                os.replace(os.path.join(moved, name), os.path.join(log, name))
+            print(f"{n:>20,} | " + " | ".join(f"{ms:8.0f}" for ms in whole + archived)
+                  + f" | {archiving * 1000:9.0f}", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

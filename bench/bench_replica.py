@@ -14,7 +14,9 @@
 3. Memory: the service's RSS (with its SQL-thread processes) every 5 s during the lag run (first sample
    after it caught up, middle, last, max).
 4. Log growth: every minute of the lag run, each table's newest checkpoint (which grows with the tombstones
-   it carries).
+   it carries) and the files in its `_delta_log`. With `--log-retention SECONDS` every table is given that
+   log retention (`delta.logRetentionDuration`, ten minutes by default; set with the service stopped, after a first
+   start made the tables), so the service's archiving (delta/archive.py) shows within the run.
 """
 from __future__ import annotations
 
@@ -182,26 +184,41 @@ def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int, repeat: int) -> 
     line("rpl-sql replica (threads running to replica tables current)", ours)
 
 
-def checkpoint_kb(wh: str) -> dict[str, float]:
-    """The size of each Delta table's newest checkpoint under `wh`, by the table's path."""
+def checkpoint_kb(wh: str) -> dict[str, tuple[float, int]]:
+    """The size of each Delta table's newest checkpoint under `wh` and the files in its log, by its path."""
     import json
 
     out = {}
     for hint in Path(wh).rglob("_last_checkpoint"):
         table = hint.parent.parent.relative_to(wh).as_posix()
         try:
-            out[table] = json.loads(hint.read_text())["sizeInBytes"] / 1024
+            out[table] = json.loads(hint.read_text())["sizeInBytes"] / 1024, len(os.listdir(hint.parent))
         except (OSError, ValueError, KeyError):
             pass
     return out
 
 
-def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
+def set_log_retention(wh: str, seconds: int) -> None:
+    from deltalake import DeltaTable
+
+    from rpl_sql.delta import log as deltalog
+
+    for table in deltalog.tables(wh):
+        DeltaTable(table).alter.set_table_properties({"delta.logRetentionDuration": f"interval {seconds} seconds"})
+
+
+def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: int | None = None) -> None:
     m.reset()
     m.execute("CREATE DATABASE app", "CREATE TABLE app.ticks (id INT PRIMARY KEY, v VARCHAR(32))")
     wh = f"{base}/lag"
     configure(wh, m)
     proc = service(wh)
+    if log_retention is not None:
+        wait_caught_up(wh, m, 120)
+        proc.terminate()
+        proc.wait()
+        set_log_retention(wh, log_retention)
+        proc = service(wh)
     committed: dict[int, float] = {}
     visible: dict[int, float] = {}
     mem: list[tuple[float, float]] = []
@@ -294,9 +311,10 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float) -> None:
         print("   every minute, service (receiving process) MB: " +
               ", ".join(f"{v:.0f} ({r:.0f})" for _, v, r in minutes))
     if logs:
-        print("4. each table's newest checkpoint, KB, every minute (removed files stay in them ten minutes):")
+        print("4. each table's newest checkpoint, KB (removed files stay in them ten minutes), and the files in its "
+              f"_delta_log, every minute (log retention: {log_retention or 600} s):")
         for name in sorted(logs[-1]):
-            print(f"   {name}: " + ", ".join(f"{c[name]:.0f}" if name in c else "-" for c in logs))
+            print(f"   {name}: " + ", ".join(f"{c[name][0]:.0f} KB/{c[name][1]}" if name in c else "-" for c in logs))
 
 
 def main() -> None:
@@ -306,6 +324,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2, help="catch-up runs of each side (the best counts)")
     p.add_argument("--rate", type=int, default=5000)
     p.add_argument("--seconds", type=float, default=60)
+    p.add_argument("--log-retention", type=int, metavar="SECONDS",
+                   help="give every table of the lag run this log retention (default: theirs, ten minutes)")
     p.add_argument("--keep", action="store_true", help="keep the server's and the warehouses' directory")
     args = p.parse_args()
     if binaries() is None:
@@ -318,7 +338,7 @@ def main() -> None:
         if args.catchup_rows:
             catch_up(base, m, args.catchup_rows, args.per_txn, args.repeat)
         if args.seconds:
-            lag(base, m, args.rate, args.seconds)
+            lag(base, m, args.rate, args.seconds, args.log_retention)
     finally:
         m.stop()
         if args.keep:
