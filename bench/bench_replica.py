@@ -184,6 +184,12 @@ def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int, repeat: int) -> 
     line("rpl-sql replica (threads running to replica tables current)", ours)
 
 
+def slope(points: list[tuple[float, float]]) -> float:
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
 def checkpoint_kb(wh: str) -> dict[str, tuple[float, int]]:
     """The size of each Delta table's newest checkpoint under `wh` and the files in its log, by its path."""
     import json
@@ -310,6 +316,11 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
         minutes = [next(x for x in mem if x[0] >= 60 * k) for k in range(int(mem[-1][0] // 60) + 1)]
         print("   every minute, service (receiving process) MB: " +
               ", ".join(f"{v:.0f} ({r:.0f})" for _, v, r in minutes))
+        spans = [(a, b) for a, b in ((1, 10), (10, 20), (20, 30)) if mem[-1][0] >= 60 * b - 5]
+        if spans:
+            print("   slope of the service's RSS (least squares over the 5-s samples), MB a minute: " + ", ".join(
+                f"minutes {a}-{b} {slope([(t / 60, v) for t, v, _ in mem if 60 * a <= t <= 60 * b]):.2f}"
+                for a, b in spans))
     if logs:
         print("4. each table's newest checkpoint, KB (removed files stay in them ten minutes), and the files in its "
               f"_delta_log, every minute (log retention: {log_retention or 600} s):")
