@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, TypeVar
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -155,7 +155,7 @@ def _read(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
     process that did so aborted at exit ('terminate called without an active exception') in 10-30% of
     runs; plain `ParquetFile` reads of local files did not (0 in 100). Remote tables keep the dataset path.
     """
-    paths = [_local_path(u) for u in dt.file_uris()]
+    paths = [archive.local_root(u) for u in dt.file_uris()]
     if any(p is None for p in paths):
         return dt.to_pyarrow_dataset().to_table(columns=columns, use_threads=False)
     return _read_files(paths, columns)
@@ -168,12 +168,6 @@ def _read_files(paths: list[str], columns: list[str] | None) -> pa.Table:
     if not parts:
         return (SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])).empty_table()
     return pa.concat_tables(parts, promote_options="permissive")
-
-
-def _local_path(uri: str) -> str | None:
-    if uri.startswith("file://"):
-        return unquote(urlparse(uri).path)
-    return uri if os.path.isabs(uri) else None
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -490,8 +484,7 @@ class DeltaStore:
         if root is None:
             return None
         try:
-            with open(archive.commit_file(root, version), encoding="utf-8") as f:
-                actions = [json.loads(line) for line in f if line.strip()]
+            actions = archive.read_actions(archive.commit_file(root, version))
         except (OSError, ValueError):
             return None
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})

@@ -17,14 +17,12 @@ import time
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from rpl_sql.delta.log import LOG, versions
+from rpl_sql.delta.log import CHECKPOINT_FILE, COMMIT_FILE, LOG, versions
 
 ARCHIVE = "_rpl_sql_log"
 RETENTION_KEY = "delta.logRetentionDuration"
 DELTA_DEFAULT_SECONDS = 30 * 86400     # Delta's default when a table does not set it
 _NUMBERED = re.compile(r"^(\d{20})\.")  # commits, checkpoints (single or multi-part), checksums
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
 _UNITS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60,
           "hour": 3600, "day": 86400, "week": 604800}
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
@@ -48,21 +46,23 @@ def local_root(table: Any) -> str | None:
     return None if "://" in uri else os.path.abspath(uri)
 
 
-def _read_actions(path: str) -> list[dict]:
+def read_actions(path: str) -> list[dict]:
+    """The actions of one JSON commit file."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def log_retention(table: str) -> float:
-    """The table's `delta.logRetentionDuration` in seconds, from its newest metaData action."""
+def log_retention(table: str, names: list[str] | None = None) -> float:
+    """The table's `delta.logRetentionDuration` in seconds, from its newest metaData action (`names`: the
+    log's listing, when the caller has it)."""
     log = os.path.join(table, LOG)
-    names = os.listdir(log)
-    commits = sorted((int(m.group(1)) for m in map(_COMMIT.match, names) if m), reverse=True)
+    names = os.listdir(log) if names is None else names
+    commits = sorted((int(m.group(1)) for m in map(COMMIT_FILE.match, names) if m), reverse=True)
     for v in commits:
-        for action in _read_actions(os.path.join(log, f"{v:020d}.json")):
+        for action in read_actions(os.path.join(log, f"{v:020d}.json")):
             if "metaData" in action:
                 return _retention_of(action["metaData"])
-    checkpoints = sorted({int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m}, reverse=True)
+    checkpoints = sorted({int(m.group(1)) for m in map(CHECKPOINT_FILE.match, names) if m}, reverse=True)
     if checkpoints:
         import pyarrow.parquet as pq
 
@@ -92,13 +92,13 @@ def archive(table: str, now: float | None = None, retention: float | None = None
     beside another archiver (a file already moved is skipped)."""
     log = os.path.join(table, LOG)
     names = os.listdir(log)
-    checkpoints = sorted({int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m}, reverse=True)
+    checkpoints = sorted({int(m.group(1)) for m in map(CHECKPOINT_FILE.match, names) if m}, reverse=True)
     if not checkpoints:
         return 0
     hint = _last_checkpoint(log)
     if hint is None:
         return 0  # readers would look for a checkpoint by listing: only one they are pointed to is trusted
-    cutoff = (time.time() if now is None else now) - (log_retention(table) if retention is None else retention)
+    cutoff = (time.time() if now is None else now) - (log_retention(table, names) if retention is None else retention)
     keep_from = None
     for v in checkpoints:
         if v > hint:
@@ -148,7 +148,7 @@ def archived_versions(table: str) -> list[int]:
     cached = _ARCHIVED.get(target)
     if cached is None or cached[0] != mtime:
         names = os.listdir(target)
-        cached = _ARCHIVED[target] = (mtime, sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m))
+        cached = _ARCHIVED[target] = (mtime, sorted(int(m.group(1)) for m in map(COMMIT_FILE.match, names) if m))
     return cached[1]
 
 
@@ -186,7 +186,7 @@ def history(dt: Any, limit: int | None = None) -> list[dict]:
         if limit is not None and len(out) >= limit:
             break
         try:
-            actions = _read_actions(os.path.join(root, ARCHIVE, f"{v:020d}.json"))
+            actions = read_actions(os.path.join(root, ARCHIVE, f"{v:020d}.json"))
         except FileNotFoundError:
             continue
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})

@@ -17,8 +17,8 @@ from rpl_sql.errors import MySQLError
 
 LOG = "_delta_log"
 QUARANTINE = "_rpl_sql_quarantine"
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
+COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet$")
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ def versions(log: str) -> tuple[list[int], int | None]:
     cached = _LISTINGS.get(log)
     if cached is None or cached[0] != mtime:
         names = os.listdir(log)
-        commits = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
-        checkpoints = [int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m]
+        commits = sorted(int(m.group(1)) for m in map(COMMIT_FILE.match, names) if m)
+        checkpoints = [int(m.group(1)) for m in map(CHECKPOINT_FILE.match, names) if m]
         cached = _LISTINGS[log] = (mtime, (commits, max(checkpoints) if checkpoints else None))
     return cached[1]
 
@@ -142,7 +142,7 @@ def repair(table: str) -> list[str]:
     os.makedirs(target, exist_ok=True)
     moved = []
     for name in sorted(os.listdir(log)):
-        m = _COMMIT.match(name) or _CHECKPOINT.match(name)
+        m = COMMIT_FILE.match(name) or CHECKPOINT_FILE.match(name)
         if m and int(m.group(1)) >= damage.version:
             os.replace(os.path.join(log, name), os.path.join(target, name))
             moved.append(name)
