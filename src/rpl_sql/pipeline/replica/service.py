@@ -83,9 +83,9 @@ _MALLOC_TRIM = _malloc_trim()
 
 def return_freed_memory() -> None:
     """Hand back to the system what pyarrow's pool (mimalloc: collected for the calling thread) and glibc's
-    malloc hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds a call). With
-    it the service's RSS held level over minutes 1-10 where it had risen 2.5 MB a minute, and 30 MB lower, lag
-    unchanged (bench/bench_replica.py; docs/benchmarks.md, "Returning freed memory")."""
+    malloc hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds a call). The
+    service's RSS was about 25 MB lower at minutes 10 and 20 and rose more slowly, lag unchanged; it still
+    rises (bench/bench_replica.py; docs/benchmarks.md, "Returning freed memory")."""
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
