@@ -466,7 +466,7 @@ class ReplicaService:
                 lp.lock.release()
 
     def _archive_logs(self) -> None:
-        """Keep every table's log short while the service runs: it commits about once a second per table,
+        """Keep every table's log short while the service runs: it commits several times a second per table,
         and delta-rs lists the whole log at every commit. A round at start-up, then one a minute."""
         while not self.stopping.is_set():
             for table in deltalog.tables(self.warehouse):
