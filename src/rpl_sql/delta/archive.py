@@ -17,7 +17,7 @@ import time
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from rpl_sql.delta.log import CHECKPOINT_FILE, COMMIT_FILE, LOG, versions
+from rpl_sql.delta.log import CHECKPOINT_FILE, COMMIT_FILE, LOG, last_checkpoint, versions
 
 ARCHIVE = "_rpl_sql_log"
 RETENTION_KEY = "delta.logRetentionDuration"
@@ -95,7 +95,7 @@ def archive(table: str, now: float | None = None, retention: float | None = None
     checkpoints = sorted({int(m.group(1)) for m in map(CHECKPOINT_FILE.match, names) if m}, reverse=True)
     if not checkpoints:
         return 0
-    hint = _last_checkpoint(log)
+    hint = last_checkpoint(log)
     if hint is None:
         return 0  # readers would look for a checkpoint by listing: only one they are pointed to is trusted
     cutoff = (time.time() if now is None else now) - (log_retention(table, names) if retention is None else retention)
@@ -125,14 +125,6 @@ def archive(table: str, now: float | None = None, retention: float | None = None
         except FileNotFoundError:
             pass
     return moved
-
-
-def _last_checkpoint(log: str) -> int | None:
-    try:
-        with open(os.path.join(log, "_last_checkpoint"), encoding="utf-8") as f:
-            return int(json.load(f)["version"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 _ARCHIVED: dict[str, tuple[int, list[int]]] = {}  # archive dir -> (mtime, its commit versions)

@@ -112,6 +112,15 @@ def latest_version(table: str) -> int | None:
     return commits[-1] if commits else None
 
 
+def last_checkpoint(log: str) -> int | None:
+    """The version `_last_checkpoint` points readers to (None: absent or unreadable)."""
+    try:
+        with open(os.path.join(log, "_last_checkpoint"), encoding="utf-8") as f:
+            return int(json.load(f)["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def damaged(d: Damage) -> MySQLError:
     err = MySQLError.of("ER_CRASHED_ON_USAGE", f"{d.table} (version {d.version}: {d.reason})")
     err.hint = ("roll it back to its last good version, keeping the history before it: "
@@ -148,11 +157,7 @@ def repair(table: str) -> list[str]:
             moved.append(name)
     last = os.path.join(log, "_last_checkpoint")
     if os.path.exists(last):
-        try:
-            with open(last) as f:
-                pointed = json.load(f).get("version")
-        except (OSError, ValueError):
-            pointed = None
+        pointed = last_checkpoint(log)
         if pointed is None or pointed >= damage.version:
             os.replace(last, os.path.join(target, "_last_checkpoint"))
             moved.append("_last_checkpoint")
