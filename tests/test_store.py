@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 import time
 from dataclasses import replace
-from datetime import timezone
+from datetime import timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +26,7 @@ from rpl_sql.rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION_FILTER_
                            STARTUP_OPTIONS_FOR_CHANNEL, TYPES, Filters, FilterType, Slot, format_rule)
 from rpl_sql.state import GR_CHANNELS, ApplierPosition, Channel, ServerState, initial_state
 from rpl_sql.state_table import SCHEMA, state_from_table, state_to_table
+import rpl_sql.store as store_module
 from rpl_sql.store import Commit, ConcurrentCommit, DeltaStore, FilterChange, Snapshot
 
 T = FilterType
@@ -530,6 +531,94 @@ def test_counter_only_commits_are_not_changes(warehouse):
                        {"statement": "APPLY"})
     assert store.load().state.global_filters[T.DO_DB].counter == 3
     assert [c.version for c in store.filter_changes()] == [0]
+
+
+def _whole_history_changes(store: DeltaStore, monkeypatch, **kw) -> list[FilterChange]:
+    """filter_changes read the old way, from every commit (what a broken chain falls back to)."""
+    with monkeypatch.context() as m:
+        m.setattr(store_module, "_commit_info_of", lambda root, version: None)
+        return DeltaStore(store.warehouse).filter_changes(**kw)
+
+
+def test_filter_history_reads_the_commits_that_changed_filters_not_every_commit(warehouse, monkeypatch):
+    """The service commits the state once per applied batch; the history must not read them all."""
+    store = DeltaStore(warehouse)
+    audit_story(store)
+    for i in range(150):
+        store.transact(lambda s: (replace(s, global_filters=s.global_filters.add_counts({T.DO_DB: 1})), None),
+                       {"statement": f"APPLY {i}", "operation": "APPLY"})
+    store.transact(lambda s: (with_do_db(s, ("z",), NOW + 9), None), META)
+    for i in range(50):
+        store.transact(lambda s: (replace(s, global_filters=s.global_filters.add_counts({T.DO_DB: 1})), None),
+                       {"statement": f"APPLY {i}", "operation": "APPLY"})
+    reads = []
+    real = store_module._commit_info_of
+    monkeypatch.setattr(store_module, "_commit_info_of", lambda root, v: reads.append(v) or real(root, v))
+    got = DeltaStore(warehouse).filter_changes()
+    # the newest commit and the six that changed filters (v0, v1, v4, v5, v6 of the story, v157): the 200
+    # counter-only commits and the story's v2 and v3 are jumped over
+    assert reads == [207, 157, 6, 5, 4, 1, 0]
+    assert [(c.version, c.filter_rule) for c in got[:1]] == [(157, "z")]
+    monkeypatch.setattr(store_module, "_commit_info_of", real)
+    assert got == _whole_history_changes(store, monkeypatch)
+    assert DeltaStore(warehouse).filter_changes(channel="ch1", limit=2) == \
+        _whole_history_changes(store, monkeypatch, channel="ch1", limit=2)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["filter", "counter", "start", "foreign", "foreign-same", "big", "old-release"]),
+                min_size=1, max_size=14))
+def test_filter_history_by_the_chain_equals_reading_every_commit(monkeypatch, steps):
+    """Any mix of filter changes, counter-only commits, foreign writers' commits (changing filters or not),
+    change sets too big to record, and commits of an earlier release (which name no earlier change)."""
+    with tempfile.TemporaryDirectory() as wh:
+        store = DeltaStore(wh)
+        for i, step in enumerate(steps):
+            if step in ("foreign", "foreign-same"):
+                if store.version() is None:
+                    continue
+                state = store.load().state
+                if step == "foreign":
+                    state = with_do_db(state, (f"f{i}",), NOW + i)
+                write_deltalake(DeltaTable(store.state_path), state_to_table(state), mode="overwrite",
+                                commit_properties=CommitProperties(custom_metadata={"by": "hand"}))
+                continue
+            with monkeypatch.context() as m:
+                if step == "big":
+                    m.setattr(store_module, "CHANGES_MAX_BYTES", 10)
+                if step == "old-release":
+                    m.setattr(DeltaStore, "_changed_through", lambda self, version: None)
+                if step == "counter":
+                    change = lambda s: replace(s, global_filters=s.global_filters.add_counts({T.DO_DB: 1}))  # noqa: E731
+                elif step == "start":
+                    change = lambda s: replace(s, started_at=(s.started_at or 0) + 1)  # noqa: E731
+                else:
+                    change = lambda s: with_do_db(s, (f"v{i}", "w"), NOW + i)  # noqa: E731
+                DeltaStore(wh).transact(lambda s: (change(s), None), {"statement": f"{step} {i}"})
+        assert DeltaStore(wh).filter_changes() == _whole_history_changes(store, monkeypatch)
+
+
+def test_as_of_a_time_reads_a_few_commits_and_agrees_with_the_whole_history(warehouse, monkeypatch):
+    store = DeltaStore(warehouse)
+    for i in range(40):
+        store.transact(lambda s: (with_do_db(s, (f"d{i}",), NOW + i) if i % 10 == 0 else
+                                  replace(s, started_at=i), None), {"statement": f"s{i}"})
+        if i % 7 == 0:
+            time.sleep(0.005)
+    history = store.history()
+    reads = []
+    real = store_module._commit_info_of
+    monkeypatch.setattr(store_module, "_commit_info_of", lambda root, v: reads.append(v) or real(root, v))
+    for c in history:
+        for at in (c.timestamp, c.timestamp + timedelta(microseconds=500)):
+            text = at.strftime("%Y-%m-%d %H:%M:%S.%f")
+            whole = next(h.version for h in history if h.timestamp <= at)
+            reads.clear()
+            assert store.version_as_of(text) == whole
+            assert len(reads) <= 6
+    first = history[-1].timestamp - timedelta(seconds=1)
+    with pytest.raises(MySQLError, match="before the first commit"):
+        store.version_as_of(first.strftime("%Y-%m-%d %H:%M:%S"))
 
 
 # ---------------------------------------------------------------- process hygiene

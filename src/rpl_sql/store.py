@@ -62,7 +62,11 @@ CHANGED_KEY = META_PREFIX + "filters_changed"  # how many filter rules the commi
 # no data file of old versions, so `rpl-sql upkeep --keep-days` can vacuum them
 CHANGES_KEY = META_PREFIX + "filter_changes"
 CHANGES_MAX_BYTES = 1 << 20  # larger change sets are read back from the data files instead
-_INTERNAL_KEYS = frozenset({FORMAT_KEY, CHANGED_KEY, CHANGES_KEY})
+# the newest earlier version whose commit changed filters, or may have (a foreign writer's); -1 when none. The
+# service commits the state once per applied batch (several a second), so the filter history follows these
+# back through the few commits that matter instead of reading every commit of days of running.
+FILTERS_BEFORE_KEY = META_PREFIX + "filters_before"
+_INTERNAL_KEYS = frozenset({FORMAT_KEY, CHANGED_KEY, CHANGES_KEY, FILTERS_BEFORE_KEY})
 
 
 
@@ -246,6 +250,7 @@ class DeltaStore:
         self._filter_cache: dict[tuple[int, int], dict[_FilterKey, _FilterVal]] = {}
         self._latest: DeltaTable | None = None
         self._loaded: tuple[int, ServerState] | None = None
+        self._chain_tip: tuple[int, int] | None = None  # (version, newest version <= it that changed filters)
 
     @property
     def state_path(self) -> str:
@@ -291,10 +296,33 @@ class DeltaStore:
                                     f"versions 0 to {latest})")
             return when
         at = utc_time(when, "AS OF", "neither a version nor a time")
+        found = self._version_at(at, latest)
+        if found is not None:
+            return found
+        raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF ('{when}' is before the first commit of the state table)")
+
+    def _version_at(self, at: datetime, latest: int) -> int | None:
+        """The newest version committed at or before `at`, by binary search over the commits' timestamps
+        (taken as increasing, as one writer lock per warehouse makes them; Delta's own time travel assumes
+        the same of its monotonized timestamps): about 20 commit files where the history has millions. The
+        whole history, newest first, for remote tables or where a log entry is missing."""
+        root = archive.local_root(self.state_path)
+        lo, hi, found = 0, latest, None
+        while root is not None and lo <= hi:
+            mid = (lo + hi) // 2
+            info = _commit_info_of(root, mid)
+            if info is None:
+                break
+            if _utc(info["timestamp"]) <= at:
+                found, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if root is not None and lo > hi:
+            return found
         for commit in self.history():  # newest first
             if commit.timestamp <= at:
                 return commit.version
-        raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF ('{when}' is before the first commit of the state table)")
+        return None
 
     def load_as_of(self, when: int | str) -> Snapshot:
         """The state in force at `when` (see `version_as_of`); 1210 when upkeep's retention removed its files."""
@@ -348,6 +376,16 @@ class DeltaStore:
         recorded = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
         if len(recorded) <= CHANGES_MAX_BYTES:
             info[CHANGES_KEY] = recorded
+        before = -1 if snapshot.version is None else self._changed_through(snapshot.version)
+        if before is not None:
+            info[FILTERS_BEFORE_KEY] = str(before)
+        version = self._write(snapshot, data, info)
+        if before is not None:
+            self._chain_tip = (version, version if rows else before)
+        return version
+
+    def _write(self, snapshot: Snapshot, data: pa.Table, info: dict[str, str]) -> int:
+        """One commit of `data` right after `snapshot` (or creating the table); ConcurrentCommit if it lost."""
         if snapshot.version is None:
             try:
                 with _write_errors(self.state_path, race=lambda e: DeltaTable.is_deltatable(self.state_path)):
@@ -374,6 +412,19 @@ class DeltaStore:
             except DeltaError:
                 log.warning("checkpoint of %s at version %d failed", self.state_path, version, exc_info=True)
         return version
+
+    def _changed_through(self, version: int) -> int | None:
+        """The newest version <= `version` whose commit changed filters or may have (`version` itself for a
+        commit of an earlier release, which names none: the history reads on from there); None where the
+        commit cannot be read (a remote table): the new commit then names none either."""
+        if self._chain_tip is not None and self._chain_tip[0] == version:
+            return self._chain_tip[1]
+        root = archive.local_root(self.state_path)
+        info = None if root is None else _commit_info_of(root, version)
+        if info is None:
+            return None
+        before = info.get(FILTERS_BEFORE_KEY)
+        return version if _may_change_filters(info) or before is None else int(before)
 
     @staticmethod
     def _commit_info(metadata: dict[str, str]) -> dict[str, str]:
@@ -449,19 +500,32 @@ class DeltaStore:
         dt = self._open()
         if dt is None:
             return []
-        out = []
-        for info in archive.history(dt, limit):
-            meta = {k[len(META_PREFIX):]: str(v) for k, v in info.items()
-                    if k.startswith(META_PREFIX) and k not in _INTERNAL_KEYS}
-            delta_op = str(info.get("operation", ""))
-            changed = info.get(CHANGED_KEY)
-            recorded = info.get(CHANGES_KEY)
-            out.append(Commit(version=info["version"], timestamp=_utc(info["timestamp"]),
-                              operation=meta.get("operation") or delta_op, metadata=meta,
-                              delta_operation=delta_op, format=info.get(FORMAT_KEY),
-                              filters_changed=int(changed) if changed is not None else None,
-                              changes=tuple(map(tuple, json.loads(recorded))) if recorded else None))
-        return out
+        return [_commit_of(info) for info in archive.history(dt, limit)]
+
+    def filter_commits(self) -> tuple[list[Commit], bool]:
+        """The commits that changed filter rules or may have (foreign writers'), oldest first, and whether
+        the filters before the first of them were none (the list reaches back to the table's creation).
+
+        Follows each commit's FILTERS_BEFORE_KEY back from the newest, reading a commit file per filter
+        change rather than one per commit. Where that chain is broken (a remote table, a log entry gone)
+        it is the whole history instead, counter-only commits included.
+        """
+        root = archive.local_root(self.state_path)
+        dt = self._latest_table() if root is not None else None
+        version = dt.version() if dt is not None else -1
+        found: list[Commit] = []
+        while root is not None:
+            info = _commit_info_of(root, version) if version >= 0 else None
+            if info is None:
+                if version < 0:
+                    return found[::-1], True
+                break
+            if _may_change_filters(info):
+                found.append(_commit_of(info))
+            before = info.get(FILTERS_BEFORE_KEY)
+            version = int(before) if before is not None and int(before) < version else version - 1
+        commits = sorted(self.history(), key=lambda c: c.version)
+        return commits, bool(commits) and commits[0].version == 0
 
     def _filters_at(self, commit: Commit) -> dict[_FilterKey, _FilterVal]:
         key = (commit.version, int(commit.timestamp.timestamp() * 1000))
@@ -506,11 +570,9 @@ class DeltaStore:
         >>> [(c.version, c.filter_name, c.filter_rule, c.previous_rule) for c in store.filter_changes(limit=1)]
         [(3, 'REPLICATE_DO_DB', 'db1,db2', 'db1')]
         """
-        commits = sorted(self.history(), key=lambda c: c.version)
-        if not commits:
-            return []
+        commits, from_creation = self.filter_commits()
         per_commit: list[list[FilterChange]] = []
-        previous: dict[_FilterKey, _FilterVal] | None = {} if commits[0].version == 0 else None
+        previous: dict[_FilterKey, _FilterVal] | None = {} if from_creation else None
         last: Commit | None = None  # the latest commit seen, whose filters `previous` is when known
         for commit in commits:
             if commit.changes is not None and (previous is not None or last is not None):
@@ -528,6 +590,39 @@ class DeltaStore:
             previous, last = current, commit
         changes = [c for found in reversed(per_commit) for c in found]
         return changes if limit is None else changes[:limit]
+
+
+def _commit_of(info: dict) -> Commit:
+    """A Commit from a commitInfo action with its "version"."""
+    meta = {k[len(META_PREFIX):]: str(v) for k, v in info.items()
+            if k.startswith(META_PREFIX) and k not in _INTERNAL_KEYS}
+    delta_op = str(info.get("operation", ""))
+    changed = info.get(CHANGED_KEY)
+    recorded = info.get(CHANGES_KEY)
+    return Commit(version=info["version"], timestamp=_utc(info["timestamp"]),
+                  operation=meta.get("operation") or delta_op, metadata=meta,
+                  delta_operation=delta_op, format=info.get(FORMAT_KEY),
+                  filters_changed=int(changed) if changed is not None else None,
+                  changes=tuple(map(tuple, json.loads(recorded))) if recorded else None)
+
+
+def _commit_info_of(root: str, version: int) -> dict | None:
+    """The commitInfo of one commit of a local table, in the log or the archive, with its "version"; None
+    when the commit file or its timestamp is missing."""
+    try:
+        actions = archive.read_actions(archive.commit_file(root, version))
+    except (OSError, ValueError):
+        return None
+    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
+    if not isinstance(info, dict) or not isinstance(info.get("timestamp"), int):
+        return None
+    return {**info, "version": version}
+
+
+def _may_change_filters(info: dict) -> bool:
+    """Whether a commit changed filter rules, or may have: a foreign writer's, or one that does not say."""
+    changed = info.get(CHANGED_KEY)
+    return FORMAT_KEY not in info or changed is None or str(changed) != "0"
 
 
 def _change_rows(previous: dict[_FilterKey, _FilterVal], current: dict[_FilterKey, _FilterVal],

@@ -126,7 +126,7 @@ def _history_horizon_hours(table: str, now: datetime) -> float:
     changes): back to the oldest commit that changed filters without recording them."""
     store = DeltaStore(os.path.dirname(table))
     oldest = None
-    for commit in store.history():
+    for commit in store.filter_commits()[0]:
         if commit.changes is None and commit.filters_changed != 0:
             oldest = commit.timestamp
     if oldest is None:
