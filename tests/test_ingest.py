@@ -344,8 +344,37 @@ def test_compaction_replaces_exactly_the_writers_rows(warehouse, monkeypatch, ch
     assert [r["binlog_pos"] for r in rows] == [400, 401, 402, 403] * 7
     assert len(landed(warehouse, "other")) == 4
     dt = DeltaTable(events_path(warehouse))
-    assert len(dt.file_uris()) == 2 + 2 * 2 + 2  # other's two, two compactions of two, the last commit's two
+    # other's two, the two compactions' files merged by tiers into one per database, the last commit's two
+    assert len(dt.file_uris()) == 2 + 2 + 2
     assert committed_position(warehouse, channel).last_seq == 28
+
+
+def test_the_events_table_keeps_few_files_however_long_a_writer_runs(warehouse, monkeypatch):
+    """Each compaction's merged file would stay: a day of the service made 10,000 of them, and every read
+    and open of the table costs more with each. They are merged by tiers, per channel."""
+    from rpl_sql.pipeline import writer as W
+    from rpl_sql.pipeline.writer import Batch
+
+    monkeypatch.setattr(W, "COMPACT_EVERY", 2)
+
+    def batch(w):
+        b = Batch(w.channel, "binlog")
+        b.add("0-1-1", "binlog.000001", 400, "write_rows", db_name="d", table_name="t",
+              rows=json.dumps([{"after": {"id": w.last_seq}}]), time_us=0)
+        return b.to_table(w.last_seq + 1)
+
+    other = EventsWriter(warehouse, "other").open()
+    w = EventsWriter(warehouse, "a'b").open()
+    for _ in range(60):
+        w.commit(batch(w), {"source": "binlog"})
+        other.commit(batch(other), {"source": "binlog"})
+    dt = DeltaTable(events_path(warehouse))
+    files = [f for f in dt.file_uris()]
+    assert sum("channel=a%27b/" in f or "channel=a'b/" in f for f in files) <= 2, files  # 30 compactions
+    assert sum("channel=other/" in f for f in files) <= 2, files
+    assert [r["seq"] for r in landed(warehouse, "a'b")] == list(range(1, 61))
+    assert [r["seq"] for r in landed(warehouse, "other")] == list(range(1, 61))
+    assert committed_position(warehouse, "a'b").last_seq == 60
 
 
 def test_concurrent_ingests_never_duplicate(sources, warehouse):

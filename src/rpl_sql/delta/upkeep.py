@@ -134,12 +134,15 @@ def _history_horizon_hours(table: str, now: datetime) -> float:
     return (now - oldest).total_seconds() / 3600 + 1
 
 
-def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES) -> tuple[int, int]:
+def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES, channel: str | None = None,
+                  operation: str = "UPKEEP COMPACT") -> tuple[int, int]:
     """Rewrite the small files of a table (events, applied events; a replica table, by its only writer) into
-    files of about `target_size`, per partition, in one commit. Rows, app transactions (the writers'
-    positions) and the commit history are unchanged; a concurrent append does not conflict with it."""
-    metrics = dt.optimize.compact(target_size=target_size, **delta_commit.properties(
-        {META_PREFIX + "operation": "UPKEEP COMPACT"}, checkpoint=False))
+    files of about `target_size`, per partition, in one commit; with `channel`, that channel's partition
+    only (a table partitioned by channel). Rows, app transactions (the writers' positions) and the commit
+    history are unchanged; a concurrent append does not conflict with it."""
+    filters = {"partition_filters": [("channel", "=", channel)]} if channel else {}
+    metrics = dt.optimize.compact(target_size=target_size, **filters, **delta_commit.properties(
+        {META_PREFIX + "operation": operation}, checkpoint=False))
     return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
 
 
@@ -157,10 +160,14 @@ def compaction_tier(sizes: list[int], target: int = COMPACT_TARGET_BYTES, smalle
 
 
 def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
-                          fanout: int = TIER_FANOUT) -> tuple[int, int]:
-    """compact_table for a table its only writer appends a small file to at every commit, by tiers."""
-    sizes = pa.table(dt.get_add_actions(flatten=False)).column("size_bytes").to_pylist()
-    return compact_table(dt, compaction_tier(sizes, target_size, smallest, fanout))
+                          fanout: int = TIER_FANOUT, channel: str | None = None) -> tuple[int, int]:
+    """compact_table for a table a writer appends a small file to at every commit, by tiers (`channel`: of
+    that channel's partition of a table partitioned by channel)."""
+    acts = pa.table(dt.get_add_actions(flatten=False))
+    sizes = acts.column("size_bytes").to_pylist()
+    if channel:
+        sizes = [n for n, part in zip(sizes, acts.column("partition").to_pylist()) if part["channel"] == channel]
+    return compact_table(dt, compaction_tier(sizes, target_size, smallest, fanout), channel, "COMPACT TIERS")
 
 
 def _vacuum(table: str, dt, known: _LogFiles, hours: float, on_disk: set[str]) -> int:

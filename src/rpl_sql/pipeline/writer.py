@@ -24,6 +24,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
+from rpl_sql.delta.upkeep import compact_growing_table
 from rpl_sql.evaluate import TableRef
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
 from rpl_sql.pipeline.replica.columns import time_text
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 META = "rpl_sql.ingest."                # commit metadata key prefix
 MAX_DROPPED_KEYS = 2000                 # distinct dropped decision keys per commit (bounds commitInfo size)
 MAX_MERGED_IMAGES = 50_000              # row images merged into one landed row at most
+APPEND_ATTEMPTS = 20  # appends turned away by other channels' compactions before an ingest gives up
 COMPACT_EVERY = 40                      # a writer's commits merged into one file per partition (0: never)
 
 
@@ -244,12 +246,17 @@ class EventsWriter:
         meta = {META + k: v for k, v in {**summarize(table), **metadata}.items()}
         meta.update({META + "channel": self.channel, META + "first_seq": str(first), META + "last_seq": str(last),
                      META + "rows": str(n)})
-        try:
-            delta_commit.write(self.dt, table, mode="append", partition_by=PARTITION_BY, metadata=meta,
-                               app=(app_id(self.channel), last), checkpoint=True)
-        except CommitFailedError as e:
-            self._check_owner(e)
-            raise
+        for attempt in range(APPEND_ATTEMPTS):
+            try:
+                delta_commit.write(self.dt, table, mode="append", partition_by=PARTITION_BY, metadata=meta,
+                                   app=(app_id(self.channel), last), checkpoint=True)
+                break
+            except CommitFailedError as e:
+                # delta-rs turns an append away when a commit since its snapshot removed files (another
+                # channel's compaction): still this channel's writer, it appends again on the new version
+                self._check_owner(e)
+                if attempt + 1 == APPEND_ATTEMPTS:
+                    raise
         version = self.dt.version()
         self.last_seq = last
         self.commits += 1
@@ -282,6 +289,9 @@ class EventsWriter:
             delta_commit.write(self.dt, rows.sort_by("seq"), mode="overwrite", partition_by=PARTITION_BY,
                                predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
                                metadata={META + "compacted": f"{self.channel}:{lo}-{hi}"})
+            # the merged files pile up in turn (7 a minute at 5,000 rows/s), and every read and open of the table
+            # costs more with its file count: merge those by tiers, as a replica table's
+            compact_growing_table(self.dt, channel=self.channel or None)
         except (DeltaError, OSError) as e:
             log.warning("events of channel %r, seqs %d..%d: compaction skipped (%s)", self.channel, lo, hi, e)
         self.dt.update_incremental()

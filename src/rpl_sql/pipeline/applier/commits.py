@@ -21,6 +21,7 @@ from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.delta.scan import Followed
+from rpl_sql.delta.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, META_KEY, app_id
@@ -150,6 +151,7 @@ class BatchCommits:
                                predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
                                metadata={"rpl_sql.operation": "APPLY COMPACT",
                                          "rpl_sql.apply.compacted": f"{channel}:{lo}-{hi}"})
+            compact_growing_table(self.table(create=True))  # the merged files, by tiers (as the events writer's)
         except (DeltaError, OSError) as e:
             log.warning("applied events of channel %r, seqs %d..%d: compaction skipped (%s)", channel, lo, hi, e)
 
