@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -64,6 +65,8 @@ def test_only_commits_before_a_checkpoint_older_than_the_retention_move(tmp_path
     _age(path, 7200, below=21)  # versions 0-20 are old, the checkpoint at 20 among them
     assert archive.archive(path) == 20 + 1  # commits 0-19 and the checkpoint at 10
     assert _log(path)[0] == f"{20:020d}.checkpoint.parquet" and len(_log(path)) == 10 + 1 + 1
+    # the commits moved, the checkpoint at 10 deleted (derived from them, and read by no one there)
+    assert sorted(os.listdir(os.path.join(path, archive.ARCHIVE))) == [f"{v:020d}.json" for v in range(20)]
     assert archive.archive(path) == 0  # a second archiver finds nothing left to move
     dt = DeltaTable(path)
     assert sorted(dt.to_pyarrow_table().column("i").to_pylist()) == list(range(30))
@@ -138,8 +141,8 @@ def test_filter_history_and_as_of_read_the_archive(tmp_path):
 
 
 def test_upkeep_archives_and_its_vacuum_still_reads_the_whole_log(tmp_path):
-    """The archive's checkpoints are no leftover data files, and the removes in archived commits still let
-    --keep-days delete what they removed."""
+    """The checkpoints an earlier release archived are no leftover data files, and the removes in archived
+    commits still let --keep-days delete what they removed."""
     path = str(tmp_path / "t")
     delta_commit.write(path, pa.table({"i": [0]}), mode="overwrite", metadata={"rpl_sql.operation": "T"},
                        create=True)
@@ -150,7 +153,10 @@ def test_upkeep_archives_and_its_vacuum_still_reads_the_whole_log(tmp_path):
     _age(path, 7200)
     report = upkeep_table(path, compact=False)  # its own checkpoint, at 24, is the one kept
     assert report.archived == 24 + 2 and report.removed == [] and report.vacuumed == 0
-    assert len(os.listdir(os.path.join(path, archive.ARCHIVE))) == 26
+    moved = os.path.join(path, archive.ARCHIVE)
+    assert sorted(os.listdir(moved)) == [f"{v:020d}.json" for v in range(24)]  # the two checkpoints deleted
+    kept = next(n for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".checkpoint.parquet"))
+    shutil.copy(os.path.join(path, "_delta_log", kept), os.path.join(moved, f"{10:020d}.checkpoint.parquet"))
     report = upkeep_table(path, keep_days=0, compact=False)
     assert report.vacuumed == 24 and report.data_files_after == 1 and report.removed == []
     assert DeltaTable(path).to_pyarrow_table().column("i").to_pylist() == [24]

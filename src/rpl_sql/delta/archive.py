@@ -87,9 +87,11 @@ def _retention_of(meta: dict) -> float:
 
 
 def archive(table: str, now: float | None = None, retention: float | None = None) -> int:
-    """Move the log files before the newest checkpoint older than `retention` (default: the table's own)
-    into `<table>/_rpl_sql_log/`; how many moved. Safe beside writers and readers of newer versions, and
-    beside another archiver (a file already moved is skipped)."""
+    """Move the commits before the newest checkpoint older than `retention` (default: the table's own)
+    into `<table>/_rpl_sql_log/`, and delete the checkpoints and checksums before it (half the bytes of a
+    running service's log at steady state, and no reader opens one there); how many files left the log.
+    Safe beside writers and readers of newer versions, and beside another archiver (a file already gone is
+    skipped)."""
     log = os.path.join(table, LOG)
     names = os.listdir(log)
     checkpoints = sorted({int(m.group(1)) for m in map(CHECKPOINT_FILE.match, names) if m}, reverse=True)
@@ -120,7 +122,10 @@ def archive(table: str, now: float | None = None, retention: float | None = None
     moved = 0
     for _, name in moving:  # oldest first: a crash leaves the log a contiguous tail
         try:
-            os.replace(os.path.join(log, name), os.path.join(target, name))
+            if COMMIT_FILE.match(name):
+                os.replace(os.path.join(log, name), os.path.join(target, name))
+            else:  # a checkpoint or checksum: derived from the commits, and nothing reads one before the kept
+                os.remove(os.path.join(log, name))
             moved += 1
         except FileNotFoundError:
             pass
