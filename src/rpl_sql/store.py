@@ -608,15 +608,12 @@ def _commit_of(info: dict) -> Commit:
 
 def _commit_info_of(root: str, version: int) -> dict | None:
     """The commitInfo of one commit of a local table, in the log or the archive, with its "version"; None
-    when the commit file or its timestamp is missing."""
+    when the commit file or its timestamp is missing, or it cannot be read."""
     try:
-        actions = archive.read_actions(archive.commit_file(root, version))
+        info = archive.commit_info(archive.commit_file(root, version), version)
     except (OSError, ValueError):
         return None
-    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
-    if not isinstance(info, dict) or not isinstance(info.get("timestamp"), int):
-        return None
-    return {**info, "version": version}
+    return info if info is not None and isinstance(info.get("timestamp"), int) else None
 
 
 def _may_change_filters(info: dict) -> bool:

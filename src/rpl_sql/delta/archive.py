@@ -167,6 +167,16 @@ def commit_files(table: str) -> list[tuple[int, str]]:
     return out + [(v, os.path.join(table, LOG, f"{v:020d}.json")) for v in live]
 
 
+def commit_info(path: str, version: int) -> dict | None:
+    """The commitInfo of the commit file at `path` (empty if it has none) with its "version"; None when the
+    file is gone."""
+    try:
+        actions = read_actions(path)
+    except FileNotFoundError:
+        return None
+    return {**next((a["commitInfo"] for a in actions if "commitInfo" in a), {}), "version": version}
+
+
 def history(dt: Any, limit: int | None = None) -> list[dict]:
     """`dt.history(limit)` (newest first) continued into the archive when the log alone has fewer commits."""
     live = dt.history(limit)
@@ -182,10 +192,7 @@ def history(dt: Any, limit: int | None = None) -> list[dict]:
             continue
         if limit is not None and len(out) >= limit:
             break
-        try:
-            actions = read_actions(os.path.join(root, ARCHIVE, f"{v:020d}.json"))
-        except FileNotFoundError:
-            continue
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        out.append({**info, "version": v})
+        info = commit_info(os.path.join(root, ARCHIVE, f"{v:020d}.json"), v)
+        if info is not None:
+            out.append(info)
     return out

@@ -289,11 +289,14 @@ class EventsWriter:
             delta_commit.write(self.dt, rows.sort_by("seq"), mode="overwrite", partition_by=PARTITION_BY,
                                predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
                                metadata={META + "compacted": f"{self.channel}:{lo}-{hi}"})
-            # the merged files pile up in turn (7 a minute at 5,000 rows/s), and every read and open of the table
-            # costs more with its file count: merge those by tiers, as a replica table's
-            compact_growing_table(self.dt, channel=self.channel or None)
         except (DeltaError, OSError) as e:
             log.warning("events of channel %r, seqs %d..%d: compaction skipped (%s)", self.channel, lo, hi, e)
+        # the merged files pile up in turn (7 a minute at 5,000 rows/s), and every read and open of the table
+        # costs more with its file count: merge those by tiers, as a replica table's
+        try:
+            compact_growing_table(self.dt, channel=self.channel or None)
+        except (DeltaError, OSError) as e:
+            log.warning("events of channel %r: compaction by tiers skipped (%s)", self.channel, e)
         self.dt.update_incremental()
 
     def _check_owner(self, cause: Exception | None) -> None:

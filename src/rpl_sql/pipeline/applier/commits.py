@@ -151,9 +151,12 @@ class BatchCommits:
                                predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
                                metadata={"rpl_sql.operation": "APPLY COMPACT",
                                          "rpl_sql.apply.compacted": f"{channel}:{lo}-{hi}"})
-            compact_growing_table(self.table(create=True))  # the merged files, by tiers (as the events writer's)
         except (DeltaError, OSError) as e:
             log.warning("applied events of channel %r, seqs %d..%d: compaction skipped (%s)", channel, lo, hi, e)
+        try:
+            compact_growing_table(self.table(create=True))  # the merged files, by tiers (as the events writer's)
+        except (DeltaError, OSError) as e:
+            log.warning("applied events: compaction by tiers skipped (%s)", e)
 
     def _commit(self, rec: BatchRecord, commit) -> bool:
         for attempt in range(50):
