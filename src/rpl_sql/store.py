@@ -514,16 +514,17 @@ class DeltaStore:
         dt = self._latest_table() if root is not None else None
         version = dt.version() if dt is not None else -1
         found: list[Commit] = []
-        while root is not None:
-            info = _commit_info_of(root, version) if version >= 0 else None
-            if info is None:
-                if version < 0:
-                    return found[::-1], True
-                break
-            if _may_change_filters(info):
-                found.append(_commit_of(info))
-            before = info.get(FILTERS_BEFORE_KEY)
-            version = int(before) if before is not None and int(before) < version else version - 1
+        if root is not None:
+            while version >= 0:
+                info = _commit_info_of(root, version)
+                if info is None:
+                    break
+                if _may_change_filters(info):
+                    found.append(_commit_of(info))
+                before = info.get(FILTERS_BEFORE_KEY)
+                version = int(before) if before is not None and int(before) < version else version - 1
+            else:  # the chain reached back past version 0
+                return found[::-1], True
         commits = sorted(self.history(), key=lambda c: c.version)
         return commits, bool(commits) and commits[0].version == 0
 
