@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from rpl_sql import Session
+from rpl_sql import MySQLError, Session
 from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.upkeep import upkeep_table
@@ -179,3 +179,113 @@ def test_a_catalog_keeps_its_channel_after_a_users_alter_and_archiving(tmp_path)
     _age(path, 10)
     assert archive.archive(path) > 0
     assert [(ch, e.db, e.name) for ch, e in all_tables(wh)] == [("north", "shop", "orders")]
+
+
+def _archived(table: str) -> list[int]:
+    return sorted(int(n[:20]) for n in os.listdir(os.path.join(table, archive.ARCHIVE)) if n.endswith(".json")
+                  and n[:20].isdigit())
+
+
+def test_upkeep_prunes_the_archive_to_what_the_filter_history_walks(tmp_path):
+    """`rpl-sql upkeep --keep-days` deletes the archived state commits that changed no filter (the service's
+    per-batch commits): the filter history, AS OF after the horizon and the next change's baseline stay."""
+    from rpl_sql.cli.shell import upkeep_main
+    from rpl_sql.delta.upkeep import _log_files
+
+    wh = tmp_path / "wh"
+    s = Session(str(wh))
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c'")
+    changers = set()
+    for i in range(80):
+        if i % 10 == 3:
+            s.execute(f"CHANGE REPLICATION FILTER REPLICATE_DO_DB = (`d,{i}'`), REPLICATE_WILD_IGNORE_TABLE = "
+                      f"('x\\\\_{i}%.t`,%') FOR CHANNEL 'c'")
+            changers.add(s.store.version())
+        else:  # a commit that changes no filter, as the service's APPLY commits
+            s.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_PORT = {1000 + i} FOR CHANNEL 'c'")
+    state = str(wh / "rpl_state")
+    changes = [(c.version, c.filter_name, c.filter_rule, c.previous_rule) for c in s.store.filter_changes()]
+    commits = [(c.version, c.metadata) for c in s.store.filter_commits()[0]]
+    latest = s.store.history(1)[0]
+    pruned_time = next(c for c in s.store.history() if c.version == 15).timestamp  # a commit that changed none
+    _age(state, 7200)
+    assert upkeep_main(["--warehouse", str(wh), "--keep-days", "0", "--grace", "0"]) == 0
+    kept = _archived(state)
+    assert kept and set(kept) <= changers | {0}  # version 0 (the channel's creation) changed filters too
+    assert len(kept) < 10 and archive.pruned_through(state) >= max(kept)
+    fresh = Session(str(wh))
+    assert [(c.version, c.filter_name, c.filter_rule, c.previous_rule) for c in fresh.store.filter_changes()] == changes
+    assert [(c.version, c.metadata) for c in fresh.store.filter_commits()[0]] == commits
+    assert fresh.store.version_as_of(latest.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f")) == latest.version
+    for when in ("2000-01-01 00:00:00", pruned_time.strftime("%Y-%m-%d %H:%M:%S.%f")):
+        with pytest.raises(MySQLError) as e:  # a time in the pruned stretch has no whole history any more
+            fresh.store.version_as_of(when)
+        assert e.value.code == 1210 and "upkeep --keep-days" in str(e.value)
+    assert _log_files(state).whole()  # the next vacuum still reads the removes of every commit it must
+    fresh.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (z) FOR CHANNEL 'c'")
+    assert fresh.store.filter_changes(limit=1)[0].previous_rule == "d,73'"
+    assert upkeep_main(["--warehouse", str(wh), "--keep-days", "0", "--grace", "0"]) == 0  # again: nothing breaks
+    assert [(c.version, c.filter_name, c.filter_rule, c.previous_rule)
+            for c in Session(str(wh)).store.filter_changes()][1:] == changes
+
+
+def test_upkeep_keeps_the_events_an_applier_has_not_passed(tmp_path):
+    """The events table's archived commits of a channel go once its applier passed them, but its newest (the
+    ingest position) stays; a channel without an applier position keeps them all."""
+    from dataclasses import replace
+
+    from rpl_sql.delta.upkeep import upkeep
+    from rpl_sql.pipeline.events import events_path
+    from rpl_sql.pipeline.retention import needed_commits
+    from rpl_sql.pipeline.writer import channel_commits, committed_position
+    from rpl_sql.state import ApplierPosition
+
+    wh = str(tmp_path / "wh")
+    s = Session(wh)
+    for ch, seq in (("c", 12), ("d", 100)):  # "e" has no channel in the state
+        s.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL '{ch}'")
+        s.store.transact(lambda st, ch=ch, seq=seq: (st.with_channel(
+            replace(st.channel(ch), applier=ApplierPosition(seq=seq))), None), {"statement": "APPLY"})
+    path = events_path(wh)
+    delta_commit.write(path, pa.table({"i": [0]}), mode="append", metadata={"rpl_sql.operation": "T"}, create=True)
+    for i in range(1, 41):
+        meta = {"rpl_sql.ingest.channel": "cde"[i % 3], "rpl_sql.ingest.last_seq": str(i)}
+        delta_commit.write(path, pa.table({"i": [i]}), mode="append", metadata=meta if i % 7 else {})
+    DeltaTable(path).create_checkpoint()  # at 40: commits 0-39 can be archived
+    dt = DeltaTable(path)
+    applied = {"c": 12, "d": 100, "e": 0}
+    before = {ch: channel_commits(dt, ch, applied[ch]) for ch in "cde"}
+    positions = {ch: committed_position(wh, ch, dt) for ch in "cde"}
+    _age(path, 7200)
+    upkeep(wh, keep_days=0, grace_seconds=0, compact=False, retention=needed_commits(wh))
+    metas = [archive.commit_info(archive.commit_file(path, v), v) for v in _archived(path)]
+    assert all("rpl_sql.ingest.channel" in m for m in metas)  # the commits no reader looks up went
+    seqs = {ch: [int(m["rpl_sql.ingest.last_seq"]) for m in metas if m["rpl_sql.ingest.channel"] == ch]
+            for ch in "cde"}
+    assert seqs == {"c": [i for i in range(13, 40) if i % 3 == 0 and i % 7],  # not applied yet
+                    "d": [37],  # all applied: the newest stays
+                    "e": [i for i in range(1, 40) if i % 3 == 2 and i % 7]}  # no applier: all stay
+    dt = DeltaTable(path)
+    assert {ch: channel_commits(dt, ch, applied[ch]) for ch in "cde"} == before  # what each applier reads
+    assert {ch: committed_position(wh, ch, dt) for ch in "cde"} == positions
+
+
+@pytest.mark.parametrize("kind", ["applied", "catalog", "replica table"])
+def test_the_applied_events_and_catalogs_keep_each_channels_newest_commit(tmp_path, kind):
+    from rpl_sql.pipeline.applier.shapes import META_KEY
+    from rpl_sql.pipeline.events import applied_path
+    from rpl_sql.pipeline.retention import needed_commits
+    from rpl_sql.replica_catalog import CHANNEL_KEY, catalog_path
+
+    wh = str(tmp_path / "wh")
+    table = {"applied": applied_path(wh), "catalog": catalog_path(wh, "north"),
+             "replica table": os.path.join(wh, "replica", "shop", "orders")}[kind]
+
+    def info(channel):
+        if kind == "applied":
+            return {META_KEY: json.dumps({"channel": channel, "end": 1})}
+        return {CHANNEL_KEY: channel}
+
+    old = [(0, {}), (1, info("a")), (2, info("b")), (3, info("a")), (4, {"operation": "OPTIMIZE"})]
+    kept = needed_commits(wh)(table)(old)
+    assert kept == (set() if kind == "replica table" else {2, 3})

@@ -26,6 +26,9 @@ SCHEMA = pa.schema([("kind", pa.string()), ("db", pa.string()), ("name", pa.stri
                     ("columns", pa.string()), ("since", pa.string())])
 
 
+CHANNEL_KEY = "rpl_sql.replica.channel"  # commit metadata: the channel a catalog's or replica table's commit is of
+
+
 def replica_root(warehouse: str) -> str:
     return f"{warehouse.rstrip('/')}/replica"
 
@@ -167,7 +170,7 @@ class Catalog:
         path = catalog_path(self.warehouse, self.channel)
         created = self._table is None and not DeltaTable.is_deltatable(path)
         delta_commit.write(self._table or path, self.to_arrow(), mode="overwrite", create=created,
-                           metadata={"rpl_sql.replica.channel": self.channel, "rpl_sql.replica.seq": str(seq)},
+                           metadata={CHANNEL_KEY: self.channel, "rpl_sql.replica.seq": str(seq)},
                            app=(app_id(self.channel), seq), checkpoint=True)
         if self._table is None:
             self._table = DeltaTable(path)
@@ -232,8 +235,8 @@ def _channel_of(dt: DeltaTable) -> str | None:
     for limit in (1, 64, None):
         history = archive.history(dt, limit)
         for info in history:
-            if "rpl_sql.replica.channel" in info:
-                return str(info["rpl_sql.replica.channel"])
+            if CHANNEL_KEY in info:
+                return str(info[CHANNEL_KEY])
         if limit is None or len(history) < limit:
             return None
     return None

@@ -299,15 +299,21 @@ class DeltaStore:
         found = self._version_at(at, latest)
         if found is not None:
             return found
+        kept = self._pruned_before()
+        if kept is not None:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF ('{when}' is before the history `rpl-sql upkeep "
+                                f"--keep-days` kept, which starts at version {kept.version}, {kept.timestamp})")
         raise MySQLError.of("ER_WRONG_ARGUMENTS", f"AS OF ('{when}' is before the first commit of the state table)")
 
     def _version_at(self, at: datetime, latest: int) -> int | None:
         """The newest version committed at or before `at`, by binary search over the commits' timestamps
         (taken as increasing, as one writer lock per warehouse makes them; Delta's own time travel assumes
         the same of its monotonized timestamps): about 20 commit files where the history has millions. The
-        whole history, newest first, for remote tables or where a log entry is missing."""
+        whole history, newest first, for remote tables or where a log entry is missing. None before the first
+        commit, or before the first that upkeep's pruning kept whole."""
         root = archive.local_root(self.state_path)
-        lo, hi, found = 0, latest, None
+        first = 0 if root is None else archive.pruned_through(root) + 1
+        lo, hi, found = first, latest, None
         while root is not None and lo <= hi:
             mid = (lo + hi) // 2
             info = _commit_info_of(root, mid)
@@ -321,8 +327,15 @@ class DeltaStore:
             return found
         for commit in self.history():  # newest first
             if commit.timestamp <= at:
-                return commit.version
+                return commit.version if commit.version >= first else None
         return None
+
+    def _pruned_before(self) -> Commit | None:
+        """The first commit after those upkeep pruned from the archive (None when it pruned none)."""
+        root = archive.local_root(self.state_path)
+        through = -1 if root is None else archive.pruned_through(root)
+        info = None if through < 0 else _commit_info_of(root, through + 1)
+        return None if info is None else _commit_of(info)
 
     def load_as_of(self, when: int | str) -> Snapshot:
         """The state in force at `when` (see `version_as_of`); 1210 when upkeep's retention removed its files."""
@@ -510,23 +523,35 @@ class DeltaStore:
         change rather than one per commit. Where that chain is broken (a remote table, a log entry gone)
         it is the whole history instead, counter-only commits included.
         """
-        root = archive.local_root(self.state_path)
-        dt = self._latest_table() if root is not None else None
-        version = dt.version() if dt is not None else -1
-        found: list[Commit] = []
-        if root is not None:
-            while version >= 0:
-                info = _commit_info_of(root, version)
-                if info is None:
-                    break
-                if _may_change_filters(info):
-                    found.append(_commit_of(info))
-                before = info.get(FILTERS_BEFORE_KEY)
-                version = int(before) if before is not None and int(before) < version else version - 1
-            else:  # the chain reached back past version 0
-                return found[::-1], True
+        walked = self._filter_chain()
+        if walked is not None:
+            return [_commit_of(info) for info in reversed(walked) if _may_change_filters(info)], True
         commits = sorted(self.history(), key=lambda c: c.version)
         return commits, bool(commits) and commits[0].version == 0
+
+    def filter_history_versions(self) -> set[int] | None:
+        """The versions whose commits the filter history reads (what upkeep's pruning of the archive must
+        keep); None when the chain is broken and the history reads every commit."""
+        walked = self._filter_chain()
+        return None if walked is None else {int(info["version"]) for info in walked}
+
+    def _filter_chain(self) -> list[dict] | None:
+        """The commitInfos of the newest commit and of each one its FILTERS_BEFORE_KEY names (or the one
+        before, where it names none), newest first, down past version 0; None where a commit on the way
+        cannot be read (a remote table, a log entry gone)."""
+        root = archive.local_root(self.state_path)
+        if root is None:
+            return None
+        dt = self._latest_table()
+        version, walked = (dt.version() if dt is not None else -1), []
+        while version >= 0:
+            info = _commit_info_of(root, version)
+            if info is None:
+                return None
+            walked.append(info)
+            before = info.get(FILTERS_BEFORE_KEY)
+            version = int(before) if before is not None and int(before) < version else version - 1
+        return walked
 
     def _filters_at(self, commit: Commit) -> dict[_FilterKey, _FilterVal]:
         key = (commit.version, int(commit.timestamp.timestamp() * 1000))

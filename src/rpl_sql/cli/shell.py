@@ -375,24 +375,27 @@ def upkeep_main(argv: list[str]) -> int:
     """`rpl-sql upkeep`: checkpoint every table, delete leftovers of killed processes, vacuum with --keep-days."""
     p = _maintenance_parser(upkeep_main)
     p.add_argument("--keep-days", type=float, metavar="N",
-                   help="keep time travel for N days and delete older versions' data files (default: keep all); "
-                        "the filter history is kept whole")
+                   help="keep time travel for N days: delete older versions' data files and the archived commits "
+                        "no reader needs (default: keep all); the filter history is kept whole")
     p.add_argument("--grace", type=float, default=GRACE_SECONDS, metavar="SECONDS",
                    help=f"leftovers younger than this are kept (a writer may be using them; default {GRACE_SECONDS})")
     args = p.parse_args(argv)
     warehouse = _existing_warehouse(args, "upkeep")
     if warehouse is None:
         return 1
+    from rpl_sql.pipeline.retention import needed_commits
+
     try:
-        reports, spark_dirs = upkeep(warehouse, args.keep_days, args.dry_run, args.grace)
+        reports, spark_dirs = upkeep(warehouse, args.keep_days, args.dry_run, args.grace,
+                                     retention=needed_commits(warehouse))
     except MySQLError as e:
         sys.stderr.write(error_text(e))
         return 1
     rows = [(os.path.relpath(r.table, warehouse), r.data_files_before, r.data_files_after, r.log_files,
-             r.archived, len(r.removed), f"{r.compacted[0]} -> {r.compacted[1]}", r.vacuumed, r.checkpoint)
+             r.archived, r.pruned, len(r.removed), f"{r.compacted[0]} -> {r.compacted[1]}", r.vacuumed, r.checkpoint)
             for r in reports]
-    print(format_table(("table", "data files before", "after", "log files", "archived", "leftovers removed",
-                        "compacted", "vacuumed", "checkpoint"), rows))
+    print(format_table(("table", "data files before", "after", "log files", "archived", "pruned",
+                        "leftovers removed", "compacted", "vacuumed", "checkpoint"), rows))
     if spark_dirs:
         print(f"{'would remove' if args.dry_run else 'removed'} {len(spark_dirs)} Spark leftover(s): "
               + ", ".join(spark_dirs))

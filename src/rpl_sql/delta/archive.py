@@ -7,6 +7,8 @@ the replica bench (bench/bench_log_length.py). Delta's answer is expired-log cle
 changes, AS OF, the applier's ingest windows, upkeep's vacuum), so it moves them instead, and `history()`
 and `commit_files()` here read both places. Only files before a checkpoint that is older than the retention
 move. A reader of any newer version starts at that checkpoint or a later one, so it never reads a moved file.
+`prune()` bounds the archive: `rpl-sql upkeep --keep-days` deletes the moved commits older than that which
+no reader needs (pipeline/retention.py says which they need).
 """
 from __future__ import annotations
 
@@ -14,14 +16,16 @@ import json
 import os
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
 from rpl_sql.delta.log import CHECKPOINT_FILE, COMMIT_FILE, LOG, last_checkpoint, versions
 
 ARCHIVE = "_rpl_sql_log"
+PRUNED = "_pruned.json"  # in the archive: {"through": V}, every commit at or below V that is gone was pruned
 RETENTION_KEY = "delta.logRetentionDuration"
 DELTA_DEFAULT_SECONDS = 30 * 86400     # Delta's default when a table does not set it
+Needed = Callable[[list[tuple[int, dict]]], set[int]]  # (version, commitInfo) oldest first -> versions to keep
 _NUMBERED = re.compile(r"^(\d{20})\.")  # commits, checkpoints (single or multi-part), checksums
 _UNITS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60,
           "hour": 3600, "day": 86400, "week": 604800}
@@ -196,3 +200,53 @@ def history(dt: Any, limit: int | None = None) -> list[dict]:
         if info is not None:
             out.append(info)
     return out
+
+
+def pruned_through(table: str) -> int:
+    """The newest version `prune()` judged: a commit at or below it that is not in the archive was deleted
+    on purpose (-1 when nothing was pruned)."""
+    try:
+        with open(os.path.join(table, ARCHIVE, PRUNED), encoding="utf-8") as f:
+            return int(json.load(f)["through"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return -1
+
+
+def prune(table: str, before_ms: int, needed: Needed) -> int:
+    """Delete the archived commits older than `before_ms` (epoch ms) except the versions `needed` keeps,
+    given those commits' (version, commitInfo) oldest first; how many went. Records the newest version
+    judged before deleting anything, so a reader that finds a hole at or below it knows it is deliberate.
+    Safe beside the service (it reads recent commits only) and beside another pruner."""
+    target = os.path.join(table, ARCHIVE)
+    old: list[tuple[int, dict]] = []
+    for v in archived_versions(table):
+        path = os.path.join(target, f"{v:020d}.json")
+        try:
+            info = commit_info(path, v)
+            stamp = info.get("timestamp") if info is not None else None
+            if not isinstance(stamp, int):
+                stamp = int(os.stat(path).st_mtime * 1000)
+        except (OSError, ValueError):
+            continue  # gone (another pruner) or unreadable: judged by whoever reads it next
+        if stamp >= before_ms:
+            break  # commits are in time order: the rest are newer
+        old.append((v, info))
+    if not old:
+        return 0
+    keep = needed(old)
+    through = old[-1][0]
+    if through > pruned_through(table):
+        marker = os.path.join(target, PRUNED)
+        temp = f"{marker}.{os.getpid()}.tmp"
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump({"through": through}, f)
+        os.replace(temp, marker)
+    gone = 0
+    for v, _ in old:
+        if v not in keep:
+            try:
+                os.remove(os.path.join(target, f"{v:020d}.json"))
+                gone += 1
+            except FileNotFoundError:
+                pass
+    return gone

@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Callable
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -48,6 +49,7 @@ class TableUpkeep:
     vacuumed: int = 0
     checkpoint: int | None = None
     archived: int = 0  # log files moved to the archive (delta/archive.py)
+    pruned: int = 0  # archived commits deleted (archive.prune)
     compacted: tuple[int, int] = (0, 0)  # (small files rewritten, files written) by compaction
 
 
@@ -68,10 +70,13 @@ class _LogFiles:
     removed_at: dict[str, int] = field(default_factory=dict)
     active: set[str] = field(default_factory=set)
     timestamps: dict[int, int] = field(default_factory=dict)
+    pruned: int = -1  # archive.pruned_through: the commits at or below it that are gone were pruned
 
     def whole(self) -> bool:
-        """Whether every commit since version 0 was read (rpl_sql keeps its logs; a foreign table may not)."""
-        return bool(self.timestamps) and len(self.timestamps) == max(self.timestamps) + 1
+        """Whether every commit since version 0, or since the pruned ones, was read (rpl_sql keeps its logs
+        and prunes only commits whose removed files were vacuumed; a foreign table may have deleted some)."""
+        read = [v for v in self.timestamps if v > self.pruned]
+        return bool(read) and len(read) == max(read) - self.pruned
 
     def unneeded(self, cutoff_ms: int) -> list[str]:
         """Paths no version from the one current at `cutoff_ms` on reads: removed at or before it, not re-added."""
@@ -82,7 +87,7 @@ class _LogFiles:
 def _log_files(table: str) -> _LogFiles:
     """One pass over the log's JSON commits, archived ones included (in version order), and checkpoints."""
     log = os.path.join(table, deltalog.LOG)
-    out = _LogFiles()
+    out = _LogFiles(pruned=archive.pruned_through(table))
     for name in os.listdir(log):
         path = os.path.join(log, name)
         if ".checkpoint" in name and name.endswith(".parquet"):
@@ -170,14 +175,13 @@ def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest:
     return compact_table(dt, compaction_tier(sizes, target_size, smallest, fanout), channel, "COMPACT TIERS")
 
 
-def _vacuum(table: str, dt, known: _LogFiles, hours: float, on_disk: set[str]) -> int:
-    """Delete the data files that no version from `hours` ago on reads; how many.
+def _vacuum(table: str, dt, known: _LogFiles, hours: float, cutoff_ms: int, on_disk: set[str]) -> int:
+    """Delete the data files that no version from `cutoff_ms` (`hours` ago) on reads; how many.
 
     From the whole log, not delta-rs' vacuum: that finds removed files by the tombstones of the last
     checkpoint, which rpl_sql tables keep for ten minutes only (delta/commit.py)."""
     if not known.whole():
         return len(dt.vacuum(retention_hours=math.ceil(hours), dry_run=False, enforce_retention_duration=False))
-    cutoff_ms = int((time.time() - hours * 3600) * 1000)
     gone = [p for p in known.unneeded(cutoff_ms) if p in on_disk]
     for name in gone:
         try:
@@ -188,7 +192,10 @@ def _vacuum(table: str, dt, known: _LogFiles, hours: float, on_disk: set[str]) -
 
 
 def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = False,
-                 grace_seconds: float = GRACE_SECONDS, compact: bool = True) -> TableUpkeep:
+                 grace_seconds: float = GRACE_SECONDS, compact: bool = True,
+                 needed: archive.Needed | None = None) -> TableUpkeep:
+    """Upkeep of one table (see the module's docstring). With `keep_days` and `needed` (the table's readers'
+    choice among its archived commits older than that), the other archived commits are deleted too."""
     from deltalake import DeltaTable
 
     damage = deltalog.find_damage(table)
@@ -215,15 +222,22 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
         dt = DeltaTable(table)
         if report.compacted[0] and keep_days is not None:
             known = _log_files(table)  # the compaction's removes too
+    cutoff_ms = None
     if keep_days is not None:
         hours = keep_days * 24
         if os.path.basename(table) == STATE_TABLE:
             hours = max(hours, _history_horizon_hours(table, datetime.now(timezone.utc)))
-        report.vacuumed = _vacuum(table, dt, known, hours, set(files))
+        cutoff_ms = int((time.time() - hours * 3600) * 1000)
+        report.vacuumed = _vacuum(table, dt, known, hours, cutoff_ms, set(files))
         dt = DeltaTable(table)
     dt.create_checkpoint()
     report.checkpoint = dt.version()
     report.archived = archive.archive(table)
+    if cutoff_ms is not None and needed is not None and known.whole():
+        # the files those commits removed were vacuumed above (the commits read then, not later ones): the
+        # commits themselves are needed only by the readers `needed` speaks for
+        read_through = max(known.timestamps.values()) + 1
+        report.pruned = archive.prune(table, min(cutoff_ms, read_through), needed)
     report.data_files_after = len(_data_files(table))
     report.log_files = len(os.listdir(log))
     return report
@@ -248,15 +262,19 @@ def spark_leftovers(older_than_seconds: float = 86400) -> list[str]:
 
 
 def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False,
-           grace_seconds: float = GRACE_SECONDS, compact: bool = True) -> tuple[list[TableUpkeep], list[str]]:
+           grace_seconds: float = GRACE_SECONDS, compact: bool = True,
+           retention: Callable[[str], archive.Needed | None] | None = None) -> tuple[list[TableUpkeep], list[str]]:
     """Upkeep of every Delta table under `warehouse`, then of Spark's leftovers; returns both reports.
-    A damaged table raises MySQLError 1194 before anything is touched."""
+    A damaged table raises MySQLError 1194 before anything is touched. `retention` gives each table's
+    readers' choice of archived commits (rpl_sql.pipeline.retention.needed_commits); without it, or for
+    a table it gives None, no archived commit is deleted."""
     tables = deltalog.tables(warehouse)
     for table in tables:
         damage = deltalog.find_damage(table)
         if damage is not None:
             raise deltalog.damaged(damage)
-    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact) for t in tables]
+    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact, retention(t) if retention else None)
+               for t in tables]
     leftovers = spark_leftovers()
     if not dry_run:
         for path in leftovers:

@@ -26,7 +26,7 @@ from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.replica import columns as C
-from rpl_sql.replica_catalog import plain_schema
+from rpl_sql.replica_catalog import CHANNEL_KEY, plain_schema
 
 OP = "__rpl_sql_op"
 COMPACT_EVERY = 100  # table versions between compactions of its small files (a replica table grows a file a merge)
@@ -65,7 +65,7 @@ def create(path: str, columns: list[dict], channel: str, seq: int) -> None:
 
 def _commit_properties(channel: str, seq: int) -> dict:
     """A replica table commit's properties: the channel's position as commit metadata and app transaction."""
-    return delta_commit.properties({"rpl_sql.replica.channel": channel, "rpl_sql.replica.seq": str(seq)},
+    return delta_commit.properties({CHANNEL_KEY: channel, "rpl_sql.replica.seq": str(seq)},
                                    (delta_commit.app_id("replica", channel), seq), checkpoint=True)
 
 
