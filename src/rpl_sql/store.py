@@ -642,10 +642,20 @@ def _commit_info_of(root: str, version: int) -> dict | None:
     return info if info is not None and isinstance(info.get("timestamp"), int) else None
 
 
+# Delta operations that leave a table's rows as they were: a foreign writer's commit of one (the property change
+# docs/semantics.md gives, Delta's own OPTIMIZE or VACUUM) changed no filter. Its version cannot be read once it
+# is archived, and counting it as a change pinned upkeep's history horizon at it for good.
+_ROWS_KEPT = frozenset({"SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "OPTIMIZE", "VACUUM START", "VACUUM END",
+                        "ADD CONSTRAINT", "DROP CONSTRAINT", "UPGRADE PROTOCOL"})
+
+
 def _may_change_filters(info: dict) -> bool:
-    """Whether a commit changed filter rules, or may have: a foreign writer's, or one that does not say."""
+    """Whether a commit changed filter rules, or may have: a foreign writer's (unless its operation keeps the
+    rows), or one that does not say."""
+    if FORMAT_KEY not in info:
+        return str(info.get("operation", "")).upper() not in _ROWS_KEPT
     changed = info.get(CHANGED_KEY)
-    return FORMAT_KEY not in info or changed is None or str(changed) != "0"
+    return changed is None or str(changed) != "0"
 
 
 def _change_rows(previous: dict[_FilterKey, _FilterVal], current: dict[_FilterKey, _FilterVal],
