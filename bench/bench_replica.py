@@ -16,7 +16,10 @@
 4. Log growth: every minute of the lag run, each table's newest checkpoint (which grows with the tombstones
    it carries) and the files in its `_delta_log`. With `--log-retention SECONDS` every table is given that
    log retention (`delta.logRetentionDuration`, ten minutes by default; set with the service stopped, after a first
-   start made the tables), so the service's archiving (delta/archive.py) shows within the run.
+   start made the tables), so the service's archiving (delta/archive.py) shows within the run. Also every
+   minute: the commits in the tables' archives (`_rpl_sql_log/`), their count and MB.
+5. With `--upkeep-every SECONDS --keep-days N`, `rpl-sql upkeep --keep-days N` runs beside the service that
+   often, as a cron job would: the archives then stop growing (upkeep prunes the commits no reader needs).
 """
 from __future__ import annotations
 
@@ -213,7 +216,22 @@ def set_log_retention(wh: str, seconds: int) -> None:
         DeltaTable(table).alter.set_table_properties({"delta.logRetentionDuration": f"interval {seconds} seconds"})
 
 
-def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: int | None = None) -> None:
+def archive_size(wh: str) -> tuple[int, float]:
+    """The commit files in every table's archive under `wh` and their MB."""
+    n, size = 0, 0
+    for d in Path(wh).rglob("_rpl_sql_log"):
+        for f in d.iterdir():
+            if f.name.endswith(".json") and f.name[:20].isdigit():
+                try:
+                    size += f.stat().st_size
+                    n += 1
+                except FileNotFoundError:
+                    pass
+    return n, size / 2**20
+
+
+def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: int | None = None,
+        upkeep_every: float | None = None, keep_days: float | None = None) -> None:
     m.reset()
     m.execute("CREATE DATABASE app", "CREATE TABLE app.ticks (id INT PRIMARY KEY, v VARCHAR(32))")
     wh = f"{base}/lag"
@@ -229,6 +247,8 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
     visible: dict[int, float] = {}
     mem: list[tuple[float, float]] = []
     logs: list[dict[str, float]] = []  # every minute, each table's newest checkpoint
+    archives: list[tuple[int, float]] = []  # every minute, the archived commits and their MB
+    upkeeps: list[tuple[float, int, str]] = []  # (seconds, exit status, stderr) of each upkeep run
     stop = threading.Event()
     ready = threading.Event()  # the service is up and caught up: memory is sampled from here
 
@@ -278,9 +298,18 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
             mem.append((time.monotonic() - t0, *rss_mb(proc.pid)))
             if len(mem) % 12 == 1:
                 logs.append(checkpoint_kb(wh))
+                archives.append(archive_size(wh))
             stop.wait(5)
 
-    threads = [threading.Thread(target=f) for f in (sampler, memory)]
+    def upkeep() -> None:
+        ready.wait()
+        while not stop.wait(upkeep_every):
+            t0 = time.monotonic()
+            run = subprocess.run([sys.executable, "-m", "rpl_sql.cli", "upkeep", "--warehouse", wh,
+                                  "--keep-days", str(keep_days)], capture_output=True, text=True)
+            upkeeps.append((time.monotonic() - t0, run.returncode, run.stderr.strip()[-300:]))
+
+    threads = [threading.Thread(target=f) for f in (sampler, memory) + ((upkeep,) if upkeep_every else ())]
     for th in threads:
         th.start()
     try:
@@ -326,6 +355,18 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
               f"_delta_log, every minute (log retention: {log_retention or 600} s):")
         for name in sorted(logs[-1]):
             print(f"   {name}: " + ", ".join(f"{c[name][0]:.0f} KB/{c[name][1]}" if name in c else "-" for c in logs))
+    if archives:
+        print("   the archived commits (_rpl_sql_log/ of every table), every minute: "
+              + ", ".join(f"{n:,} ({mb:.1f} MB)" for n, mb in archives))
+        print("   at the end, per table: " + ", ".join(
+            f"{Path(d).parent.relative_to(wh).as_posix()} {archive_size(str(Path(d).parent))[0]:,}"
+            for d in sorted(Path(wh).rglob("_rpl_sql_log"))))
+    if upkeeps:
+        failed = [u for u in upkeeps if u[1] != 0]
+        print(f"5. `rpl-sql upkeep --keep-days {keep_days}` every {upkeep_every:.0f} s beside the service: "
+              f"{len(upkeeps)} runs, {len(failed)} failed, "
+              f"{statistics.fmean(u[0] for u in upkeeps):.1f} s a run (max {max(u[0] for u in upkeeps):.1f} s)"
+              + "".join(f"\n   failed: {u[2]}" for u in failed[:3]))
 
 
 def main() -> None:
@@ -337,6 +378,10 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--log-retention", type=int, metavar="SECONDS",
                    help="give every table of the lag run this log retention (default: theirs, ten minutes)")
+    p.add_argument("--upkeep-every", type=float, metavar="SECONDS",
+                   help="run `rpl-sql upkeep --keep-days` beside the service this often during the lag run")
+    p.add_argument("--keep-days", type=float, default=0.002, metavar="N",
+                   help="upkeep's --keep-days with --upkeep-every (default 0.002, about three minutes)")
     p.add_argument("--keep", action="store_true", help="keep the server's and the warehouses' directory")
     args = p.parse_args()
     if binaries() is None:
@@ -349,7 +394,7 @@ def main() -> None:
         if args.catchup_rows:
             catch_up(base, m, args.catchup_rows, args.per_txn, args.repeat)
         if args.seconds:
-            lag(base, m, args.rate, args.seconds, args.log_retention)
+            lag(base, m, args.rate, args.seconds, args.log_retention, args.upkeep_every, args.keep_days)
     finally:
         m.stop()
         if args.keep:
