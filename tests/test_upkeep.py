@@ -284,3 +284,56 @@ def test_spark_leftovers_are_spark_named_directories_a_day_old(tmp_path, monkeyp
     (tmp_path / ("blockmgr-" + uuid.replace("0", "2"))).write_text("")  # not a directory
     _age(tmp_path / ("blockmgr-" + uuid.replace("0", "2")), 2 * 86400)
     assert spark_leftovers() == sorted(str(tmp_path / n) for n in spark)
+
+
+def _small_files(path: str, n: int) -> None:
+    import pyarrow as pa
+
+    from rpl_sql.delta import commit as delta_commit
+
+    delta_commit.write(path, pa.table({"i": [0]}), mode="append", metadata={"rpl_sql.operation": "T"}, create=True)
+    for i in range(1, n):
+        delta_commit.write(path, pa.table({"i": [i]}), mode="append", metadata={"rpl_sql.operation": "T"})
+
+
+def test_two_compactions_of_a_table_take_turns_and_never_rewrite_the_same_files(tmp_path):
+    """delta-rs commits two compactions planned on the same version both, and every row they both rewrote is
+    then there twice; rpl_sql's compactions (the service's, upkeep's) take turns, each on the newest version."""
+    import threading
+
+    from deltalake import DeltaTable
+
+    from rpl_sql.delta.upkeep import compact_table
+
+    path = str(tmp_path / "t")
+    _small_files(path, 8)
+    handles = [DeltaTable(path), DeltaTable(path)]  # two writers that both last read the same version
+    done = []
+    threads = [threading.Thread(target=lambda dt=dt: done.append(compact_table(dt))) for dt in handles]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(done) == [(0, 0), (8, 1)]  # the second one found the first one's file: nothing to do
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("i").to_pylist()) == list(range(8))
+
+
+def test_upkeep_goes_on_when_a_writer_commits_first(tmp_path, monkeypatch):
+    """A running service's merge or delete may land between upkeep's compaction plan and its commit: delta-rs
+    refuses the compaction, and upkeep reports it and does the rest of its work instead of failing."""
+    from deltalake import DeltaTable
+
+    from rpl_sql.delta import upkeep as upkeep_mod
+
+    path = str(tmp_path / "t")
+    _small_files(path, 6)
+
+    def a_writer_first(dt, *args, **kwargs):
+        DeltaTable(path).delete("i = 0")  # the writer's commit lands after this plan's version
+        return dt.optimize.compact()
+
+    monkeypatch.setattr(upkeep_mod, "compact_table", a_writer_first)
+    report = upkeep_mod.upkeep_table(path, keep_days=0, grace_seconds=0)
+    assert report.compaction_raced and report.compacted == (0, 0)
+    assert report.checkpoint == DeltaTable(path).version()  # the rest of its work done
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("i").to_pylist()) == list(range(1, 6))

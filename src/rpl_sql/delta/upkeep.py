@@ -7,6 +7,8 @@ and quiet-mode logs go too. Details: docs/design/README.md#rpl_sqldeltaupkeep.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import json
 import math
@@ -17,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Iterator
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -34,6 +36,7 @@ COMPACT_TARGET_BYTES = 128 << 20  # files of an event table are rewritten toward
 # each TIER_FANOUT times the one below: delta-rs rewrites every file under the target it is given, so
 # compacting toward 128 MB alone rewrote the whole table, up to 128 MB, at every compaction.
 SMALLEST_TIER_BYTES, TIER_FANOUT = 2 << 20, 8
+COMPACTION_LOCK = "_rpl_sql_compaction.lock"  # in a table's directory: its compactions take turns on it
 _KEEP_IN_LOG = (".json", ".parquet", "_last_checkpoint", ".crc")
 
 
@@ -51,6 +54,7 @@ class TableUpkeep:
     archived: int = 0  # log files moved to the archive (delta/archive.py)
     pruned: int = 0  # archived commits deleted (archive.prune)
     compacted: tuple[int, int] = (0, 0)  # (small files rewritten, files written) by compaction
+    compaction_raced: bool = False  # a writer's commit removed files the compaction read: it was dropped
 
 
 def _data_files(table: str) -> list[str]:
@@ -144,11 +148,34 @@ def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES, channel: str | No
     """Rewrite the small files of a table (events, applied events; a replica table, by its only writer) into
     files of about `target_size`, per partition, in one commit; with `channel`, that channel's partition
     only (a table partitioned by channel). Rows, app transactions (the writers' positions) and the commit
-    history are unchanged; a concurrent append does not conflict with it."""
+    history are unchanged; a concurrent append does not conflict with it.
+
+    Compactions of a table take turns on this host, each planned on the table's newest version: delta-rs
+    (1.6) commits two compactions planned on the same version both, so every row of the files they both
+    rewrote is then there twice (tests/test_upkeep.py shows it). A running service compacts its tables while
+    upkeep may too, and each channel's SQL thread compacts the applied events."""
     filters = {"partition_filters": [("channel", "=", channel)]} if channel else {}
-    metrics = dt.optimize.compact(target_size=target_size, **filters, **delta_commit.properties(
-        {META_PREFIX + "operation": operation}, checkpoint=False))
+    with _compaction_turn(dt):
+        dt.update_incremental()
+        metrics = dt.optimize.compact(target_size=target_size, **filters, **delta_commit.properties(
+            {META_PREFIX + "operation": operation}, checkpoint=False))
     return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
+
+
+@contextlib.contextmanager
+def _compaction_turn(dt) -> Iterator[None]:
+    """An exclusive lock on the table's COMPACTION_LOCK file (none for a table on remote storage, where
+    two hosts' compactions of one table must not overlap: run upkeep where the service runs)."""
+    root = archive.local_root(dt)
+    if root is None:
+        yield
+        return
+    fd = os.open(os.path.join(root, COMPACTION_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def compaction_tier(sizes: list[int], target: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
@@ -197,6 +224,7 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     """Upkeep of one table (see the module's docstring). With `keep_days` and `needed` (the table's readers'
     choice among its archived commits older than that), the other archived commits are deleted too."""
     from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
 
     damage = deltalog.find_damage(table)
     if damage is not None:
@@ -218,7 +246,10 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
         return report
     dt = DeltaTable(table)
     if compact and os.path.basename(table) != STATE_TABLE:
-        report.compacted = compact_table(dt)
+        try:
+            report.compacted = compact_table(dt)
+        except CommitFailedError:  # a running service's own compaction or merge committed first: next run
+            report.compaction_raced = True
         dt = DeltaTable(table)
         if report.compacted[0] and keep_days is not None:
             known = _log_files(table)  # the compaction's removes too
