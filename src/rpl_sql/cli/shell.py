@@ -392,7 +392,9 @@ def upkeep_main(argv: list[str]) -> int:
         sys.stderr.write(error_text(e))
         return 1
     rows = [(os.path.relpath(r.table, warehouse), r.data_files_before, r.data_files_after, r.log_files,
-             r.archived, r.pruned, len(r.removed), f"{r.compacted[0]} -> {r.compacted[1]}", r.vacuumed, r.checkpoint)
+             r.archived, r.pruned, len(r.removed),
+             "skipped: a writer committed first" if r.compaction_raced else f"{r.compacted[0]} -> {r.compacted[1]}",
+             r.vacuumed, r.checkpoint)
             for r in reports]
     print(format_table(("table", "data files before", "after", "log files", "archived", "pruned",
                         "leftovers removed", "compacted", "vacuumed", "checkpoint"), rows))
