@@ -327,6 +327,12 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
             th.join()
         proc.terminate()
         proc.wait()
+    from deltalake import DeltaTable
+
+    cat = Catalog.load(wh, "a")
+    ids = DeltaTable(cat.data_path(cat.table("crm", "ticks"))).to_pyarrow_table(columns=["id"]).column("id")
+    print(f"   the replica table at the end: {len(ids):,} rows, {len(set(ids.to_pylist())):,} distinct ids; the "
+          f"source inserted {len(committed):,}")
     lags = sorted(visible[i] - committed[i] for i in committed if i in visible)
     if len(lags) < 2:
         print(f"2. lag: only {len(lags)} of {len(committed):,} rows were seen in the replica table")
