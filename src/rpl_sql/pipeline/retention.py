@@ -14,12 +14,11 @@ Per table, of the commits older than the kept days:
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable
 
 from rpl_sql.delta.archive import Needed
-from rpl_sql.pipeline.applier.shapes import META_KEY as APPLY_KEY
+from rpl_sql.pipeline.applier.commits import apply_meta
 from rpl_sql.pipeline.events import applied_path, events_path
 from rpl_sql.pipeline.writer import ingest_meta
 from rpl_sql.replica_catalog import CHANNEL_KEY, replica_root
@@ -69,13 +68,8 @@ def _unapplied_events(store: DeltaStore) -> Needed:
 
 
 def _apply_channel(info: dict) -> str | None:
-    meta = info.get(APPLY_KEY)
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            return None
-    return meta.get("channel") if isinstance(meta, dict) else None
+    meta = apply_meta(info)
+    return None if meta is None else meta.get("channel")
 
 
 def _newest_per_channel(channel_of: Callable[[dict], str | None]) -> Needed:

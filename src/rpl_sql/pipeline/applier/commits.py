@@ -33,6 +33,17 @@ COMPACT_BATCH_BYTES = 4 << 20   # a batch this big stays its own file
 COMPACT_KEEP_BYTES = 32 << 20   # compact early rather than keep more than this in memory
 
 
+def apply_meta(info: dict) -> dict | None:
+    """The batch record an applied-events commit carries (its META_KEY metadata), None if it has none."""
+    meta = info.get(META_KEY)
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    return meta if isinstance(meta, dict) else None
+
+
 class BatchCommits:
     """The applied table and the state store of one warehouse, committed in that order.
 
@@ -73,10 +84,8 @@ class BatchCommits:
         for limit in (64, 1024, None):
             history = archive.history(dt, limit)
             for info in history:
-                meta = info.get(META_KEY)
-                if isinstance(meta, str):
-                    meta = json.loads(meta)
-                if isinstance(meta, dict) and meta.get("channel") == channel and meta.get("end") == end:
+                meta = apply_meta(info)
+                if meta is not None and meta.get("channel") == channel and meta.get("end") == end:
                     return BatchRecord.from_meta(meta)
             if limit is not None and len(history) < limit:
                 break
