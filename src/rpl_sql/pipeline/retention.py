@@ -25,8 +25,8 @@ from rpl_sql.replica_catalog import CHANNEL_KEY, replica_root
 from rpl_sql.store import STATE_TABLE, DeltaStore
 
 
-def needed_commits(warehouse: str) -> Callable[[str], Needed | None]:
-    """For a table path of `warehouse`, the choice of its archived commits to keep (None: keep them all)."""
+def needed_commits(warehouse: str) -> Callable[[str], Needed]:
+    """For a table path of `warehouse`, the choice of its archived commits to keep."""
     store = DeltaStore(warehouse)
     same = os.path.realpath
     named = {same(os.path.join(warehouse, STATE_TABLE)): lambda: _filter_history(store),
@@ -34,7 +34,7 @@ def needed_commits(warehouse: str) -> Callable[[str], Needed | None]:
              same(applied_path(warehouse)): lambda: _newest_per_channel(_apply_channel)}
     catalogs = same(os.path.join(replica_root(warehouse), "_catalog"))
 
-    def for_table(table: str) -> Needed | None:
+    def for_table(table: str) -> Needed:
         path = same(table)
         if path in named:
             return named[path]()
@@ -55,15 +55,17 @@ def _filter_history(store: DeltaStore) -> Needed:
 def _unapplied_events(store: DeltaStore) -> Needed:
     def needed(old: list[tuple[int, dict]]) -> set[int]:
         applied = {ch.name: ch.applier.seq for ch in store.load().state.channels}  # read before judging: it only grows
-        keep = set(_newest_per_channel(lambda info: ingest_meta(info).get("channel"))(old))
+        keep: set[int] = set()
+        newest: dict[str, int] = {}
         for version, info in old:
             meta = ingest_meta(info)
             channel, last = meta.get("channel"), meta.get("last_seq")
             if channel is None:
                 continue  # a compaction's or upkeep's own commit: no reader looks one up
+            newest[channel] = version
             if not applied.get(channel) or last is None or int(last) > applied[channel]:
                 keep.add(version)
-        return keep
+        return keep | set(newest.values())
     return needed
 
 
