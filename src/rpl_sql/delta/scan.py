@@ -18,6 +18,12 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyarrow import fs as pafs
 
+# Parquet without pre-buffering. Pre-buffering (delta-rs' own datasets turn it on) reads a file's column
+# ranges ahead on pyarrow's I/O threads, whose allocator heaps keep what they freed: a loop that reads the
+# newest small file of a table several times a second grew ~45 MB over 4,000 reads with it and held flat
+# without it (docs/benchmarks.md, "Pre-buffered reads").
+PARQUET = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+
 
 def local_root(path: str) -> str | None:
     """The directory of a table on the local file system (None for an object store URI)."""
@@ -72,7 +78,7 @@ def read_range(dt: DeltaTable, path: str, schema: pa.Schema, partition: dict[str
             e = e & (ds.field(name).is_null() if v is None else ds.field(name) == v)
         exprs.append(e)
     dset = ds.FileSystemDataset.from_paths([os.path.join(root, unquote(p)) for p, _ in files], schema=schema,
-                                           format=ds.ParquetFileFormat(), filesystem=pafs.LocalFileSystem(),
+                                           format=PARQUET, filesystem=pafs.LocalFileSystem(),
                                            partitions=exprs)
     return dset.to_table(columns=columns, filter=cond)
 

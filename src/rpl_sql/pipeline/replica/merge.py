@@ -23,6 +23,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rpl_sql.delta import commit as delta_commit
+from rpl_sql.delta.scan import PARQUET
 from rpl_sql.delta.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.replica import columns as C
@@ -116,7 +117,7 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], 
     if files is not None:
         if not files:
             return Counter()
-        t = ds.dataset(files, format="parquet").to_table(columns=names)
+        t = ds.dataset(files, format=PARQUET).to_table(columns=names)
     else:
         t = dt.to_pyarrow_dataset().to_table(columns=names)
     t = _plain(t)  # delta-rs writes and reads strings as views, which filter/take do not take
