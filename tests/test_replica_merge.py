@@ -201,3 +201,35 @@ def test_a_batch_of_keys_the_table_lacks_is_appended_and_one_that_touches_held_k
     apply_changes(p, _changes(cols, ("write", None, (5, "e")), seq=12), "c", strict=True, table_label="d.t")
     assert operations() == ["WRITE", "MERGE", "WRITE"] and table_seq(p, "c") == 12
     assert _rows(p, [c["name"] for c in cols]) == [(3, "c2"), (4, "d"), (5, "e")]
+
+
+@pytest.mark.parametrize("cols", [
+    [{"name": "k", "type": "varchar", "pk": True}, {"name": "v", "type": "double"}],
+    [{"name": HOSTILE[1], "type": "text"}, {"name": "n", "type": "double"}],
+], ids=["text key", "no key, text first"])
+def test_key_lookups_of_local_tables_read_files_without_delta_rs_pre_buffered_dataset(tmp_path, monkeypatch, cols):
+    """Keys that statistics cannot narrow (text, whole rows) are read from the version's files as well, not
+    through delta-rs' dataset, whose pre-buffered reads kept memory (delta/scan.py); after an ALTER too."""
+    p = str(tmp_path / "t t%")
+    create(p, cols, "c", 0)
+    def forbid():
+        monkeypatch.setattr(DeltaTable, "to_pyarrow_dataset", lambda *a, **k: pytest.fail("pre-buffered read"))
+
+    forbid()
+    apply_changes(p, _changes(cols, ("write", None, ("a", 1.0)), ("write", None, ("b", 2.0))), "c", strict=True,
+                  table_label="d.t")
+    apply_changes(p, _changes(cols, ("write", None, ("c", 3.0)), seq=3), "c", strict=True, table_label="d.t")
+    monkeypatch.undo()  # an ALTER reads the whole table once, through delta-rs
+    new = cols + [{"name": "added", "type": "int"}]
+    reshape(p, cols, new, "c", 4, defaults={"added": "7"})
+    forbid()
+    apply_changes(p, _changes(new, ("write", None, ("d", 4.0, 8)), seq=5), "c", strict=True, table_label="d.t")
+    apply_changes(p, _changes(new, ("update", ("a", 1.0, 7), ("a2", 1.0, 7)), ("delete", ("d", 4.0, 8), None),
+                              seq=6), "c", strict=True, table_label="d.t")
+    with pytest.raises(ReplicaRowError) as e:
+        apply_changes(p, _changes(new, ("delete", ("zz", 9.0, 7), None), seq=8), "c", strict=True,
+                      table_label="d.t")
+    assert e.value.code == 1032
+    monkeypatch.undo()
+    names = [c["name"] for c in new]
+    assert _rows(p, names) == [("a2", 1.0, 7), ("b", 2.0, 7), ("c", 3.0, 7)]

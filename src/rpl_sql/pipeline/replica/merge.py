@@ -111,15 +111,19 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], 
     # The key columns are read and filtered here (delta-rs' file statistics for strings are typed string
     # while its scan reads string_view, which a pushed-down filter cannot compare); for an integer key only
     # the files whose min/max statistics can hold a touched key are read (keys that grow skip all but the
-    # newest files).
-    files = _files_for(dt, root, first, [v for v in vals if v is not None], any(v is None for v in vals)) \
-        if pa.types.is_integer(C.arrow_type(columns[key_idx[0]])) and "://" not in root else None
-    if files is not None:
+    # newest files). Local files are read without pre-buffering (delta.scan.PARQUET); every file of a
+    # version has the table's columns, as an ALTER rewrites the whole table (reshape).
+    if "://" in root:  # an object store: delta-rs' own dataset
+        t = dt.to_pyarrow_dataset().to_table(columns=names)
+    else:
+        files = _files_for(dt, root, first, [v for v in vals if v is not None], any(v is None for v in vals)) \
+            if pa.types.is_integer(C.arrow_type(columns[key_idx[0]])) else None
+        if files is None:
+            files = [os.path.join(root, unquote(p)) for p in pa.table(dt.get_add_actions(flatten=False))
+                     .column("path").to_pylist()]
         if not files:
             return Counter()
         t = ds.dataset(files, format=PARQUET).to_table(columns=names)
-    else:
-        t = dt.to_pyarrow_dataset().to_table(columns=names)
     t = _plain(t)  # delta-rs writes and reads strings as views, which filter/take do not take
     col = t.column(first)
     non_null = [v for v in vals if v is not None]
