@@ -53,6 +53,34 @@ def test_read_range_equals_the_dataset_scan(tmp_path):
         assert len(picked) < 24 or lo == 0
 
 
+def test_read_range_of_an_unpartitioned_table_with_a_row_condition(tmp_path):
+    """The applied events are not partitioned: a channel is a row condition (`where`), the default channel's
+    rows are NULL or '', and channels interleave in the same files."""
+    path = str(tmp_path / "t")
+    rnd = random.Random(11)
+    seq = 0
+    for i in range(12):
+        chans = [rnd.choice(["", None, "a", "b b"]) for _ in range(rnd.randint(1, 30))]
+        write_deltalake(path, pa.table({"channel": chans, "seq": list(range(seq + 1, seq + 1 + len(chans))),
+                                        "v": [f"v'`,%_ü{seq + j}" for j in range(len(chans))]},
+                                       schema=pa.schema(list(SCHEMA)[:3])), mode="append")
+        seq += len(chans)
+    dt = DeltaTable(path)
+    for _ in range(100):
+        ch = rnd.choice(["", "a", "b b"])
+        where = ds.field("channel") == ch if ch else ds.field("channel").is_null() | (ds.field("channel") == "")
+        lo = rnd.randint(0, seq)
+        hi = rnd.choice([None, rnd.randint(lo, seq + 5)])
+        got = read_range(dt, path, SCHEMA, {}, "seq", lo, hi, columns=["seq", "v"], where=where).sort_by("seq")
+        cond = where & (ds.field("seq") > lo)
+        if hi is not None:
+            cond = cond & (ds.field("seq") <= hi)
+        want = DeltaTable(path).to_pyarrow_dataset().to_table(filter=cond).sort_by("seq")
+        assert got.column_names == ["seq", "v"]
+        assert got.column("seq").to_pylist() == want.column("seq").to_pylist()
+        assert got.column("v").to_pylist() == [str(v) for v in want.column("v").to_pylist()]
+
+
 def test_followed_sees_new_commits(tmp_path):
     path = str(tmp_path / "t")
     followed = Followed(path)

@@ -56,10 +56,13 @@ def files_in_range(dt: DeltaTable, partition: dict[str, str | None], column: str
 
 
 def read_range(dt: DeltaTable, path: str, schema: pa.Schema, partition: dict[str, str | None], column: str,
-               lo: int | None, hi: int | None, columns: list[str] | None = None) -> pa.Table:
-    """The rows of `partition` with lo < column <= hi, in `schema` (columns a file lacks read as NULL;
-    partition columns from the file's partition values), in no particular order."""
-    cond = ds.field(column) > lo if lo is not None else None
+               lo: int | None, hi: int | None, columns: list[str] | None = None,
+               where: ds.Expression | None = None) -> pa.Table:
+    """The rows of `partition` with lo < column <= hi (and `where`), in `schema` (columns a file lacks read
+    as NULL; partition columns from the file's partition values), in no particular order."""
+    cond = where
+    if lo is not None:
+        cond = ds.field(column) > lo if cond is None else cond & (ds.field(column) > lo)
     if hi is not None:
         cond = ds.field(column) <= hi if cond is None else cond & (ds.field(column) <= hi)
     for name, value in partition.items():

@@ -31,6 +31,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from rpl_sql.applier_state import Stop
+from rpl_sql.delta.scan import read_range
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path
@@ -88,14 +89,11 @@ class ReplicaTables:
             dt = DeltaTable(path)
         except TableNotFoundError:
             return pa.table({c: [] for c in _READ_COLUMNS})
-        cond = (ds.field("channel") == self.channel) if self.channel else \
+        schema = pa.schema(dt.schema().to_arrow())
+        cols = [c for c in _READ_COLUMNS if c in schema.names]
+        chan = (ds.field("channel") == self.channel) if self.channel else \
             (ds.field("channel").is_null() | (ds.field("channel") == ""))
-        cond = cond & (ds.field("seq") > after)
-        if through is not None:
-            cond = cond & (ds.field("seq") <= through)
-        dset = dt.to_pyarrow_dataset()
-        cols = [c for c in _READ_COLUMNS if c in dset.schema.names]
-        t = dset.to_table(columns=cols, filter=cond)
+        t = read_range(dt, path, schema, {}, "seq", after, through, columns=cols, where=chan)
         return t.sort_by("seq")
 
     # ------------------------------------------------------------ the run
