@@ -1,7 +1,7 @@
 """The replica service's SQL thread in isolation: memory and speed over many batches, per allocator setting.
 Prints, asserts nothing.
 
-    .venv/bin/python bench/bench_sql_thread.py [--batches 300] [--rows 2500]
+    .venv/bin/python bench/bench_sql_thread.py [--batches 300] [--rows 2500] [--key int|text]
 
 Each setting runs in a fresh process, all at once (so they share the machine alike): a loop that commits a
 batch of `--rows` row changes (25 write_rows events) to the events table, applies it with `LocalApplier` and
@@ -9,7 +9,8 @@ merges it into the replica table with `ReplicaTables`, as the service's SQL-thre
 committed in the same process here, by the events writer). Settings: deltalake's jemalloc as it comes
 (`_RJEM_MALLOC_CONF` unset), the service's `SERVICE_MALLOC_CONF`, the service's earlier setting (thread caches
 on), and freed pages returned at once. Prints
-the mean RSS of every 50 batches and the seconds taken, side by side.
+the mean RSS of every 50 batches and the seconds taken, side by side. `--key text`: the replica table's primary
+key is a string, whose lookups statistics cannot narrow (every batch reads the whole key column).
 """
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ from rpl_sql.pipeline.events import EVENTS_SCHEMA
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 
-wh, batches, rows = {wh!r}, {batches}, {rows}
+wh, batches, rows, key = {wh!r}, {batches}, {rows}, {key!r}
 EVENTS = 25
-COLS = json.dumps([{{"name": "id", "type": "int", "pk": True}}, {{"name": "v", "type": "text"}},
+KEY_TYPE = "varchar" if key == "text" else "int"
+COLS = json.dumps([{{"name": "id", "type": KEY_TYPE, "pk": True}}, {{"name": "v", "type": "text"}},
                    {{"name": "at", "type": "datetime", "fsp": 0}}])
 per = rows // EVENTS
 
@@ -54,12 +56,16 @@ w = W.EventsWriter(wh, "c").open()
 next_id = 0
 
 
+def ident(n):
+    return f"k{{n:012d}}" if key == "text" else n
+
+
 def batch(first):
     global next_id
     cols = {{f.name: pa.nulls(EVENTS, f.type) for f in EVENTS_SCHEMA}}
     images = []
     for _ in range(EVENTS):
-        images.append(json.dumps([{{"before": None, "after": {{"id": next_id + j, "v": "a" * 32,
+        images.append(json.dumps([{{"before": None, "after": {{"id": ident(next_id + j), "v": "a" * 32,
                                                                "at": "2026-11-27T00:00:00"}}}} for j in range(per)]))
         next_id += per
     seqs = pa.array(range(first, first + EVENTS), pa.int64())
@@ -90,6 +96,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batches", type=int, default=300)
     p.add_argument("--rows", type=int, default=2500)
+    p.add_argument("--key", choices=("int", "text"), default="int")
     args = p.parse_args()
     settings = {"jemalloc as it comes": None, f"the service's ({SERVICE_MALLOC_CONF})": SERVICE_MALLOC_CONF,
                 "the service's until 2026-11-28 (with thread caches)": "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0",
@@ -100,12 +107,13 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if k != MALLOC_CONF_VAR}
             if conf is not None:
                 env[MALLOC_CONF_VAR] = conf
-            code = CHILD.format(src=str(ROOT / "src"), wh=f"{tmp}/wh{i}", batches=args.batches, rows=args.rows)
+            code = CHILD.format(src=str(ROOT / "src"), wh=f"{tmp}/wh{i}", batches=args.batches, rows=args.rows,
+                               key=args.key)
             procs[name] = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
         results = {name: json.loads(pr.communicate()[0].strip().splitlines()[-1]) for name, pr in procs.items()}
     base = results["jemalloc as it comes"]["seconds"]
-    print(f"{args.batches} batches of {args.rows:,} rows, {len(settings)} processes side by side; mean RSS per 50 "
-          "batches (MB):")
+    print(f"{args.batches} batches of {args.rows:,} rows ({args.key} key), {len(settings)} processes side by side; "
+          "mean RSS per 50 batches (MB):")
     width = max(map(len, results))
     for name, r in results.items():
         w = r["windows"]
