@@ -109,15 +109,16 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], 
     first = names[0]
     vals = [k[0] for k in keys]
     # The key columns are read and filtered here (delta-rs' file statistics for strings are typed string
-    # while its scan reads string_view, which a pushed-down filter cannot compare); for an integer key only
-    # the files whose min/max statistics can hold a touched key are read (keys that grow skip all but the
-    # newest files). Local files are read without pre-buffering (delta.scan.PARQUET); every file of a
-    # version has the table's columns, as an ALTER rewrites the whole table (reshape).
+    # while its scan reads string_view, which a pushed-down filter cannot compare); for an integer or text
+    # key only the files whose min/max statistics can hold a touched key are read (keys that grow skip all
+    # but the newest files). Local files are read without pre-buffering (delta.scan.PARQUET); every file of
+    # a version has the table's columns, as an ALTER rewrites the whole table (reshape).
     if "://" in root:  # an object store: delta-rs' own dataset
         t = dt.to_pyarrow_dataset().to_table(columns=names)
     else:
+        kind = C.arrow_type(columns[key_idx[0]])
         files = _files_for(dt, root, first, [v for v in vals if v is not None], any(v is None for v in vals)) \
-            if pa.types.is_integer(C.arrow_type(columns[key_idx[0]])) else None
+            if pa.types.is_integer(kind) or pa.types.is_string(kind) else None
         if files is None:
             files = [os.path.join(root, unquote(p)) for p in pa.table(dt.get_add_actions(flatten=False))
                      .column("path").to_pylist()]
@@ -141,9 +142,14 @@ def _plain(t: pa.Table) -> pa.Table:
     return t if schema == t.schema else t.cast(schema)
 
 
+# Parquet writers cut a text column's statistics to a prefix (delta-rs: 64 bytes of UTF-8, at a character's
+# end): a cut minimum is still a lower bound; a maximum that may have been cut is not used.
+CUT_TEXT_STATISTICS = 64 - 3
+
+
 def _files_for(dt: DeltaTable, root: str, column: str, values: list, nulls: bool) -> list[str] | None:
-    """The table's data files whose statistics for `column` (an integer) allow one of `values`; None when a
-    file has no statistics (then every file is read)."""
+    """The table's data files whose statistics for `column` (an integer or text) allow one of `values`; None
+    when a file has no statistics (then every file is read). Text compares by code point, as UTF-8 bytes do."""
     acts = pa.table(dt.get_add_actions(flatten=True))
     lo_name, hi_name, nn_name = f"min.{column}", f"max.{column}", f"null_count.{column}"
     if lo_name not in acts.column_names or hi_name not in acts.column_names:
@@ -158,7 +164,9 @@ def _files_for(dt: DeltaTable, root: str, column: str, values: list, nulls: bool
             if nn is None or not values or nulls:  # no statistics, or an all-NULL file that a NULL key may hit
                 out.append(path)
             continue
-        if (values and hi >= lo_v and lo <= hi_v) or (nulls and (nn is None or nn > 0)):
+        if isinstance(hi, str) and len(hi.encode("utf-8")) >= CUT_TEXT_STATISTICS:
+            hi = None
+        if (values and (hi is None or hi >= lo_v) and lo <= hi_v) or (nulls and (nn is None or nn > 0)):
             out.append(path)
     return [os.path.join(root, unquote(p)) for p in out]  # log paths are relative and percent-encoded
 
