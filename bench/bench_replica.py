@@ -12,7 +12,7 @@
    INSERT every 20 ms); each row's id is timed at its COMMIT. A sampler reads the replica table's highest id
    from its Delta log every 50 ms: a row's lag is the time it became visible minus its commit. p50/p99.
 3. Memory: the service's RSS (with its SQL-thread processes) every 5 s during the lag run (first sample
-   after it caught up, middle, last, max).
+   after it caught up, middle, last, max; every minute; the slope by least squares; medians of three minutes).
 4. Log growth: every minute of the lag run, each table's newest checkpoint (which grows with the tombstones
    it carries) and the files in its `_delta_log`. With `--log-retention SECONDS` every table is given that
    log retention (`delta.logRetentionDuration`, ten minutes by default; set with the service stopped, after a first
@@ -356,6 +356,12 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
             print("   slope of the service's RSS (least squares over the 5-s samples), MB a minute: " + ", ".join(
                 f"minutes {a}-{b} {slope([(t / 60, v) for t, v, _ in mem if 60 * a <= t <= 60 * b]):.2f}"
                 for a, b in spans))
+        # medians of three-minute windows: a single sample taken during a compaction does not move them
+        windows = [(a, a + 3) for a in range(1, int(mem[-1][0] // 60) - 2, 3)]
+        if windows:
+            print("   median of the service's RSS (receiving process) per three minutes, MB: " + ", ".join(
+                f"{a}-{b} {statistics.median(v for t, v, _ in mem if 60 * a <= t < 60 * b):.0f} "
+                f"({statistics.median(r for t, _, r in mem if 60 * a <= t < 60 * b):.0f})" for a, b in windows))
     if logs:
         print("4. each table's newest checkpoint, KB (removed files stay in them ten minutes), and the files in its "
               f"_delta_log, every minute (log retention: {log_retention or 600} s):")
