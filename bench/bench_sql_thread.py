@@ -10,7 +10,7 @@ committed in the same process here, by the events writer). Settings: deltalake's
 (`_RJEM_MALLOC_CONF` unset), the service's `SERVICE_MALLOC_CONF`, the service's earlier setting (thread caches
 on), and freed pages returned at once. Prints
 the mean RSS of every 50 batches and the seconds taken, side by side. `--key text`: the replica table's primary
-key is a string, whose lookups statistics cannot narrow (every batch reads the whole key column).
+key is a growing string ('k000000000001', ...), looked up through text statistics instead of integer ones.
 """
 from __future__ import annotations
 

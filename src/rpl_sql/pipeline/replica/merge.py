@@ -117,11 +117,8 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], 
         t = dt.to_pyarrow_dataset().to_table(columns=names)
     else:
         kind = C.arrow_type(columns[key_idx[0]])
-        files = _files_for(dt, root, first, [v for v in vals if v is not None], any(v is None for v in vals)) \
-            if pa.types.is_integer(kind) or pa.types.is_string(kind) else None
-        if files is None:
-            files = [os.path.join(root, unquote(p)) for p in pa.table(dt.get_add_actions(flatten=False))
-                     .column("path").to_pylist()]
+        files = _files_for(dt, root, first if pa.types.is_integer(kind) or pa.types.is_string(kind) else None,
+                           [v for v in vals if v is not None], any(v is None for v in vals))
         if not files:
             return Counter()
         t = ds.dataset(files, format=PARQUET).to_table(columns=names)
@@ -147,13 +144,13 @@ def _plain(t: pa.Table) -> pa.Table:
 CUT_TEXT_STATISTICS = 64 - 3
 
 
-def _files_for(dt: DeltaTable, root: str, column: str, values: list, nulls: bool) -> list[str] | None:
-    """The table's data files whose statistics for `column` (an integer or text) allow one of `values`; None
-    when a file has no statistics (then every file is read). Text compares by code point, as UTF-8 bytes do."""
+def _files_for(dt: DeltaTable, root: str, column: str | None, values: list, nulls: bool) -> list[str]:
+    """The table's data files whose statistics for `column` (an integer or text) allow one of `values`; all of
+    them without a column or without statistics. Text compares by code point, as UTF-8 bytes do."""
     acts = pa.table(dt.get_add_actions(flatten=True))
     lo_name, hi_name, nn_name = f"min.{column}", f"max.{column}", f"null_count.{column}"
-    if lo_name not in acts.column_names or hi_name not in acts.column_names:
-        return None
+    if column is None or lo_name not in acts.column_names or hi_name not in acts.column_names:
+        return [os.path.join(root, unquote(p)) for p in acts.column("path").to_pylist()] if acts.num_rows else []
     lo_v, hi_v = (min(values), max(values)) if values else (None, None)
     out = []
     for path, lo, hi, nn in zip(acts.column("path").to_pylist(), acts.column(lo_name).to_pylist(),
