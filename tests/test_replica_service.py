@@ -15,7 +15,7 @@ import rpl_sql
 from mariadb import MariaDBServer, _require
 from rpl_sql.delta import archive
 from rpl_sql.delta import log as deltalog
-from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SERVICE_MALLOC_CONF
+from rpl_sql.pipeline.replica.service import SERVICE_ALLOCATORS
 from rpl_sql.replica_catalog import Catalog
 from rpl_sql.store import DeltaStore
 from test_replica import _normal, _ours
@@ -142,10 +142,12 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
         wait_for(lambda: service_running(warehouse) and status(session)["Replica_IO_Running"] == "Yes" and
                  status(session)["Replica_SQL_Running"] == "Yes", "the service's threads")
         # the service (run again by itself, same pid) and its SQL thread's process run with the allocator setting
-        assert MALLOC_CONF_VAR not in os.environ
-        assert [e.get(MALLOC_CONF_VAR) for e in sql_thread_environments(proc.pid)] == [SERVICE_MALLOC_CONF]
+        assert not set(SERVICE_ALLOCATORS) & set(os.environ)
+        [child] = sql_thread_environments(proc.pid)
+        assert {var: child.get(var) for var in SERVICE_ALLOCATORS} == SERVICE_ALLOCATORS
         with open(f"/proc/{proc.pid}/environ", "rb") as f:
-            assert f"{MALLOC_CONF_VAR}={SERVICE_MALLOC_CONF}".encode() in f.read().split(b"\0")
+            env = f.read().split(b"\0")
+        assert all(f"{var}={value}".encode() in env for var, value in SERVICE_ALLOCATORS.items())
         second = start_service(warehouse, "--channel", "A", capture=True)  # one service per channel
         try:
             out, err = second.communicate(timeout=60)

@@ -10,7 +10,7 @@ from rpl_sql.applier_state import ApplyError
 from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
-from rpl_sql.pipeline.replica.service import (BATCH_SIZE, MALLOC_CONF_VAR, SERVICE_MALLOC_CONF,
+from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SERVICE_ALLOCATORS,
                                               SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError)
 from rpl_sql.pipeline.replica.snapshot import Snapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import Progress
@@ -128,13 +128,14 @@ def apply_main(argv: list[str] | None = None) -> int:
 
 
 def _rerun_with_allocator_setting(argv: list[str]) -> None:
-    """Run this `rpl-sql replica` program again, same pid and arguments, with deltalake's allocator setting
-    (`SERVICE_MALLOC_CONF`): the allocator reads it only when deltalake loads, which importing rpl_sql does.
-    Not when the variable is set (by the user, or by this) or when called from Python rather than as the
-    program."""
-    if MALLOC_CONF_VAR in os.environ or sys.argv[1:] != ["replica", *argv]:
+    """Run this `rpl-sql replica` program again, same pid and arguments, with the service's allocator settings
+    (`SERVICE_ALLOCATORS`): deltalake's allocator and pyarrow read them only when they load, which importing
+    rpl_sql does. Not when the variables are set (by the user, or by this) or when called from Python rather
+    than as the program."""
+    if all(var in os.environ for var in SERVICE_ALLOCATORS) or sys.argv[1:] != ["replica", *argv]:
         return
-    os.environ[MALLOC_CONF_VAR] = SERVICE_MALLOC_CONF
+    for var, value in SERVICE_ALLOCATORS.items():
+        os.environ.setdefault(var, value)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])

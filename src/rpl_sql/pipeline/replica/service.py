@@ -66,6 +66,17 @@ SQL_THREAD_MAX_MEMORY: int | None = None
 # itself by running it again with it; a value the user set wins.
 MALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"
 SERVICE_MALLOC_CONF = "narenas:1,tcache:false,dirty_decay_ms:200,muzzy_decay_ms:0"
+# pyarrow's own allocations (parquet reads, the batches handed to deltalake) go to glibc's malloc with two
+# arenas rather than pyarrow's default mimalloc: in a thirty-minute run its 1 GiB arena in the SQL-thread
+# process went from 20 to 55 MB while pyarrow held 0-2 MB at each count, the whole of that process's growth;
+# on glibc with an arena per thread the arenas' free space grew instead (33 to 70 MB); with two arenas
+# `return_freed_memory` keeps it small (docs/benchmarks.md, "pyarrow's allocator"). Read when pyarrow and glibc
+# first allocate: set like MALLOC_CONF_VAR.
+ARROW_POOL_VAR = "ARROW_DEFAULT_MEMORY_POOL"
+SERVICE_ARROW_POOL = "system"
+GLIBC_ARENAS_VAR = "MALLOC_ARENA_MAX"
+SERVICE_ALLOCATORS = {MALLOC_CONF_VAR: SERVICE_MALLOC_CONF, ARROW_POOL_VAR: SERVICE_ARROW_POOL,
+                      GLIBC_ARENAS_VAR: "2"}
 
 
 def _malloc_trim():
@@ -82,8 +93,8 @@ _MALLOC_TRIM = _malloc_trim()
 
 
 def return_freed_memory() -> None:
-    """Hand back to the system what pyarrow's pool (mimalloc: collected for the calling thread) and glibc's
-    malloc hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds a call). The
+    """Hand back to the system what pyarrow's pool (glibc's malloc in the service, `SERVICE_ALLOCATORS`) and
+    glibc's malloc hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds a call). The
     service's RSS was about 25 MB lower at minutes 10 and 20 and rose more slowly, lag unchanged; it still
     rises (bench/bench_replica.py; docs/benchmarks.md, "Returning freed memory")."""
     import pyarrow as pa
@@ -312,7 +323,8 @@ class ChannelLoops:
         `sql_thread_max_memory` is replaced: its successor starts (imports, connects) while it applies, then
         it stops after its batch and the successor takes the channel's SQL-thread lock."""
         ctx = multiprocessing.get_context("spawn")  # no fork: delta-rs' runtime threads do not survive one
-        os.environ.setdefault(MALLOC_CONF_VAR, SERVICE_MALLOC_CONF)  # read by the children's deltalake
+        for var, value in SERVICE_ALLOCATORS.items():  # read by the children's allocators
+            os.environ.setdefault(var, value)
         st = self.status
         children = [_Child.start(ctx, self)]  # the first applies; a second is its successor
         while children:
