@@ -66,17 +66,15 @@ SQL_THREAD_MAX_MEMORY: int | None = None
 # itself by running it again with it; a value the user set wins.
 MALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"
 SERVICE_MALLOC_CONF = "narenas:1,tcache:false,dirty_decay_ms:200,muzzy_decay_ms:0"
-# pyarrow's own allocations (parquet reads, the batches handed to deltalake) go to glibc's malloc with two
-# arenas rather than pyarrow's default mimalloc: in a thirty-minute run its 1 GiB arena in the SQL-thread
-# process went from 20 to 55 MB while pyarrow held 0-2 MB at each count, the whole of that process's growth;
-# on glibc with an arena per thread the arenas' free space grew instead (33 to 70 MB); with two arenas
-# `return_freed_memory` keeps it small (docs/benchmarks.md, "pyarrow's allocator"). Read when pyarrow and glibc
-# first allocate: set like MALLOC_CONF_VAR.
-ARROW_POOL_VAR = "ARROW_DEFAULT_MEMORY_POOL"
-SERVICE_ARROW_POOL = "system"
-GLIBC_ARENAS_VAR = "MALLOC_ARENA_MAX"
-SERVICE_ALLOCATORS = {MALLOC_CONF_VAR: SERVICE_MALLOC_CONF, ARROW_POOL_VAR: SERVICE_ARROW_POOL,
-                      GLIBC_ARENAS_VAR: "2"}
+# pyarrow's own allocations (parquet reads, the batches handed to deltalake) go to glibc's malloc rather than
+# pyarrow's default mimalloc: in a thirty-minute run mimalloc's 1 GiB arena in the SQL-thread process went from
+# 20 to 55 MB while pyarrow held 0-2 MB at each count, the whole of that process's growth. glibc then keeps
+# free space in its arenas instead (33 to 70 MB with an arena per thread; a 52 MB step at minute 27 with two),
+# unless its mmap threshold is fixed: large blocks are then mapped and unmapped, and the threshold for
+# trimming an arena's top no longer rises with them (docs/benchmarks.md, "pyarrow's allocator"). Read when
+# pyarrow and glibc first allocate: set like MALLOC_CONF_VAR.
+SERVICE_ALLOCATORS = {MALLOC_CONF_VAR: SERVICE_MALLOC_CONF, "ARROW_DEFAULT_MEMORY_POOL": "system",
+                      "MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}
 
 
 def _malloc_trim():
@@ -93,10 +91,10 @@ _MALLOC_TRIM = _malloc_trim()
 
 
 def return_freed_memory() -> None:
-    """Hand back to the system what pyarrow's pool (glibc's malloc in the service, `SERVICE_ALLOCATORS`) and
-    glibc's malloc hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds a call). The
-    service's RSS was about 25 MB lower at minutes 10 and 20 and rose more slowly, lag unchanged; it still
-    rises (bench/bench_replica.py; docs/benchmarks.md, "Returning freed memory")."""
+    """Hand back to the system what pyarrow's pool and glibc's malloc (one and the same in the service,
+    `SERVICE_ALLOCATORS`) hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds
+    a call). The service's RSS was about 25 MB lower at minutes 10 and 20 and rose more slowly, lag unchanged
+    (bench/bench_replica.py; docs/benchmarks.md, "Returning freed memory")."""
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
