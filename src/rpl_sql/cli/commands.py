@@ -10,8 +10,8 @@ from rpl_sql.applier_state import ApplyError
 from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
-from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SERVICE_ALLOCATORS,
-                                              SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError)
+from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SERVICE_ALLOCATORS, SQL_THREAD_MAX_MEMORY,
+                                              ReplicaService, ServiceError, set_service_allocators)
 from rpl_sql.pipeline.replica.snapshot import Snapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import Progress
 from rpl_sql.pipeline.binlog import ingest_channel
@@ -134,8 +134,7 @@ def _rerun_with_allocator_setting(argv: list[str]) -> None:
     than as the program."""
     if all(var in os.environ for var in SERVICE_ALLOCATORS) or sys.argv[1:] != ["replica", *argv]:
         return
-    for var, value in SERVICE_ALLOCATORS.items():
-        os.environ.setdefault(var, value)
+    set_service_allocators()
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])

@@ -77,6 +77,13 @@ SERVICE_ALLOCATORS = {MALLOC_CONF_VAR: SERVICE_MALLOC_CONF, "ARROW_DEFAULT_MEMOR
                       "MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}
 
 
+def set_service_allocators() -> None:
+    """Put `SERVICE_ALLOCATORS` in this process's environment (for what it starts or runs again); a value
+    already set wins."""
+    for var, value in SERVICE_ALLOCATORS.items():
+        os.environ.setdefault(var, value)
+
+
 def _malloc_trim():
     import ctypes
     import ctypes.util
@@ -321,8 +328,7 @@ class ChannelLoops:
         `sql_thread_max_memory` is replaced: its successor starts (imports, connects) while it applies, then
         it stops after its batch and the successor takes the channel's SQL-thread lock."""
         ctx = multiprocessing.get_context("spawn")  # no fork: delta-rs' runtime threads do not survive one
-        for var, value in SERVICE_ALLOCATORS.items():  # read by the children's allocators
-            os.environ.setdefault(var, value)
+        set_service_allocators()  # read by the children's allocators
         st = self.status
         children = [_Child.start(ctx, self)]  # the first applies; a second is its successor
         while children:
