@@ -71,14 +71,15 @@ def status(session, channel="a") -> dict:
     return dict(zip(res.columns, res.rows[0]))
 
 
-def wait_for(pred, what, timeout=60.0):
+def wait_for(pred, what, timeout=60.0, why=None):
+    """`pred()` once true; a timeout says what was awaited and, from `why()`, what the replica showed then."""
     deadline = time.monotonic() + timeout
     while True:
         got = pred()
         if got:
             return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}" + (f"\n{why()}" if why else ""))
         time.sleep(0.1)
 
 
@@ -90,7 +91,21 @@ def caught_up(warehouse, source, channel="a", timeout=60.0):
         ch = DeltaStore(warehouse).load().state.channel(channel)
         return ((ch.applier.source_log_file, ch.applier.source_log_pos) == end
                 and Catalog.load(warehouse, channel).seq == ch.applier.seq)
-    wait_for(done, f"channel {channel!r} to reach {end}", timeout)
+    wait_for(done, f"channel {channel!r} to reach {end}", timeout,
+             why=lambda: _what_the_replica_shows(warehouse, channel))
+
+
+def _what_the_replica_shows(warehouse, channel) -> str:
+    """SHOW REPLICA STATUS's non-empty fields and the service log's tail, for a test that timed out."""
+    shown = status(rpl_sql.connect(warehouse), channel)
+    try:
+        with open(os.path.join(warehouse, "service.log")) as f:
+            log = f.read()[-4000:]
+    except FileNotFoundError:
+        log = "(no service.log)"
+    ch = DeltaStore(warehouse).load().state.channel(channel)
+    seqs = f"applier seq {ch.applier.seq}, replica tables' seq {Catalog.load(warehouse, channel).seq}"
+    return "\n".join([*(f"{k}: {v}" for k, v in shown.items() if v not in (None, "", 0)), seqs, "service.log:", log])
 
 
 PHASE_1 = ["SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE hr", "USE shop",
@@ -179,6 +194,9 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
         assert proc.wait(60) == 0
         row = status(session)  # the service is gone: nothing runs, whatever the flags say
         assert (row["Replica_IO_Running"], row["Replica_SQL_Running"]) == ("No", "No")
+        end = src.binlog_end()  # and, as MySQL's, how far it read and executed
+        assert (row["Source_Log_File"], row["Read_Source_Log_Pos"]) == end == \
+            (row["Relay_Source_Log_File"], row["Exec_Source_Log_Pos"])
         # every table it made (state, events, applied events, catalog, replica tables) keeps its whole log and
         # tombstones for ten minutes only
         from deltalake import DeltaTable

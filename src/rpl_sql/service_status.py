@@ -93,9 +93,9 @@ def shown(st: ChannelStatus | None, io_wanted: bool, sql_wanted: bool) -> dict:
                    io_state=st.io_state if io_wanted else "", sql_state=st.sql_state if sql_wanted else "",
                    seconds_behind=st.seconds_behind if (io_wanted and sql_wanted and st.sql == "Yes") else None,
                    retrieved_gtid_set=st.retrieved_gtid_set)
-        if st.read_file:
-            out.update(source_log_file=st.read_file, read_source_log_pos=st.read_pos)
     else:
         out.update(replica_io_running="No", replica_sql_running="No", io_state="", sql_state="",
                    seconds_behind=None)
+    if st.read_file:  # as MySQL, a stopped receiver still shows how far it read
+        out.update(source_log_file=st.read_file, read_source_log_pos=st.read_pos)
     return out
