@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from rpl_sql.delta import archive
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import Event, RowEvent, decide, statement_event_of
 from rpl_sql.state import ServerState
@@ -25,13 +26,12 @@ def shapes(warehouse: str, channels: list[str] | None = None, last: int | None =
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     from rpl_sql.store import utc_time  # with delta-rs: loaded when events are read
 
     try:
-        dt = DeltaTable(os.path.join(os.fspath(warehouse), "events"))
+        dt = archive.open_table(os.path.join(os.fspath(warehouse), "events"))
     except TableNotFoundError:
         return {}
     cond = None

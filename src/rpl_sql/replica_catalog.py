@@ -144,7 +144,7 @@ class Catalog:
         path = catalog_path(cat.warehouse, channel)
         check(path)
         try:
-            dt = DeltaTable(path)
+            dt = archive.open_table(path)
         except TableNotFoundError:
             return cat
         cat._table = dt
@@ -173,7 +173,7 @@ class Catalog:
                            metadata={CHANNEL_KEY: self.channel, "rpl_sql.replica.seq": str(seq)},
                            app=(app_id(self.channel), seq), checkpoint=True)
         if self._table is None:
-            self._table = DeltaTable(path)
+            self._table = archive.open_table(path)
         self.seq = seq
 
 
@@ -220,7 +220,7 @@ def all_tables(warehouse: str) -> list[tuple[str, TableEntry]]:
     for name in sorted(os.listdir(base)):
         path = f"{base}/{name}"
         try:
-            dt = DeltaTable(path)
+            dt = archive.open_table(path)
         except TableNotFoundError:
             continue
         channel = _channel_of(dt) or name

@@ -260,7 +260,7 @@ class DeltaStore:
     def _open(self, version: int | None = None) -> DeltaTable | None:
         check_log(self.state_path)
         try:
-            return DeltaTable(self.state_path, version=version)
+            return archive.open_table(self.state_path, version=version)
         except TableNotFoundError:
             return None
 
@@ -561,7 +561,7 @@ class DeltaStore:
             if files is not None:
                 table = _read_files(files, _FILTER_COLUMNS)
             else:
-                table = _read(DeltaTable(self.state_path, version=commit.version), _FILTER_COLUMNS)
+                table = _read(archive.open_table(self.state_path, version=commit.version), _FILTER_COLUMNS)
             cached = self._filter_cache[key] = _filter_map(table)
         return cached
 
@@ -574,8 +574,10 @@ class DeltaStore:
         if root is None:
             return None
         try:
-            actions = archive.read_actions(archive.commit_file(root, version))
+            actions = archive.read_commit(root, version)
         except (OSError, ValueError):
+            return None
+        if actions is None:
             return None
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         adds = [a["add"] for a in actions if "add" in a]
@@ -636,7 +638,7 @@ def _commit_info_of(root: str, version: int) -> dict | None:
     """The commitInfo of one commit of a local table, in the log or the archive, with its "version"; None
     when the commit file or its timestamp is missing, or it cannot be read."""
     try:
-        info = archive.commit_info(archive.commit_file(root, version), version)
+        info = archive.read_commit_info(root, version)
     except (OSError, ValueError):
         return None
     return info if info is not None and isinstance(info.get("timestamp"), int) else None

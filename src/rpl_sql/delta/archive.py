@@ -153,13 +153,35 @@ def archived_versions(table: str) -> list[int]:
     return cached[1]
 
 
-def commit_file(table: str, version: int) -> str:
-    """Where commit `version` is: the log, or the archive (the log's path when it is in neither)."""
-    path = os.path.join(table, LOG, f"{version:020d}.json")
-    if os.path.exists(path):
-        return path
-    moved = os.path.join(table, ARCHIVE, f"{version:020d}.json")
-    return moved if os.path.exists(moved) else path
+def open_table(path: str, version: int | None = None, attempts: int = 5) -> Any:
+    """`DeltaTable(path, version=version)`, opened again when a log file it was pointed to left meanwhile:
+    a reader that read `_last_checkpoint` just before `archive()` moved what it named finds the newer
+    checkpoint on its next try."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    for attempt in range(attempts):
+        try:
+            return DeltaTable(path, version=version)
+        except TableNotFoundError:
+            raise
+        except DeltaError as e:
+            text = str(e)
+            if attempt == attempts - 1 or "not found" not in text.lower() or LOG not in text:
+                raise
+
+
+def read_commit(table: str, version: int) -> list[dict] | None:
+    """The actions of commit `version`, from the log or, once moved, the archive; None when it is in neither
+    (pruned, or never written). Race-free beside `archive()`: a commit only ever moves from the log to the
+    archive, so one that is not in the log when looked for there is in the archive when looked for next."""
+    name = f"{version:020d}.json"
+    for where in (LOG, ARCHIVE):
+        try:
+            return read_actions(os.path.join(table, where, name))
+        except FileNotFoundError:
+            continue
+    return None
 
 
 def commit_files(table: str) -> list[tuple[int, str]]:
@@ -178,27 +200,42 @@ def commit_info(path: str, version: int) -> dict | None:
         actions = read_actions(path)
     except FileNotFoundError:
         return None
+    return _info(actions, version)
+
+
+def read_commit_info(table: str, version: int) -> dict | None:
+    """`commit_info` of commit `version` wherever it is (`read_commit`); None when it is in neither place."""
+    actions = read_commit(table, version)
+    return None if actions is None else _info(actions, version)
+
+
+def _info(actions: list[dict], version: int) -> dict:
     return {**next((a["commitInfo"] for a in actions if "commitInfo" in a), {}), "version": version}
 
 
 def history(dt: Any, limit: int | None = None) -> list[dict]:
-    """`dt.history(limit)` (newest first) continued into the archive when the log alone has fewer commits."""
-    live = dt.history(limit)
-    if limit is not None and len(live) >= limit:
-        return live
+    """The commitInfo of the table's commits (with "version"), newest first from `dt`'s version, the archive
+    included: what `dt.history(limit)` gives, but read from the commit files themselves. delta-rs 1.6's
+    history skips a commit file that went missing after it listed the log and numbers the older ones one
+    too high, which an archiver moving commits beside a reader would make it do."""
     root = local_root(dt)
     if root is None:
-        return live
-    oldest = min((int(h["version"]) for h in live), default=None)
-    out = list(live)
-    for v in reversed(archived_versions(root)):
-        if oldest is not None and v >= oldest:
-            continue
-        if limit is not None and len(out) >= limit:
+        return dt.history(limit)
+    out: list[dict] = []
+    version = dt.version()
+    while version >= 0 and (limit is None or len(out) < limit):
+        info = read_commit_info(root, version)
+        if info is None:
             break
-        info = commit_info(os.path.join(root, ARCHIVE, f"{v:020d}.json"), v)
-        if info is not None:
-            out.append(info)
+        out.append(info)
+        version -= 1
+    if version >= 0:  # missing (pruned, or a log Delta cleaned): the older commits still somewhere
+        for older in sorted({*archived_versions(root), *versions(os.path.join(root, LOG))[0]}, reverse=True):
+            if limit is not None and len(out) >= limit:
+                break
+            info = read_commit_info(root, older) if older < version else None
+            if info is not None:
+                out.append(info)
     return out
 
 

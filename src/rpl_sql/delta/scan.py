@@ -18,6 +18,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyarrow import fs as pafs
 
+from rpl_sql.delta import archive
+
 # Parquet without pre-buffering. Pre-buffering (delta-rs' own datasets turn it on) reads a file's column
 # ranges ahead on pyarrow's I/O threads, whose allocator heaps keep what they freed: a loop that reads the
 # newest small file of a table several times a second grew ~45 MB over 4,000 reads with it and held flat
@@ -101,7 +103,7 @@ class Followed:
         """The table at its newest version (None while it does not exist)."""
         if self.dt is None:
             try:
-                self.dt = DeltaTable(self.path)
+                self.dt = archive.open_table(self.path)
             except TableNotFoundError:
                 return None
         else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import glob
-import json
 import math
 import os
 import re
@@ -102,24 +101,28 @@ def _log_files(table: str) -> _LogFiles:
                 for item in t.column(kind).to_pylist():
                     if item and item.get("path"):
                         out.referenced.add(unquote(item["path"]))
-    for version, path in archive.commit_files(table):
-        out.timestamps[version] = int(os.path.getmtime(path) * 1000)
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                action = json.loads(line)
-                if "add" in action:
-                    name = unquote(action["add"]["path"])
-                    out.referenced.add(name)
-                    out.active.add(name)
-                elif "remove" in action:
-                    name = unquote(action["remove"]["path"])
-                    out.referenced.add(name)
-                    out.active.discard(name)
-                    out.removed_at[name] = version
-                elif "commitInfo" in action and isinstance(action["commitInfo"].get("timestamp"), int):
-                    out.timestamps[version] = action["commitInfo"]["timestamp"]
+    for version, _ in archive.commit_files(table):
+        actions = archive.read_commit(table, version)  # where it is now: an archiver may have moved it
+        if actions is None:
+            continue  # pruned by another upkeep meanwhile
+        for action in actions:
+            if "add" in action:
+                name = unquote(action["add"]["path"])
+                out.referenced.add(name)
+                out.active.add(name)
+            elif "remove" in action:
+                name = unquote(action["remove"]["path"])
+                out.referenced.add(name)
+                out.active.discard(name)
+                out.removed_at[name] = version
+            elif "commitInfo" in action and isinstance(action["commitInfo"].get("timestamp"), int):
+                out.timestamps[version] = action["commitInfo"]["timestamp"]
+        if version not in out.timestamps:  # a foreign writer's commit without one: when its file was written
+            for where in (deltalog.LOG, archive.ARCHIVE):
+                with contextlib.suppress(FileNotFoundError):
+                    out.timestamps[version] = int(os.path.getmtime(os.path.join(table, where, f"{version:020d}.json"))
+                                                  * 1000)
+                    break
     return out
 
 
@@ -223,7 +226,6 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
                  needed: archive.Needed | None = None) -> TableUpkeep:
     """Upkeep of one table (see the module's docstring). With `keep_days` and `needed` (the table's readers'
     choice among its archived commits older than that), the other archived commits are deleted too."""
-    from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
     damage = deltalog.find_damage(table)
@@ -244,13 +246,13 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
                 os.remove(path)
     if dry_run:
         return report
-    dt = DeltaTable(table)
+    dt = archive.open_table(table)
     if compact and os.path.basename(table) != STATE_TABLE:
         try:
             report.compacted = compact_table(dt)
         except CommitFailedError:  # a running service's own compaction or merge committed first: next run
             report.compaction_raced = True
-        dt = DeltaTable(table)
+        dt = archive.open_table(table)
         if report.compacted[0] and keep_days is not None:
             known = _log_files(table)  # the compaction's removes too
     cutoff_ms = None
@@ -260,7 +262,7 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
             hours = max(hours, _history_horizon_hours(table, datetime.now(timezone.utc)))
         cutoff_ms = int((time.time() - hours * 3600) * 1000)
         report.vacuumed = _vacuum(table, dt, known, hours, cutoff_ms, set(files))
-        dt = DeltaTable(table)
+        dt = archive.open_table(table)
     dt.create_checkpoint()
     report.checkpoint = dt.version()
     report.archived = archive.archive(table)

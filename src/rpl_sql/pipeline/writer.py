@@ -15,7 +15,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -77,15 +77,17 @@ def ingest_meta(info: dict[str, Any]) -> dict[str, str]:
     return {k[len(META):]: str(v) for k, v in info.items() if k.startswith(META)}
 
 
-def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0) -> list[tuple[int, dict[str, str]]]:
+def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0,
+                    history: Callable[[int | None], list[dict]] | None = None) -> list[tuple[int, dict[str, str]]]:
     """(version, ingest metadata) of the channel's commits whose last seq is past `after_seq`, oldest first.
 
     Read newest first in growing windows of the log, until one reaches back to a commit at or before
     `after_seq` (or the log's start, the archived commits included): usually only the last few are read.
+    `history`: how a caller reading several channels' windows of one version shares them (archive.history).
     """
     out: dict[int, dict[str, str]] = {}
     for limit in (16, 256, 4096, None):  # each commit's entry holds its summary: read few
-        hist = archive.history(dt, limit)
+        hist = history(limit) if history is not None else archive.history(dt, limit)
         reached = False
         for info in hist:
             meta = ingest_meta(info)
@@ -103,7 +105,7 @@ def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0) -> list[tu
 def open_table(path: str) -> DeltaTable | None:
     check(path)
     try:
-        return DeltaTable(path)
+        return archive.open_table(path)
     except TableNotFoundError:
         return None
 
@@ -225,7 +227,7 @@ class EventsWriter:
         dt = open_table(self.path)
         if dt is not None:
             if delta_commit.add_missing_columns(dt, EVENTS_SCHEMA):
-                dt = DeltaTable(self.path)
+                dt = archive.open_table(self.path)
             return dt
         try:
             return DeltaTable.create(self.path, EVENTS_SCHEMA, partition_by=PARTITION_BY, mode="ignore",

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from rpl_sql.compile.literals import sql_str
+from rpl_sql.delta import archive
 from rpl_sql.replica_catalog import Catalog, all_tables, catalog_versions, find_table, plain_schema
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def replica_delta_table(warehouse: str, db: str, name: str):
     if not DeltaTable.is_deltatable(path):
         raise ValueError(f"rpl_sql: {db}.{name} has no columns yet (its CREATE TABLE was not readable; the next "
                          "row event defines it)")
-    return DeltaTable(path)
+    return archive.open_table(path)
 
 
 def identity_comment(warehouse: str, db: str, name: str) -> str:

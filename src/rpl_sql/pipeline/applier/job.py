@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature  # noqa: F401
 from rpl_sql.compile import LABELS, TRUE_CODES
+from rpl_sql.delta import archive
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import Decision, decide, hit_rules, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
@@ -84,16 +85,12 @@ class _LogOnce:
         self.table = table
         self._windows: dict[int | None, list] = {}
 
-    @property
-    def table_uri(self) -> str:
-        return self.table.table_uri
-
     def version(self) -> int:
         return self.table.version()
 
     def history(self, limit: int | None = None) -> list:
         if limit not in self._windows:
-            self._windows[limit] = self.table.history(limit)
+            self._windows[limit] = archive.history(self.table, limit)
         return self._windows[limit]
 
 
@@ -236,7 +233,8 @@ class _Applier:
         events = deltaread.read_snapshot(spark, snap).withColumn("channel", F.lit(channel))
         after = state.channel(channel).applier.seq
         # the log's commits are read once a run, for the summaries and the source-filtered ranges
-        self._commits[channel] = [(v, m) for v, m in channel_commits(events_table, channel, after) if v <= version]
+        self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
+                                                                     history=events_table.history) if v <= version]
         landed = summarized(self._commits[channel], after)
         counts = [0, 0]  # batches and events done, by the batches' completions
         pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
@@ -647,7 +645,6 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     also keep the replica tables (`pipeline.replica`) after each batch, with `exec_mode` 'STRICT' (MySQL's
     errors 1032/1062 stop) or 'IDEMPOTENT'. Half-done batches of a crashed run are completed first.
     """
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     t0 = time.perf_counter()
@@ -665,7 +662,7 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
             if not state.channel(n).sql_running:
                 raise not_running(n)
     try:
-        events_table = _LogOnce(DeltaTable(job.events))
+        events_table = _LogOnce(archive.open_table(job.events))
     except TableNotFoundError:
         events_table = None
     try:

@@ -31,6 +31,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from rpl_sql.applier_state import Stop
+from rpl_sql.delta import archive
 from rpl_sql.delta.scan import read_range
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import TRANSACTION_CONTROL
@@ -86,7 +87,7 @@ class ReplicaTables:
     def _events(self, after: int, through: int | None) -> pa.Table:
         path = applied_path(self.warehouse)
         try:
-            dt = DeltaTable(path)
+            dt = archive.open_table(path)
         except TableNotFoundError:
             return pa.table({c: [] for c in _READ_COLUMNS})
         schema = pa.schema(dt.schema().to_arrow())
@@ -207,7 +208,7 @@ class ReplicaTables:
         if dt is None and entry.columns is not None:
             if not DeltaTable.is_deltatable(path):
                 create(path, entry.columns, self.channel, 0)
-            dt = self.open[path] = DeltaTable(path)
+            dt = self.open[path] = archive.open_table(path)
         label = f"{entry.db}.{entry.name}"
         try:
             n = apply_changes(path, ch, self.channel, strict=self.strict, table_label=label, table=dt)

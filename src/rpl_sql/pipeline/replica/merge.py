@@ -22,6 +22,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.scan import PARQUET
 from rpl_sql.delta.upkeep import compact_growing_table
@@ -47,7 +48,7 @@ def quote(name: str) -> str:
 
 def open_table(path: str) -> DeltaTable | None:
     try:
-        return DeltaTable(path)
+        return archive.open_table(path)
     except TableNotFoundError:
         return None
 
@@ -253,7 +254,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
     data = {nm: pa.array([r[i] for r in rows], type=C.arrow_type(c)) for i, (nm, c) in enumerate(zip(names, cols))}
     if dt is None:
         create(path, cols, channel, 0)
-        dt = DeltaTable(path)
+        dt = archive.open_table(path)
     if not held:  # no touched key is in the table: the merge could only insert, and an append costs far less
         write(dt, pa.table(data), channel, changes.last_seq, mode="append")
     else:
