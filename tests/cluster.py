@@ -15,7 +15,7 @@ from sparkjvm import spark_jvm_env
 
 
 class StandaloneCluster:
-    """`url` is the master's spark:// URL; `apps()` what the master ran; `executor_dirs()` the workers' app dirs."""
+    """`url` is the master's spark:// URL; `apps()` what it ran; `executor_workers()` where its executors ran."""
 
     def __init__(self, tmp: Path, workers: int = 2):
         import pyspark
@@ -74,9 +74,11 @@ class StandaloneCluster:
         s = self.state()
         return s.get("activeapps", []) + s.get("completedapps", [])
 
-    def executor_dirs(self, app_id: str) -> list[Path]:
-        """The executors an application ran on the workers (one directory each)."""
-        return [d for i in range(self.n_workers) for d in (self.tmp / f"work{i}" / app_id).glob("*") if d.is_dir()]
+    def executor_workers(self, app_id: str) -> list[int]:
+        """The worker of each executor of the application that joined it (registered with its driver),
+        sorted: an executor a worker launches as the application shuts down never does, and is left out."""
+        return sorted(i for i in range(self.n_workers) for d in (self.tmp / f"work{i}" / app_id).glob("*")
+                      if d.is_dir() and "Successfully registered with driver" in _text(d / "stderr"))
 
     def stop(self) -> None:
         for p in reversed(self.procs):
@@ -88,3 +90,10 @@ class StandaloneCluster:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""

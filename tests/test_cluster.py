@@ -110,7 +110,7 @@ def test_apply_runs_on_the_master_that_spark_defaults_names(cluster, warehouse, 
     check_against_reference(None, warehouse, log, before_state)  # read with delta-rs: no session in this module
     (app,) = new_apps(cluster, apps)
     assert app["name"] == "rpl_sql-apply" and app["memoryperexecutor"] == 700
-    assert len(cluster.executor_dirs(app["id"])) == 2
+    assert cluster.executor_workers(app["id"]) == [0, 1]
 
 
 def many_wild_rules(session: Session) -> None:
@@ -167,7 +167,7 @@ def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
     want = spread_want(session)
     assert got["spread"] == want
     (app,) = new_apps(cluster, apps)
-    assert len(cluster.executor_dirs(app["id"])) == 2
+    assert cluster.executor_workers(app["id"]) == [0, 1]
 
 
 @pytest.mark.spark
@@ -189,7 +189,7 @@ def test_the_replica_service_decides_on_the_cluster(warehouse, servers, cluster)
         assert any("org.apache.spark.deploy.SparkSubmit" in c for c in _descendants(proc.pid))
         assert status(session)["Replica_SQL_Running"] == "Yes"
         (app,) = new_apps(cluster, apps)
-        assert app["name"] == "rpl_sql-replica" and len(cluster.executor_dirs(app["id"])) == 2
+        assert app["name"] == "rpl_sql-replica" and cluster.executor_workers(app["id"]) == [0, 1]
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(120) == 0
     finally:
@@ -236,4 +236,4 @@ def test_the_jvm_table_code_of_a_python_session_on_the_cluster(cluster, tmp_path
     assert "a JVM function (expression" in got["encoding"]
     assert got["rows"] == spread_want(session)
     (app,) = new_apps(cluster, apps)
-    assert len(cluster.executor_dirs(app["id"])) == 2
+    assert cluster.executor_workers(app["id"]) == [0, 1]

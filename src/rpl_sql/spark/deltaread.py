@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
+from rpl_sql.delta import archive
 from rpl_sql.delta.log import check
 from rpl_sql.spark.env import session_conf
 
@@ -113,10 +114,8 @@ def snapshot(path: str, version: int | None = None,
 
     Raises UnsupportedDeltaTable for tables the Parquet files alone do not describe.
     """
-    from deltalake import DeltaTable
-
     check(path)
-    dt = DeltaTable(path, version=version)
+    dt = archive.open_table(path, version=version)
     _check_readable(dt)
     schema = pa.schema(dt.schema().to_arrow())
     pcols = tuple(dt.metadata().partition_columns)
