@@ -215,9 +215,10 @@ def _info(actions: list[dict], version: int) -> dict:
 
 def history(dt: Any, limit: int | None = None) -> list[dict]:
     """The commitInfo of the table's commits (with "version"), newest first from `dt`'s version, the archive
-    included: what `dt.history(limit)` gives, but read from the commit files themselves. delta-rs 1.6's
-    history skips a commit file that went missing after it listed the log and numbers the older ones one
-    too high, which an archiver moving commits beside a reader would make it do."""
+    included: what `dt.history(limit)` gives, but read from the commit files themselves. delta-rs 1.6.6's
+    history skips a commit file that went missing after it listed the log (an archiver beside the reader)
+    and numbers the older ones one too high, and on a table opened before later commits it returns those
+    too, numbered from the table's version down."""
     root = local_root(dt)
     if root is None:
         return dt.history(limit)
