@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from rpl_sql.classify import classify
+from rpl_sql.delta import archive
 from rpl_sql.pipeline.debezium_types import RowDecoder
 from rpl_sql.pipeline.writer import Batch, EventsWriter, IngestError, IngestReport, tables_value
 from rpl_sql.state import channel_key
@@ -140,7 +141,6 @@ class DebeziumIngest:
             seen = set()
             if self.snapshots.get(sk):
                 import pyarrow.dataset as ds
-                from deltalake import DeltaTable
 
                 db, table, file, pos = sk
                 chan = ds.field("channel").is_null() if self.channel == "" else ds.field("channel") == self.channel
@@ -148,7 +148,7 @@ class DebeziumIngest:
                        & (ds.field("binlog_file") == file) & (ds.field("binlog_pos") == pos)
                        & (ds.field("source") == "debezium") & (ds.field("event_type") == "write_rows"))
                 # no thread pool: its threads reading through a Python filesystem abort the process at exit
-                dataset = DeltaTable(self.writer.path).to_pyarrow_dataset()
+                dataset = archive.open_table(self.writer.path).to_pyarrow_dataset()
                 t = dataset.to_table(filter=flt, columns=["rows"], use_threads=False)
                 for text in t.column("rows").to_pylist():
                     for image in json.loads(text):
