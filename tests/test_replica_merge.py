@@ -311,3 +311,37 @@ def test_text_key_lookups_read_only_the_files_that_can_hold_the_keys(tmp_path):
     assert len(_files_for(dt, p, "k", ["k015", "k025"], False)) == 2
     assert len(_files_for(dt, p, "k", ["zz"], False)) == 1  # past every exact maximum: only the cut one
     assert len(_files_for(dt, p, "k", ["a"], False)) == 0
+
+
+def test_a_merge_through_a_held_table_after_another_writers_compaction(tmp_path, monkeypatch):
+    """The service merges through the table it keeps open; `rpl-sql upkeep` compacts the same table between
+    two batches, or between the service's look at the log and its commit. delta-rs refuses a merge planned on
+    the version before the compaction ("a concurrent transaction added new data"): the batch is merged on
+    the compacted version instead, once, and nothing is lost or doubled."""
+    from rpl_sql.pipeline.replica import merge
+
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    held = DeltaTable(p)
+    for i in range(1, 5):
+        apply_changes(p, _changes(COLS, ("write", None, (i, f"r{i}", None)), seq=i), "c", strict=True,
+                      table_label="d.t", table=held)
+    DeltaTable(p).optimize.compact()  # upkeep, between two batches
+    apply_changes(p, _changes(COLS, ("update", (2, "r2", None), (2, "two", b"2")), seq=5), "c", strict=True,
+                  table_label="d.t", table=held)
+    merged = merge._merge
+
+    def compacted_first(dt, *args):  # upkeep commits a compaction after the batch read the table
+        for i in range(6, 8):
+            apply_changes(p, _changes(COLS, ("write", None, (i * 10, "other", None)), seq=i), "c", strict=True,
+                          table_label="d.t")
+        DeltaTable(p).optimize.compact()
+        monkeypatch.setattr(merge, "_merge", merged)
+        return merged(dt, *args)
+
+    monkeypatch.setattr(merge, "_merge", compacted_first)
+    apply_changes(p, _changes(COLS, ("delete", (3, "r3", None), None), ("update", (4, "r4", None), (4, "four", None)),
+                              seq=8), "c", strict=True, table_label="d.t", table=held)
+    assert _rows(p, [c["name"] for c in COLS]) == [(1, "r1", None), (2, "two", b"2"), (4, "four", None),
+                                                   (60, "other", None), (70, "other", None)]
+    assert table_seq(p, "c") == 9  # the last batch: seqs 8 and 9

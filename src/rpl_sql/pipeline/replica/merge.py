@@ -20,10 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
+from rpl_sql.delta import log as deltalog
 from rpl_sql.delta.scan import PARQUET
 from rpl_sql.delta.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
@@ -170,11 +171,13 @@ def _files_for(dt: DeltaTable, root: str, column: str | None, values: list, null
 
 
 def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, table_label: str,
-                  table: DeltaTable | None = None) -> int:
+                  table: DeltaTable | None = None, attempts: int = 3) -> int:
     """Merge `changes` into the table at `path` in one commit; returns the number of rows changed.
 
-    `table`: the table at `path` as its only writer keeps it open (its state moves with each commit made
-    through it), so that a batch does not replay the log since the last checkpoint to open it."""
+    `table`: the table at `path` as its writer keeps it open (its state moves with each commit made through
+    it), so that a batch does not replay the log since the last checkpoint to open it. `rpl-sql upkeep` may
+    compact the table between two batches: the table is brought up to its newest version first, and a merge
+    that a compaction overtook (delta-rs refuses its commit, nothing written) is done again on the new one."""
     cols = changes.columns
     pk = [i for i, c in enumerate(cols) if c.get("pk")]
     whole = not pk
@@ -189,6 +192,9 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
             if r is not None:
                 touched.add(key(r))
     dt = table if table is not None else open_table(path)
+    if table is not None and archive.local_root(path) is not None and \
+            (deltalog.latest_version(path) or 0) > dt.version():
+        dt.update_incremental()
     held = _lookup(dt, path, cols, key_idx, touched)
     count: dict[tuple, int] = {}
     final: dict[tuple, tuple | None] = {}  # PK tables: the row a key ends with (None: deleted)
@@ -255,11 +261,18 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
     if dt is None:
         create(path, cols, channel, 0)
         dt = archive.open_table(path)
-    if not held:  # no touched key is in the table: the merge could only insert, and an append costs far less
-        write(dt, pa.table(data), channel, changes.last_seq, mode="append")
-    else:
-        _merge(dt, pa.table({**data, OP: pa.array(ops, pa.string())}), names, key_idx, whole,
-               _commit_properties(channel, changes.last_seq))
+    try:
+        if not held:  # no touched key is in the table: the merge could only insert, and an append costs far less
+            write(dt, pa.table(data), channel, changes.last_seq, mode="append")
+        else:
+            _merge(dt, pa.table({**data, OP: pa.array(ops, pa.string())}), names, key_idx, whole,
+                   _commit_properties(channel, changes.last_seq))
+    except CommitFailedError:
+        if attempts <= 1:
+            raise
+        dt.update_incremental()
+        return apply_changes(path, changes, channel, strict=strict, table_label=table_label, table=dt,
+                             attempts=attempts - 1)
     if dt.version() % COMPACT_EVERY == 0:  # each batch adds a file: keep the table's file count bounded
         compact_growing_table(dt)
     return len(rows)
