@@ -5,8 +5,9 @@ several times a second per table slowed down linearly: 149 ms an append at 100,0
 the replica bench (bench/bench_log_length.py). Delta's answer is expired-log cleanup
 (`delta.logRetentionDuration`), which deletes the commits. rpl_sql reads its history from them (filter
 changes, AS OF, the applier's ingest windows, upkeep's vacuum), so it moves them instead, and `history()`
-and `commit_files()` here read both places. Only files before a checkpoint that is older than the retention
-move. A reader of any newer version starts at that checkpoint or a later one, so it never reads a moved file.
+and `read_commit()` here read both places. Only files before a checkpoint that is older than the retention
+move. A reader of any newer version starts at that checkpoint or a later one, so it never needs a moved file
+(one that read `_last_checkpoint` just before the move opens again: `open_table()`).
 `prune()` bounds the archive: `rpl-sql upkeep --keep-days` deletes the moved commits older than that which
 no reader needs (pipeline/retention.py says which they need).
 """
@@ -184,13 +185,12 @@ def read_commit(table: str, version: int) -> list[dict] | None:
     return None
 
 
-def commit_files(table: str) -> list[tuple[int, str]]:
-    """(version, path) of every commit of the table, archived or not, oldest first."""
+def commit_versions(table: str) -> list[int]:
+    """The version of every commit of the table, archived or not, oldest first (read each with
+    `read_commit`: one listed in the log may have moved by then)."""
     live = versions(os.path.join(table, LOG))[0]
     first = live[0] if live else None
-    out = [(v, os.path.join(table, ARCHIVE, f"{v:020d}.json")) for v in archived_versions(table)
-           if first is None or v < first]
-    return out + [(v, os.path.join(table, LOG, f"{v:020d}.json")) for v in live]
+    return [v for v in archived_versions(table) if first is None or v < first] + live
 
 
 def commit_info(path: str, version: int) -> dict | None:

@@ -101,7 +101,7 @@ def _log_files(table: str) -> _LogFiles:
                 for item in t.column(kind).to_pylist():
                     if item and item.get("path"):
                         out.referenced.add(unquote(item["path"]))
-    for version, _ in archive.commit_files(table):
+    for version in archive.commit_versions(table):
         actions = archive.read_commit(table, version)  # where it is now: an archiver may have moved it
         if actions is None:
             continue  # pruned by another upkeep meanwhile
