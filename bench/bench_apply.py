@@ -12,7 +12,11 @@ CHANGE REPLICATION FILTER, the applied table and positions are reset, and one `a
 untimed warm-up apply: the session's first run pays JIT and class loading).
 
 The baselines: a bare scan of every event column (Spark's Parquet reader on the directory, and read_delta),
-and a copy (read_delta -> Parquet files), which is the floor of any applier that writes what it applies.
+and two copies, the floor of any applier that writes what it applies: Spark's (read_delta -> Parquet files)
+and pyarrow's (each events file read and written again, two threads, with the arrow engine's dictionary
+columns and writer options). Each rule
+set is applied by both engines (`apply(engine=...)`: arrow, pyarrow in this process; spark, the session),
+and once more as if the commits had no summaries (Spark's pass decides; the arrow engine writes).
 
 --ab REF: whole `apply` runs of git revision REF (extracted with `git archive` into a temporary directory)
 and of this checkout, alternating in fresh processes (each: configure, one untimed warm-up apply, one timed
@@ -452,6 +456,26 @@ def main(argv=None) -> int:
         read_delta(spark, ev, engine="delta-rs").write.parquet(copy_dir)
         shutil.rmtree(copy_dir, ignore_errors=True)
 
+    def arrow_copy():
+        """Every events file read and written to Parquet again by pyarrow, on two threads, read and written as
+        the arrow engine reads and writes (its dictionary columns and writer options: the tightest copy)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        import pyarrow.parquet as pq
+
+        from rpl_sql.pipeline.applier.arrow_write import DICTIONARY_READ, PARQUET_OPTIONS
+
+        files = [f.path for f in snapshot(ev).files]
+        shutil.rmtree(copy_dir, ignore_errors=True)
+        os.makedirs(copy_dir)
+
+        def one(i: int) -> None:
+            pq.write_table(pq.read_table(files[i], read_dictionary=DICTIONARY_READ),
+                           os.path.join(copy_dir, f"{i}.parquet"), **PARQUET_OPTIONS)
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(one, range(len(files))))
+        shutil.rmtree(copy_dir, ignore_errors=True)
+
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     noop(spark.read.parquet(ev))  # warm-up: JIT, page cache
     base = {
@@ -461,9 +485,11 @@ def main(argv=None) -> int:
         "Parquet count(*)": timed(lambda: spark.read.parquet(ev).count(), 2),
         "read_delta count(*)": timed(lambda: read_delta(spark, ev, engine="delta-rs").count(), 2),
         "copy: read_delta -> Parquet files": timed(copy, 2),
+        "copy: pyarrow read -> Parquet files, 2 threads": timed(arrow_copy, 2),
     }
     t_rd, c_rd = base["read_delta scan, all columns (delta-rs files)"][:2]
     t_copy, c_copy = base["copy: read_delta -> Parquet files"][:2]
+    t_acopy, c_acopy = base["copy: pyarrow read -> Parquet files, 2 threads"][:2]
     print()
     print(f"{'baseline (best of 2)':<50} {'wall s':>7} {'CPU s':>7} {'M ev/s':>7}")
     for name, (w, c, _) in base.items():
@@ -475,20 +501,22 @@ def main(argv=None) -> int:
     t_warm = timed(lambda: apply(spark, wh, verify="auto"))[0]
     print(f"warm-up apply ({rule_sets[0]} rules/channel, not counted): {t_warm:.1f}s", flush=True)
     results = []
-    for r, how in [(r, how) for r in rule_sets for how in ("summaries", "pass")]:
+    for r, engine, how in [(r, e, how) for r in rule_sets
+                           for e, how in (("arrow", "summaries"), ("spark", "summaries"), ("arrow", "pass"))]:
         t_cfg = configure(wh, r)
         phases.by_phase.clear()
         with _deciding_by(how):
-            t_apply, c_apply, report = timed(lambda: apply(spark, wh, verify="auto"))
+            t_apply, c_apply, report = timed(lambda: apply(spark, wh, verify="auto", engine=engine))
         applied = sum(c.applied for c in report.channels)
         ph = dict(phases.by_phase)
-        # the copy again, right after: this shared machine's speed drifts by a fifth between minutes
-        t_beside = timed(copy)[0]
-        results.append((r, how, t_cfg, t_apply, c_apply, report.events, applied, ph, t_beside))
-        print(f"rules/channel={r:>6} ({how}): apply {t_apply:6.1f}s wall, {c_apply:6.1f}s CPU "
+        # the copies again, right after: this shared machine's speed drifts by a fifth between minutes
+        t_beside = timed(copy if engine == "spark" else arrow_copy)[0]
+        results.append((r, engine, how, t_cfg, t_apply, c_apply, report.events, applied, ph, t_beside))
+        print(f"rules/channel={r:>6} ({engine}, {how}): apply {t_apply:6.1f}s wall, {c_apply:6.1f}s CPU "
               f"({report.events / t_apply / 1e6:.2f} M ev/s, {applied / max(report.events, 1):.0%} applied) = "
-              f"{t_apply / t_rd:.2f}x scan, {t_apply / t_copy:.2f}x copy (CPU {c_apply / c_rd:.2f}x, "
-              f"{c_apply / c_copy:.2f}x), {t_apply / t_beside:.2f}x the copy right after it ({t_beside:.1f}s)"
+              f"{t_apply / t_rd:.2f}x scan, {t_apply / t_copy:.2f}x Spark's copy, {t_apply / t_acopy:.2f}x "
+              f"pyarrow's (CPU {c_apply / c_copy:.2f}x, {c_apply / c_acopy:.2f}x), {t_apply / t_beside:.2f}x "
+              f"{'Spark' if engine == 'spark' else 'pyarrow'}'s copy right after it ({t_beside:.1f}s)"
               f"  [configure {t_cfg:.1f}s; " +
               ", ".join(f"{k} {v:.1f}s" for k, v in ph.items() if v >= 0.05) + "]", flush=True)
         if args.decide_ab:
@@ -497,19 +525,21 @@ def main(argv=None) -> int:
                 f"{k} {w:.2f}s wall / {c:.2f} CPU s" for k, (w, c) in ab.items()), flush=True)
 
     print()
-    print(f"{'rules/ch':>8} {'shapes by':>9} {'apply s':>8} {'CPU s':>7} {'M ev/s':>7} {'x scan':>7} {'x copy':>7} "
-          f"{'x copy after':>12} {'CPU x scan':>10} {'CPU x copy':>10} {'compile s':>9} {'shapes s':>9} "
-          f"{'decide s':>9} {'write s':>8} {'applied':>8}")
-    for r, how, t_cfg, t_apply, c_apply, events, applied, ph, t_beside in results:
-        print(f"{r:>8} {how:>9} {t_apply:8.1f} {c_apply:7.1f} {events / t_apply / 1e6:7.2f} {t_apply / t_rd:7.2f} "
-              f"{t_apply / t_copy:7.2f} {t_apply / t_beside:12.2f} {c_apply / c_rd:10.2f} {c_apply / c_copy:10.2f} "
+    print(f"{'rules/ch':>8} {'engine':>6} {'shapes by':>9} {'apply s':>8} {'CPU s':>7} {'M ev/s':>7} {'x scan':>7} "
+          f"{'x Spark copy':>12} {'x pyarrow copy':>14} {'x its copy after':>16} {'CPU x Spark copy':>16} "
+          f"{'CPU x pyarrow copy':>18} {'compile s':>9} {'shapes s':>9} {'decide s':>9} {'write s':>8} {'applied':>8}")
+    for r, engine, how, t_cfg, t_apply, c_apply, events, applied, ph, t_beside in results:
+        print(f"{r:>8} {engine:>6} {how:>9} {t_apply:8.1f} {c_apply:7.1f} {events / t_apply / 1e6:7.2f} "
+              f"{t_apply / t_rd:7.2f} {t_apply / t_copy:12.2f} {t_apply / t_acopy:14.2f} {t_apply / t_beside:16.2f} "
+              f"{c_apply / c_copy:16.2f} {c_apply / c_acopy:18.2f} "
               f"{ph.get('compile + register functions', 0.0):9.1f} "
               f"{ph.get('shapes + verdicts + gtids', 0.0) + ph.get('shapes + gtids', 0.0):9.1f} "
               f"{ph.get('hits', 0.0) + ph.get('decide', 0.0):9.1f} {ph.get('write', 0.0):8.1f} "
               f"{applied / max(events, 1):8.0%}")
-    print(f"(scan = read_delta all-column scan {t_rd:.1f}s / {c_rd:.1f} CPU s; copy = read_delta -> Parquet "
-          f"{t_copy:.1f}s / {c_copy:.1f} CPU s, best of 2 before the applies; copy after = one copy right after "
-          f"each apply; {os.cpu_count()} cores shared, load average "
+    print(f"(scan = read_delta all-column scan {t_rd:.1f}s / {c_rd:.1f} CPU s; Spark copy = read_delta -> Parquet "
+          f"{t_copy:.1f}s / {c_copy:.1f} CPU s; pyarrow copy {t_acopy:.1f}s / {c_acopy:.1f} CPU s; best of 2 before "
+          f"the applies; its copy after = the engine's copy, once, right after each apply; {os.cpu_count()} cores "
+          f"shared, load average "
           f"{os.getloadavg()[0]:.1f})")
     return 0
 

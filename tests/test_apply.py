@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 from deltalake import DeltaTable, write_deltalake
 from landed import evaluator_event, expected_applied
 
@@ -435,15 +436,16 @@ def colliding_key_hash(monkeypatch, caplog):
     return lambda: any("share a key hash" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("collide", [False, True], ids=["hash-join", "colliding-hashes"])
-def test_apply_matches_the_reference_evaluator(spark, warehouse, caplog, monkeypatch, collide):
+@pytest.mark.parametrize("engine,collide", [("arrow", False), ("spark", False), ("spark", True)],
+                         ids=["arrow", "spark-hash-join", "spark-colliding-hashes"])
+def test_apply_matches_the_reference_evaluator(spark, warehouse, caplog, monkeypatch, engine, collide):
     rewrote = colliding_key_hash(monkeypatch, caplog) if collide else None
     setup_server(warehouse)
     log = mixed_log()
     land(warehouse, log)
     before = DeltaStore(warehouse).load().state
     seen = []
-    report = apply(spark, warehouse, verify="all", progress=seen.append)
+    report = apply(spark, warehouse, verify="all", progress=seen.append, engine=engine)
     after = check_against_reference(spark, warehouse, log, before)
     assert rewrote is None or rewrote()
     assert {c.channel for c in report.channels} == {"", "ch1", "ch2"}
@@ -470,10 +472,11 @@ def test_apply_matches_the_reference_evaluator(spark, warehouse, caplog, monkeyp
     assert status["ch1"]["exec_source_log_pos"] == last["binlog_pos"]
 
 
-@pytest.mark.parametrize("batch_size,unsummarized,collide", [(None, (), False), (70, (1, 4), False),
-                                                             (None, (), True)],
-                         ids=["one-batch", "batches-gaps", "colliding-hashes"])
-def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, caplog, batch_size,
+@pytest.mark.parametrize("engine,batch_size,unsummarized,collide", [
+    ("arrow", None, (), False), ("arrow", 70, (1, 4), False),
+    ("spark", None, (), False), ("spark", 70, (1, 4), False), ("spark", None, (), True)],
+    ids=["arrow-one-batch", "arrow-batches-gaps", "spark-one-batch", "spark-batches-gaps", "spark-colliding-hashes"])
+def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, caplog, engine, batch_size,
                                                           unsummarized, collide):
     """Commits landed by the ingest's writer carry summaries: the applier decides from them, without its pass
     over the events, where they cover the batch; a commit without one (older rpl_sql) sends it to the pass."""
@@ -489,7 +492,7 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     log = hostile_log(seed=31)
     land_in_commits(warehouse, log, seed=31, unsummarized=unsummarized)
     before = DeltaStore(warehouse).load().state
-    report = apply(spark, warehouse, verify="all", batch_size=batch_size)
+    report = apply(spark, warehouse, verify="all", batch_size=batch_size, engine=engine)
     check_against_reference(spark, warehouse, log, before)
     assert rewrote is None or rewrote()
     assert sum(c.events for c in report.channels) == len(log.rows)
@@ -501,9 +504,36 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     log.extend(hostile_log(seed=32))
     calls.clear()
     land_in_commits(warehouse, log, seed=33, rows=log.rows[cut:])
-    apply(spark, warehouse, verify="all", batch_size=batch_size)
+    apply(spark, warehouse, verify="all", batch_size=batch_size, engine=engine)
     check_against_reference(spark, warehouse, log, before)
     assert calls == []
+
+
+def test_the_arrow_and_spark_engines_write_equal_applied_tables(spark, tmp_path):
+    """Every column of every applied event, hostile names included, from events with and without summaries,
+    in batches: the pyarrow write equals Spark's. And events that all carry summaries need no Spark at all."""
+    tables = {}
+    for engine in ("arrow", "spark"):
+        wh = str(tmp_path / engine)
+        setup_server(wh)
+        log = hostile_log(seed=41)
+        land_in_commits(wh, log, seed=41, unsummarized=(2,))
+        apply(spark, wh, verify="all", batch_size=60, engine=engine)
+        t = DeltaTable(applied_path(wh)).to_pyarrow_table()
+        tables[engine] = t.cast(APPLIED_SCHEMA).sort_by([("channel", "ascending"), ("seq", "ascending")])
+    assert tables["arrow"].num_rows > 100
+    assert tables["arrow"].equals(tables["spark"])
+
+    def no_spark():
+        raise AssertionError("the arrow engine started Spark for summarised events")
+
+    wh = str(tmp_path / "no-spark")
+    setup_server(wh)
+    log = hostile_log(seed=42)
+    before = DeltaStore(wh).load().state
+    land_in_commits(wh, log, seed=42)
+    apply(no_spark, wh, verify="all", engine="arrow")
+    check_against_reference(None, wh, log, before)
 
 
 def test_rerun_is_a_no_op_and_new_events_continue_in_batches(spark, warehouse):
@@ -825,3 +855,85 @@ def test_events_landed_before_the_columns_column_apply(spark, warehouse):
     apply(spark, warehouse)
     check_against_reference(spark, warehouse, log, before)
     assert read_delta(spark, applied_path(warehouse)).where("columns IS NOT NULL").count() == 0
+
+
+_NAMES = st.one_of(st.none(), st.sampled_from(["", "db1", "a:b", "1:a", "-", "a-", "3:abc", "x'y", "a\\b", "`", ",",
+                                               "%", "_", "中文", "Σ", "straße", "1+", "+"]),
+                   st.text(alphabet=st.sampled_from(list("ab:+-01\\'`,%_é中")), max_size=4))
+_TABLES = st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+    {"db": _NAMES, "name": _NAMES.filter(lambda v: v is not None), "updating": st.booleans()}), max_size=3))
+_EVENTS = st.fixed_dictionaries({"event_type": st.sampled_from(["query", "write_rows", "delete_rows", "gtid", None]),
+                                 "db_name": _NAMES, "table_name": _NAMES, "command": _NAMES, "default_db": _NAMES,
+                                 "tables": _TABLES})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_EVENTS, min_size=1, max_size=40), st.sampled_from([62, 1, 3]), st.booleans())
+def test_arrow_engine_finds_each_events_own_shape(events, key_bits, dictionaries):
+    """The arrow engine's ShapeIndex finds every event's own shape and no other, whatever the names hold
+    (':', '-', '+', digits, quotes, unicode, NULL against ''), and no shape for an event whose shape it lacks;
+    also when its keys are made dense after every column or some (key_bits 1, 3), and when the events' text
+    columns come dictionary-encoded, in chunks with dictionaries of their own (as the engine reads them)."""
+    from rpl_sql.pipeline.applier import arrow_write
+    from rpl_sql.pipeline.applier.arrow_write import ShapeIndex
+    from rpl_sql.pipeline.events import TABLES_TYPE
+
+    arrow_write.KEY_BITS = key_bits  # (hypothesis runs examples in one test call: no monkeypatch fixture)
+
+    def table(rows):
+        return pa.table({**{k: pa.array([e[k] for e in rows], pa.string())
+                            for k in ("event_type", "db_name", "table_name", "command", "default_db")},
+                         "tables": pa.array([e["tables"] for e in rows], TABLES_TYPE)})
+
+    def plain(e):
+        tables = None if e["event_type"] != "query" or e["tables"] is None else tuple(
+            (x["db"], x["name"], x["updating"]) for x in e["tables"])
+        return (e["event_type"], e["db_name"], e["table_name"], e["command"], e["default_db"], tables)
+
+    shapes = list({plain(e): e for e in events}.values())
+    known = shapes[::2]  # every other shape: the rest must find none
+    if not known:
+        return
+    looked_up = table(events)
+    if dictionaries:
+        half = len(events) // 2
+        def encoded(c):
+            return pa.chunked_array([c.slice(0, half).dictionary_encode(), c.slice(half).dictionary_encode()])
+        looked_up = pa.table({n: c if n == "tables" else encoded(c.combine_chunks())
+                              for n, c in zip(looked_up.column_names, looked_up.columns)})
+    try:
+        rows = ShapeIndex(table(known)).rows(looked_up).to_pylist()
+    finally:
+        arrow_write.KEY_BITS = 62
+    for e, r in zip(events, rows):
+        want = [i for i, k in enumerate(known) if plain(k) == plain(e)]
+        assert (r,) == tuple(want) if want else r is None
+
+
+def test_the_engine_follows_the_master(monkeypatch, tmp_path):
+    """auto: pyarrow writes on a local master, Spark's executors on a cluster (or a remote Connect server)."""
+    class Conf:
+        def __init__(self, master):
+            self.master = master
+
+        def get(self, key, default=None):
+            assert key == "spark.master"
+            if self.master is None:
+                raise RuntimeError("not shown")
+            return self.master
+
+    class Session:
+        def __init__(self, master):
+            self.conf = Conf(master)
+
+    assert A.engine_for(Session("local[2]")) == "arrow"
+    assert A.engine_for(Session("spark://127.0.0.1:7077")) == "spark"
+    assert A.engine_for(Session("yarn")) == "spark"
+    assert A.engine_for(Session(None)) == "spark"
+    monkeypatch.delenv("MASTER", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert A.engine_for(None) == "arrow"
+    (tmp_path / "spark-defaults.conf").write_text("spark.master spark://10.0.0.1:7077\n")
+    assert A.engine_for(None) == "spark" and A.engine_for(lambda: None) == "spark"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        apply(None, str(tmp_path / "wh"), engine="jvm")

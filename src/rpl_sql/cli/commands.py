@@ -19,7 +19,7 @@ from rpl_sql.pipeline.debezium import ingest_debezium_file
 from rpl_sql.pipeline.writer import IngestError, IngestReport
 from rpl_sql.progress import Progress as Display
 from rpl_sql.progress import bar
-from rpl_sql.spark.env import local_spark
+from rpl_sql.spark.env import configured_master, local_spark
 from rpl_sql.store import DeltaStore, resolve_warehouse
 
 log = logging.getLogger(__name__)
@@ -93,10 +93,16 @@ def apply_main(argv: list[str] | None = None) -> int:
                    help="also keep the replica tables: each applied source table as a typed Delta table")
     p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
                    help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
+    p.add_argument("--engine", choices=("auto", "arrow", "spark"), default="auto",
+                   help="who writes the applied events: pyarrow in this process (arrow), the Spark executors "
+                        "(spark), or auto: arrow on a local master, spark on a cluster")
     p.add_argument("-S", "--silent", action="store_true", help="no progress lines")
     add_spark_options(p, f"Spark master URL, as spark-sql takes it ({DEFAULT_MASTER})")
     args = p.parse_args(argv)
     conf = spark_conf(p, args)
+    engine = args.engine
+    if engine == "auto":
+        engine = "arrow" if configured_master(args.master, conf).startswith("local") else "spark"
 
     def start_spark():
         return local_spark(app_name="rpl_sql-apply", master=args.master, verbose=args.verbose,
@@ -113,7 +119,8 @@ def apply_main(argv: list[str] | None = None) -> int:
 
     try:
         report = apply(start_spark, args.warehouse, args.channel, batch_size=args.batch_size or None,
-                       progress=None if args.silent else show, tables=args.tables, exec_mode=args.exec_mode)
+                       progress=None if args.silent else show, tables=args.tables, exec_mode=args.exec_mode,
+                       engine=engine)
     except MySQLError as e:
         display.close()
         sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")

@@ -204,9 +204,21 @@ def commit_info(path: str, version: int) -> dict | None:
 
 
 def read_commit_info(table: str, version: int) -> dict | None:
-    """`commit_info` of commit `version` wherever it is (`read_commit`); None when it is in neither place."""
-    actions = read_commit(table, version)
-    return None if actions is None else _info(actions, version)
+    """`commit_info` of commit `version` wherever it is (as `read_commit` looks); None when it is in neither
+    place. Only the commitInfo line is decoded where it starts as writers write it (a compaction's commit
+    holds a line per file it removes: decoding them all made reading an events table's history 4x slower)."""
+    name = f"{version:020d}.json"
+    for where in (LOG, ARCHIVE):
+        try:
+            with open(os.path.join(table, where, name), encoding="utf-8") as f:
+                lines = [line for line in f if line.strip()]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            if line.startswith('{"commitInfo":'):
+                return {**json.loads(line)["commitInfo"], "version": version}
+        return _info([json.loads(line) for line in lines], version)
+    return None
 
 
 def _info(actions: list[dict], version: int) -> dict:

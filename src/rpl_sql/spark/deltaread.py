@@ -109,13 +109,14 @@ def _matches(partition: Mapping[str, Any], wanted: Mapping[str, Iterable[Any]] |
 
 
 def snapshot(path: str, version: int | None = None,
-             partitions: Mapping[str, Iterable[Any]] | None = None) -> DeltaSnapshot:
+             partitions: Mapping[str, Iterable[Any]] | None = None, table=None) -> DeltaSnapshot:
     """Resolve a snapshot with delta-rs: the live files (optionally only some partitions) and their stats.
 
-    Raises UnsupportedDeltaTable for tables the Parquet files alone do not describe.
+    `table`: the DeltaTable of `path` already open at `version` (opening one replays the log: 0.16 s for an
+    events table of 150 files). Raises UnsupportedDeltaTable for tables the Parquet files alone do not describe.
     """
     check(path)
-    dt = archive.open_table(path, version=version)
+    dt = archive.open_table(path, version=version) if table is None else table
     _check_readable(dt)
     schema = pa.schema(dt.schema().to_arrow())
     pcols = tuple(dt.metadata().partition_columns)

@@ -114,6 +114,13 @@ def session_settings(master: str | None, conf: Mapping[str, str], defaults: Mapp
     return out
 
 
+def configured_master(master: str | None = None, conf: Mapping[str, str] | None = None) -> str:
+    """The master local_spark(master, **conf) would start on (spark-defaults.conf and $MASTER included)."""
+    defaults = spark_defaults()
+    settings = session_settings(master, conf or {}, defaults, os.environ)
+    return settings.get("spark.master") or defaults.get("spark.master") or os.environ["MASTER"]
+
+
 def local_spark(app_name: str = "rpl_sql", master: str | None = None, verbose: bool = False, **conf: str):
     """A SparkSession whose Python workers run this interpreter (so they can import rpl_sql): on `master`, else
     the master that spark-defaults.conf or $MASTER names, else local[2]; settings as session_settings gives them.

@@ -29,6 +29,7 @@ from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.delta import archive
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import Decision, decide, hit_rules, rewrite_db
+from rpl_sql.pipeline.applier.arrow_write import write_applied
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
 from rpl_sql.pipeline.applier.local import LocalApplier
@@ -53,12 +54,15 @@ from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filte
 from rpl_sql.pipeline.writer import SourceFilterConflict, channel_commits
 from rpl_sql.rules import TYPES, FilterType
 from rpl_sql.spark import deltaread
-from rpl_sql.spark.env import local_spark, session_conf
+from rpl_sql.spark.deltaread import DeltaFile
+from rpl_sql.spark.env import configured_master, local_spark, session_conf
 from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.state import Channel, ServerState, channel_key, is_gr_channel
 from rpl_sql.store import DeltaStore, resolve_warehouse
 
 log = logging.getLogger(__name__)
+
+ENGINES = ("auto", "arrow", "spark")  # who writes the applied events: pyarrow in the driver, or Spark
 
 # ---------------------------------------------------------------- the job
 
@@ -137,11 +141,14 @@ class _Applier:
     """
 
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[Progress], None] | None,
-                 verify: str, tables: bool = False, exec_mode: str = "STRICT"):
+                 verify: str, tables: bool = False, exec_mode: str = "STRICT", engine: str = "auto"):
         if batch_size is not None and batch_size <= 0:
             raise ValueError("batch_size must be positive")
         if verify not in ("auto", "all", "none"):
             raise ValueError("verify must be 'auto', 'all' or 'none'")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}")
+        self.engine = engine_for(spark) if engine == "auto" else engine
         self.spark = spark
         self.warehouse = warehouse
         self.store = DeltaStore(warehouse)
@@ -219,7 +226,7 @@ class _Applier:
     def run_channel(self, channel: str, report: ChannelReport, events_table) -> None:
         """Apply the channel's events landed up to `events_table`'s version (the run's DeltaTable of them)."""
         version = events_table.version()
-        snap = deltaread.snapshot(self.events, version, {"channel": [channel]})
+        snap = deltaread.snapshot(self.events, version, {"channel": [channel]}, table=events_table.table)
         stats_max = [f.max_values.get("seq") for f in snap.files]
         known_max = max(stats_max) if snap.files and all(m is not None for m in stats_max) else None
         t0 = time.perf_counter()
@@ -227,10 +234,12 @@ class _Applier:
         if not snap.files or (known_max is not None and known_max <= state.channel(channel).applier.seq):
             report.status = "up to date" if snap.files else "no events"
             return
-        spark = self._ensure_spark()
-        from pyspark.sql import functions as F
+        @functools.cache
+        def events():  # a DataFrame only when Spark reads the events: a pass, or the spark engine's write
+            from pyspark.sql import functions as F
 
-        events = deltaread.read_snapshot(spark, snap).withColumn("channel", F.lit(channel))
+            return deltaread.read_snapshot(self._ensure_spark(), snap).withColumn("channel", F.lit(channel))
+
         after = state.channel(channel).applier.seq
         # the log's commits are read once a run, for the summaries and the source-filtered ranges
         self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
@@ -270,7 +279,7 @@ class _Applier:
                     completed(rec)
             else:
                 commits = landed.batch(pos, self.batch_size)
-                rec = self.batch(events, state, ch, pos, version, commits, completed)
+                rec = self.batch(events, snap.files, state, ch, pos, version, commits, completed)
             if rec is None:
                 break
             pos = rec.end
@@ -293,23 +302,25 @@ class _Applier:
         last = events.where((F.col("seq") > hi) & (F.col("gtid") == gtid)).agg(F.max("seq")).collect()[0][0]
         return hi if last is None else last
 
-    def batch(self, events, state: ServerState, ch: Channel, lo: int, version: int,
-              commits: tuple[Summary, ...] = (), completed: Callable[[BatchRecord], None] | None = None
+    def batch(self, events: Callable[[], Any], files: tuple[DeltaFile, ...], state: ServerState, ch: Channel, lo: int,
+              version: int, commits: tuple[Summary, ...] = (), completed: Callable[[BatchRecord], None] | None = None
               ) -> BatchRecord | None:
         """Decide one batch after seq `lo` (the events of `commits`, decided from their summaries, or without
-        any, of a pass over the events) and hand its write and two commits, then `completed`, to the write
-        stage; its record, or None when there is nothing after `lo`."""
-        from pyspark.sql import functions as F
-
+        any, of a pass over the events: `events()`, the channel's as a DataFrame; `files`, their Delta files)
+        and hand its write and two commits, then `completed`, to the write stage; its record, or None when there
+        is nothing after `lo`."""
         if commits:
             hi = commits[-1].last_seq
         else:
             with _timed("batch end", ch.name):
-                hi = self._batch_end(events, lo)
-        ev = events.where(F.col("seq") > lo)
-        if hi is not None:
-            ev = ev.where(F.col("seq") <= hi)
-        ev = with_shape_key(ev)
+                hi = self._batch_end(events(), lo)
+
+        @functools.cache
+        def ev():
+            from pyspark.sql import functions as F
+
+            out = events().where(F.col("seq") > lo)
+            return with_shape_key(out if hi is None else out.where(F.col("seq") <= hi))
         # The pass decides each shape with the compiled functions in the query that finds it (the compiled
         # functions implement MySQL's semantics only); the summaries' shapes are decided by the evaluator.
         sql = state.filter_mode == "mysql" and not commits
@@ -319,7 +330,7 @@ class _Applier:
             log.debug("channel '%s': seqs %d..%d from %d commit summaries", ch.name, lo + 1, hi, len(commits))
         with _timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name):
             shapes, gtids, (last_file, last_pos) = (self._summarized(commits) if commits
-                                                    else self._aggregate(ev, ch, sql))
+                                                    else self._aggregate(ev(), ch, sql))
         if not shapes:
             return None
         total = sum(s.count for s in shapes)
@@ -340,7 +351,8 @@ class _Applier:
 
         def write_and_commit() -> None:
             with _timed("write", ch.name):
-                actions = self._write(ev, shapes, rec)
+                actions = (self._write_arrow(files, shapes, rec) if self.engine == "arrow"
+                           else self._write(ev(), shapes, rec))
             with _timed("commit applied", ch.name):
                 self.commits.commit_applied(rec, actions)
             with _timed("commit state", ch.name):
@@ -535,9 +547,7 @@ class _Applier:
                 F.lit(None).cast("string").alias(n)
                 for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it; a text
         # column that events landed by an older rpl_sql lack (`columns`) is NULL, as it would have been
-        hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
-        rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
-        target = f"{self.applied.rstrip('/')}/{rel_dir}"
+        rel_dir, target = self._target(rec)
         for exact in (False, True):
             if exact:
                 v = keyed.select(*[F.col(k).alias("v_" + k) for k in SHAPE_KEYS], "applied_db", "decided_by")
@@ -560,6 +570,40 @@ class _Applier:
             fs.delete_dir(base)
         raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
                          f"nothing committed", rec.channel)
+
+
+    def _target(self, rec: BatchRecord) -> tuple[str, str]:
+        """(directory relative to the applied table, its full path) for a batch's new files."""
+        hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
+        rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
+        return rel_dir, f"{self.applied.rstrip('/')}/{rel_dir}"
+
+    def _write_arrow(self, files: tuple[DeltaFile, ...], shapes: list[Shape], rec: BatchRecord) -> list:
+        """`_write` by pyarrow in this process (arrow_write); the add actions for the files."""
+        if not any(s.apply for s in shapes):
+            return []
+        rel_dir, target = self._target(rec)
+        fs, base = _fs(target)
+        rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs)
+        actions, written = _add_actions(target, rel_dir)
+        if rows != rec.applied or written != rows:
+            fs.delete_dir(base)
+            raise ApplyError(f"wrote {written} applied events, expected {rec.applied} (batch {rec.start + 1}.."
+                             f"{rec.end}); nothing committed", rec.channel)
+        return actions
+
+
+def engine_for(spark) -> str:
+    """'arrow' unless `spark` (a session; a factory or None start local_spark's master) runs on a cluster: there
+    the executors write ('spark')."""
+    if spark is None or callable(spark) and not hasattr(spark, "conf"):
+        master = configured_master()
+    else:
+        try:
+            master = spark.conf.get("spark.master", None)
+        except Exception:  # Spark Connect may refuse to show it: a remote server is a cluster to us
+            master = None
+    return "arrow" if master is not None and master.startswith("local") else "spark"
 
 
 def _key_hash(*cols):
@@ -630,7 +674,7 @@ def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
 
 def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[str] | None = None, *,
           batch_size: int | None = None, progress: Callable[[Progress], None] | None = None,
-          verify: str = "auto", tables: bool = False, exec_mode: str = "STRICT") -> ApplyReport:
+          verify: str = "auto", tables: bool = False, exec_mode: str = "STRICT", engine: str = "auto") -> ApplyReport:
     """Run the applier over the events landed so far (the events table as of the start of the run).
 
     `spark`: a SparkSession, a function returning one, or None to start a local one (either only if some
@@ -643,12 +687,15 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     `progress`: called with a `Progress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many of the
     shapes the compiled SQL decided (events without summaries) the reference evaluator re-checks. `tables`:
     also keep the replica tables (`pipeline.replica`) after each batch, with `exec_mode` 'STRICT' (MySQL's
-    errors 1032/1062 stop) or 'IDEMPOTENT'. Half-done batches of a crashed run are completed first.
+    errors 1032/1062 stop) or 'IDEMPOTENT'. `engine`: who writes the applied events -- 'arrow' (pyarrow in
+    this process: no Spark at all for events the ingest summarised), 'spark' (the session's executors), or
+    'auto': 'arrow' on a local master, 'spark' on a cluster. Half-done batches of a crashed run are completed
+    first.
     """
     from deltalake.exceptions import TableNotFoundError
 
     t0 = time.perf_counter()
-    job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify, tables, exec_mode)
+    job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify, tables, exec_mode, engine)
     state = job.store.load().state
     names, named = job.targets(state, channels)
     reports = {n: ChannelReport(n) for n in names}
