@@ -702,22 +702,23 @@ CHILD = textwrap.dedent("""
     spark = __import__("rpl_sql.spark.env", fromlist=["x"]).local_spark(
         app_name="kill-test", **{{"spark.ui.showConsoleProgress": "false"}})
     print("READY", flush=True)
-    A.apply(spark, {wh!r}, batch_size={batch})
+    A.apply(spark, {wh!r}, batch_size={batch}, engine={engine!r})
     print("DONE", flush=True)
 """)
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_points_loses_nothing_and_counts_once(spark, warehouse, tmp_path):
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_sigkill_at_random_points_loses_nothing_and_counts_once(spark, warehouse, tmp_path, engine):
     """Kill an applier process (and its JVM) at random moments, rerun until done: applied events have no gap
-    and no duplicate per (channel, seq), and the COUNTERs equal those of the reference."""
+    and no duplicate per (channel, seq), and the COUNTERs equal those of the reference. Either engine writes."""
     setup_server(warehouse)
     log = mixed_log(seed=21, scale=3)
     land(warehouse, log)
     before = DeltaStore(warehouse).load().state
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), wh=warehouse,
-                                   batch=60))
+                                   batch=60, engine=engine))
     rnd = random.Random(int(os.environ.get("RPL_SQL_KILL_SEED", "0")) or None)
     kills = 0
     for attempt in range(3):  # each attempt is killed: kill points follow progress, and work remains

@@ -584,7 +584,8 @@ class _Applier:
             return []
         rel_dir, target = self._target(rec)
         fs, base = _fs(target)
-        rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs)
+        rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs,
+                             threads=min(8, os.cpu_count() or 2))
         actions, written = _add_actions(target, rel_dir)
         if rows != rec.applied or written != rows:
             fs.delete_dir(base)
