@@ -319,6 +319,27 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
 
 
+def arrow_copy(events: str, copy_dir: str) -> None:
+    """Every events file read and written to Parquet again by pyarrow, on two threads, read and written as the
+    arrow engine reads and writes (its dictionary columns and writer options: the tightest copy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.parquet as pq
+
+    from rpl_sql.pipeline.applier.arrow_write import DICTIONARY_READ, PARQUET_OPTIONS
+
+    files = [f.path for f in _module("rpl_sql.spark.deltaread").snapshot(events).files]
+    shutil.rmtree(copy_dir, ignore_errors=True)
+    os.makedirs(copy_dir)
+
+    def one(i: int) -> None:
+        pq.write_table(pq.read_table(files[i], read_dictionary=DICTIONARY_READ),
+                       os.path.join(copy_dir, f"{i}.parquet"), **PARQUET_OPTIONS)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(len(files))))
+    shutil.rmtree(copy_dir, ignore_errors=True)
+
+
 def measured_session(app_name: str):
     """A local SparkSession whose JVM cpu_seconds() reads, and the Phases collecting the applier's timings."""
     local_spark = _module("rpl_sql.spark.env", "rpl_sql.sparkenv").local_spark
@@ -456,26 +477,6 @@ def main(argv=None) -> int:
         read_delta(spark, ev, engine="delta-rs").write.parquet(copy_dir)
         shutil.rmtree(copy_dir, ignore_errors=True)
 
-    def arrow_copy():
-        """Every events file read and written to Parquet again by pyarrow, on two threads, read and written as
-        the arrow engine reads and writes (its dictionary columns and writer options: the tightest copy)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        import pyarrow.parquet as pq
-
-        from rpl_sql.pipeline.applier.arrow_write import DICTIONARY_READ, PARQUET_OPTIONS
-
-        files = [f.path for f in snapshot(ev).files]
-        shutil.rmtree(copy_dir, ignore_errors=True)
-        os.makedirs(copy_dir)
-
-        def one(i: int) -> None:
-            pq.write_table(pq.read_table(files[i], read_dictionary=DICTIONARY_READ),
-                           os.path.join(copy_dir, f"{i}.parquet"), **PARQUET_OPTIONS)
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(one, range(len(files))))
-        shutil.rmtree(copy_dir, ignore_errors=True)
-
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     noop(spark.read.parquet(ev))  # warm-up: JIT, page cache
     base = {
@@ -485,7 +486,7 @@ def main(argv=None) -> int:
         "Parquet count(*)": timed(lambda: spark.read.parquet(ev).count(), 2),
         "read_delta count(*)": timed(lambda: read_delta(spark, ev, engine="delta-rs").count(), 2),
         "copy: read_delta -> Parquet files": timed(copy, 2),
-        "copy: pyarrow read -> Parquet files, 2 threads": timed(arrow_copy, 2),
+        "copy: pyarrow read -> Parquet files, 2 threads": timed(lambda: arrow_copy(ev, copy_dir), 2),
     }
     t_rd, c_rd = base["read_delta scan, all columns (delta-rs files)"][:2]
     t_copy, c_copy = base["copy: read_delta -> Parquet files"][:2]
@@ -510,7 +511,7 @@ def main(argv=None) -> int:
         applied = sum(c.applied for c in report.channels)
         ph = dict(phases.by_phase)
         # the copies again, right after: this shared machine's speed drifts by a fifth between minutes
-        t_beside = timed(copy if engine == "spark" else arrow_copy)[0]
+        t_beside = timed(copy if engine == "spark" else lambda: arrow_copy(ev, copy_dir))[0]
         results.append((r, engine, how, t_cfg, t_apply, c_apply, report.events, applied, ph, t_beside))
         print(f"rules/channel={r:>6} ({engine}, {how}): apply {t_apply:6.1f}s wall, {c_apply:6.1f}s CPU "
               f"({report.events / t_apply / 1e6:.2f} M ev/s, {applied / max(report.events, 1):.0%} applied) = "
