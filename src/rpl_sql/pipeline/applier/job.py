@@ -468,7 +468,7 @@ class _Applier:
 
     def _decide(self, state: ServerState, ch: Channel, shapes: list[Shape], sql: bool) -> None:
         """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
-        lctn = state.lower_case_table_names
+        lctn, matching = state.lower_case_table_names, state.matching
         if not sql:
             rows: dict[tuple, tuple] = {}  # a row event's decision is its (db, table)'s, whatever its type
             applied_db: dict[str | None, str | None] = {}
@@ -477,7 +477,7 @@ class _Applier:
                 got = rows.get(row) if row is not None else None
                 if got is None:
                     event = s.event()
-                    d = self._reference(ch, s, state.matching, event)
+                    d = self._reference(ch, s, matching, event)
                     got = (d.apply, d.decided_by, d.hits, hit_rules(ch.filters, event, d, lctn) if d.hits else ())
                     if row is not None:
                         rows[row] = got
@@ -491,7 +491,7 @@ class _Applier:
             s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
                                  s.apply, s.decided_by, lctn)
             if s.hits:  # which rule: the evaluator names it (SQL returns the deciding type only)
-                d = self._reference(ch, s, state.matching)
+                d = self._reference(ch, s, matching)
                 s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
                 if state.filter_mode == "mysql":  # then it is the decision _verify checks against
                     decided[id(s)] = d
