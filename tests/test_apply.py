@@ -764,6 +764,11 @@ def test_cli_apply(spark, warehouse, capsys):
     out = capsys.readouterr()
     assert "| ch1 " in out.out and "not running" in out.out and "Decided by" in out.out
     assert "[apply] channel 'ch1': batch 1" in out.err
+    with pytest.raises(SystemExit):
+        main(["--warehouse", warehouse, "--engine", "jvm"])
+    assert "invalid choice: 'jvm'" in capsys.readouterr().err
+    assert main(["--warehouse", warehouse, "--engine", "spark"]) == 0
+    assert "up to date" in capsys.readouterr().out
 
 
 def test_the_local_engine_equals_the_spark_job(spark, warehouse, tmp_path):
@@ -777,7 +782,7 @@ def test_the_local_engine_equals_the_spark_job(spark, warehouse, tmp_path):
         setup_server(wh)
         land(wh, log)
     before = DeltaStore(other).load().state
-    apply(spark, warehouse)
+    apply(spark, warehouse, engine="spark")
     local = LocalApplier(other, batch_size=7)
     batches = 0
     for ch in ("", "ch1", "ch2"):

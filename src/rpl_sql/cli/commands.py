@@ -10,6 +10,7 @@ from rpl_sql.applier_state import ApplyError
 from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier import apply
+from rpl_sql.pipeline.applier.job import engine_for_master
 from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SERVICE_ALLOCATORS, SQL_THREAD_MAX_MEMORY,
                                               ReplicaService, ServiceError, set_service_allocators)
 from rpl_sql.pipeline.replica.snapshot import Snapshot, SnapshotProgress
@@ -100,9 +101,7 @@ def apply_main(argv: list[str] | None = None) -> int:
     add_spark_options(p, f"Spark master URL, as spark-sql takes it ({DEFAULT_MASTER})")
     args = p.parse_args(argv)
     conf = spark_conf(p, args)
-    engine = args.engine
-    if engine == "auto":
-        engine = "arrow" if configured_master(args.master, conf).startswith("local") else "spark"
+    engine = engine_for_master(configured_master(args.master, conf)) if args.engine == "auto" else args.engine
 
     def start_spark():
         return local_spark(app_name="rpl_sql-apply", master=args.master, verbose=args.verbose,

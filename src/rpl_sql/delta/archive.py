@@ -53,8 +53,12 @@ def local_root(table: Any) -> str | None:
 
 def read_actions(path: str) -> list[dict]:
     """The actions of one JSON commit file."""
+    return [json.loads(line) for line in _lines(path)]
+
+
+def _lines(path: str) -> list[str]:
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [line for line in f if line.strip()]
 
 
 def log_retention(table: str, names: list[str] | None = None) -> float:
@@ -176,10 +180,15 @@ def read_commit(table: str, version: int) -> list[dict] | None:
     """The actions of commit `version`, from the log or, once moved, the archive; None when it is in neither
     (pruned, or never written). Race-free beside `archive()`: a commit only ever moves from the log to the
     archive, so one that is not in the log when looked for there is in the archive when looked for next."""
+    lines = _commit_lines(table, version)
+    return None if lines is None else [json.loads(line) for line in lines]
+
+
+def _commit_lines(table: str, version: int) -> list[str] | None:
     name = f"{version:020d}.json"
     for where in (LOG, ARCHIVE):
         try:
-            return read_actions(os.path.join(table, where, name))
+            return _lines(os.path.join(table, where, name))
         except FileNotFoundError:
             continue
     return None
@@ -197,31 +206,27 @@ def commit_info(path: str, version: int) -> dict | None:
     """The commitInfo of the commit file at `path` (empty if it has none) with its "version"; None when the
     file is gone."""
     try:
-        actions = read_actions(path)
+        lines = _lines(path)
     except FileNotFoundError:
         return None
-    return _info(actions, version)
+    return _info(lines, version)
 
 
 def read_commit_info(table: str, version: int) -> dict | None:
     """`commit_info` of commit `version` wherever it is (as `read_commit` looks); None when it is in neither
-    place. Only the commitInfo line is decoded where it starts as writers write it (a compaction's commit
-    holds a line per file it removes: decoding them all made reading an events table's history 4x slower)."""
-    name = f"{version:020d}.json"
-    for where in (LOG, ARCHIVE):
-        try:
-            with open(os.path.join(table, where, name), encoding="utf-8") as f:
-                lines = [line for line in f if line.strip()]
-        except FileNotFoundError:
-            continue
-        for line in lines:
-            if line.startswith('{"commitInfo":'):
-                return {**json.loads(line)["commitInfo"], "version": version}
-        return _info([json.loads(line) for line in lines], version)
-    return None
+    place."""
+    lines = _commit_lines(table, version)
+    return None if lines is None else _info(lines, version)
 
 
-def _info(actions: list[dict], version: int) -> dict:
+def _info(lines: list[str], version: int) -> dict:
+    """The commitInfo of a commit's lines, with its version. Only the commitInfo line is decoded where it
+    starts as writers write it (a compaction's commit holds a line per file it removes: decoding them all
+    made reading an events table's history 4x slower)."""
+    for line in lines:
+        if line.startswith('{"commitInfo":'):
+            return {**json.loads(line)["commitInfo"], "version": version}
+    actions = (json.loads(line) for line in lines)
     return {**next((a["commitInfo"] for a in actions if "commitInfo" in a), {}), "version": version}
 
 

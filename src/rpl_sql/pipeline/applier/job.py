@@ -571,7 +571,6 @@ class _Applier:
         raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
                          f"nothing committed", rec.channel)
 
-
     def _target(self, rec: BatchRecord) -> tuple[str, str]:
         """(directory relative to the applied table, its full path) for a batch's new files."""
         hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
@@ -595,15 +594,17 @@ class _Applier:
 
 
 def engine_for(spark) -> str:
-    """'arrow' unless `spark` (a session; a factory or None start local_spark's master) runs on a cluster: there
-    the executors write ('spark')."""
+    """The engine `auto` means for `spark` (a session; a factory or None start local_spark's master)."""
     if spark is None or callable(spark) and not hasattr(spark, "conf"):
-        master = configured_master()
-    else:
-        try:
-            master = spark.conf.get("spark.master", None)
-        except Exception:  # Spark Connect may refuse to show it: a remote server is a cluster to us
-            master = None
+        return engine_for_master(configured_master())
+    try:
+        return engine_for_master(spark.conf.get("spark.master", None))
+    except Exception:  # Spark Connect may refuse to show it: a remote server is a cluster to us
+        return engine_for_master(None)
+
+
+def engine_for_master(master: str | None) -> str:
+    """'arrow' on a local master; 'spark' on a cluster (or an unknown master), where the executors write."""
     return "arrow" if master is not None and master.startswith("local") else "spark"
 
 
