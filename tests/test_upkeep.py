@@ -337,3 +337,52 @@ def test_upkeep_goes_on_when_a_writer_commits_first(tmp_path, monkeypatch):
     assert report.compaction_raced and report.compacted == (0, 0)
     assert report.checkpoint == DeltaTable(path).version()  # the rest of its work done
     assert sorted(DeltaTable(path).to_pyarrow_table().column("i").to_pylist()) == list(range(1, 6))
+
+
+def test_an_upkeep_compaction_beside_the_events_writers_own_leaves_every_row_once(tmp_path, monkeypatch, caplog):
+    """The events writer compacts its own commits (a predicate overwrite through the table it holds) while
+    `rpl-sql upkeep` may compact the same files from another process. Upkeep's compaction commits after the
+    writer's last commit, the writer still holding the version before it: the writer's compaction is refused
+    and skipped (delta-rs sees that the files it rewrote were removed), every event is there once, and the
+    writer goes on appending. And the other order: an upkeep compaction planned before the writer's committed
+    is refused (upkeep reports it raced and drops it)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+
+    from rpl_sql.delta.upkeep import compact_table
+    from rpl_sql.pipeline import writer as W
+    from rpl_sql.pipeline.events import events_path
+    from rpl_sql.pipeline.writer import Batch, EventsWriter
+
+    monkeypatch.setattr(W, "COMPACT_EVERY", 1000)  # its commits kept for a compaction only this test asks for
+    caplog.set_level("WARNING", logger=W.__name__)
+    wh = str(tmp_path / "wh")
+    path = events_path(wh)
+
+    def batch(w):
+        b = Batch(w.channel, "binlog")
+        for i in range(3):
+            b.add(f"0-1-{w.last_seq + 1}", "bin.000001", 100 + w.last_seq + i, "write_rows", db_name=f"d{i % 2}",
+                  table_name="t", rows="[]", time_us=0)
+        return b.to_table(w.last_seq + 1)
+
+    w = EventsWriter(wh, "a").open()
+    for _ in range(6):
+        w.commit(batch(w), {"source": "binlog"})
+    compact_table(DeltaTable(path), channel="a")  # upkeep, from its own process
+    w.compact()
+    w.commit(batch(w), {"source": "binlog"})
+    seqs = DeltaTable(path).to_pyarrow_table(columns=["seq"]).column("seq").to_pylist()
+    assert sorted(seqs) == list(range(1, 22))
+    assert any("compaction skipped" in r.getMessage() for r in caplog.records)
+    ops = [c.get("operation") for c in DeltaTable(path).history()]
+    assert ops.count("OPTIMIZE") == 1 and ops[0] == "WRITE"
+    # the other order: upkeep planned its compaction before the writer's committed, and commits after it
+    for _ in range(4):
+        w.commit(batch(w), {"source": "binlog"})
+    planned = DeltaTable(path)
+    w.compact()
+    with pytest.raises(CommitFailedError, match="concurrent transaction deleted data this operation read"):
+        planned.optimize.compact(partition_filters=[("channel", "=", "a")])
+    seqs = DeltaTable(path).to_pyarrow_table(columns=["seq"]).column("seq").to_pylist()
+    assert sorted(seqs) == list(range(1, 34))
