@@ -850,15 +850,16 @@ def test_the_local_engine_compacts_its_batches_and_changes_no_row(warehouse, tmp
     assert K.BatchCommits.find_record(a, "ch1", sa.channel("ch1").applier.seq) is not None
 
 
-def test_events_landed_before_the_columns_column_apply(spark, warehouse):
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_events_landed_before_the_columns_column_apply(spark, warehouse, engine):
     """An events table that an older rpl_sql landed has no `columns` (the table map's columns, added with the
-    replica tables): the applier reads it as NULL and applies as the reference says."""
+    replica tables): the applier reads it as NULL and applies as the reference says, with either engine."""
     setup_server(warehouse)
     log = mixed_log(seed=3)
     write_deltalake(events_path(warehouse), log.table().drop_columns(["columns"]), partition_by=PARTITION_BY,
                     mode="append")
     before = DeltaStore(warehouse).load().state
-    apply(spark, warehouse)
+    apply(spark, warehouse, engine=engine)
     check_against_reference(spark, warehouse, log, before)
     assert read_delta(spark, applied_path(warehouse)).where("columns IS NOT NULL").count() == 0
 
