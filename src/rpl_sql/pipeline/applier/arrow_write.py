@@ -9,6 +9,7 @@ and requires equal applied tables.
 """
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -93,9 +94,9 @@ class ShapeIndex:
             if build:
                 self._values.append(pc.unique(col))
             values = self._values[i]
-            if key is not None and bound * len(values) >= 1 << KEY_BITS and (build or i in self._dense):
-                if build:
-                    self._dense[i] = pc.unique(key)
+            if build and key is not None and bound * len(values) >= 1 << KEY_BITS:
+                self._dense[i] = pc.unique(key)
+            if i in self._dense:
                 key, bound = pc.index_in(key, value_set=self._dense[i]).cast(pa.int64()), len(self._dense[i])
             code = _map(col, lambda c: pc.index_in(c, value_set=values).cast(pa.int64()))
             key = code if key is None else pc.add(pc.multiply(key, len(values)), code)
@@ -120,7 +121,7 @@ def verdicts(shapes: Sequence[Shape]) -> tuple[ShapeIndex, pa.Table]:
 
 def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, index: ShapeIndex, lookup: pa.Table) -> pa.Table:
     """The events of one file in (lo, hi] that a verdict applies, in WRITE_SCHEMA."""
-    fs, path = _source(f.path)
+    fs, path = filesystem(f.path)
     with fs.open_input_file(path) as fh:
         pf = pq.ParquetFile(fh, read_dictionary=DICTIONARY_READ)
         t = pf.read(columns=[n for n in APPLIED_SCHEMA.names if n in pf.schema_arrow.names])
@@ -155,9 +156,10 @@ def _repeat(value: str, n: int) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([value], pa.string()))
 
 
-def _source(path: str):
+def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's filesystem for a local path or a URI, and the path on it."""
     if "://" not in path:
-        return pafs.LocalFileSystem(), path
+        return pafs.LocalFileSystem(), os.path.abspath(path)
     return pafs.FileSystem.from_uri(path)
 
 

@@ -29,7 +29,7 @@ from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.delta import archive
 from rpl_sql.errors import MySQLError
 from rpl_sql.evaluate import Decision, decide, hit_rules, rewrite_db
-from rpl_sql.pipeline.applier.arrow_write import write_applied
+from rpl_sql.pipeline.applier.arrow_write import filesystem, write_applied
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
 from rpl_sql.pipeline.applier.local import LocalApplier
@@ -71,14 +71,6 @@ def _timed(what: str, channel: str):
     t = time.perf_counter()
     yield
     log.debug("channel '%s': %s %.2fs", channel, what, time.perf_counter() - t)
-
-
-def _fs(path: str):
-    from pyarrow import fs as pafs
-
-    if "://" not in path:
-        return pafs.LocalFileSystem(), os.path.abspath(path)
-    return pafs.FileSystem.from_uri(path)
 
 
 class _LogOnce:
@@ -566,7 +558,7 @@ class _Applier:
                 break
             log.info("channel '%s': shapes share a key hash; writing the batch again, joined on the key columns",
                      rec.channel)
-            fs, base = _fs(target)
+            fs, base = filesystem(target)
             fs.delete_dir(base)
         raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
                          f"nothing committed", rec.channel)
@@ -579,10 +571,10 @@ class _Applier:
 
     def _write_arrow(self, files: tuple[DeltaFile, ...], shapes: list[Shape], rec: BatchRecord) -> list:
         """`_write` by pyarrow in this process (arrow_write); the add actions for the files."""
-        if not any(s.apply for s in shapes):
+        if not rec.applied:
             return []
         rel_dir, target = self._target(rec)
-        fs, base = _fs(target)
+        fs, base = filesystem(target)
         rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs,
                              threads=min(8, os.cpu_count() or 2))
         actions, written = _add_actions(target, rel_dir)
@@ -647,7 +639,7 @@ def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
     from deltalake.transaction import AddAction
     from pyarrow import fs as pafs
 
-    fs, base = _fs(target)
+    fs, base = filesystem(target)
     infos = [i for i in fs.get_file_info(pafs.FileSelector(base, recursive=False))
              if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
              and not i.base_name.startswith(("_", "."))]
