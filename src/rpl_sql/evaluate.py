@@ -359,6 +359,22 @@ def decide(filters: Filters, event: Event, lctn: int | Matching = 0, mode: str =
     return decide_statement(filters, event, lctn, trace)
 
 
+def decision_key(event: Event) -> tuple:
+    """What `decide` reads of an event, and only that: events with equal keys get equal decisions (and
+    `hit_rules`) under any filters, lower_case_table_names and mode, so a caller deciding many events may
+    decide one per key. tests/test_evaluate.py checks it against `decide`."""
+    if isinstance(event, RowEvent):
+        return ("row", event.db, event.table, event.in_xa)
+    cmd = event.command.upper()
+    if cmd in TRANSACTION_CONTROL:
+        return ("transaction",)
+    kind = (cmd in REWRITE_UNCOUNTED, cmd in XA_UNCOUNTED, cmd in DATABASE_COMMANDS,
+            cmd if cmd in ("DROP_TRIGGER", "SET_OPTION") else None)
+    return ("statement", kind, event.default_db or "", bool(event.tables),
+            tuple((t.db, t.name) for t in event.tables if t.updating), event.drop_temporary_if_exists,
+            event.in_stored_program, event.trigger_table if cmd == "DROP_TRIGGER" else None)
+
+
 DROP_TEMPORARY_IF_EXISTS = "DROP_TEMPORARY_TABLE_IF_EXISTS"
 
 

@@ -41,6 +41,7 @@ from rpl_sql.pipeline.applier.shapes import (
     VERIFY_MAX_SHAPES,
     Shape,
     batch_record,
+    decide_shapes,
     decision_columns,
     derive_hits,
     not_running,
@@ -462,21 +463,7 @@ class _Applier:
         """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
         lctn, matching = state.lower_case_table_names, state.matching
         if not sql:
-            rows: dict[tuple, tuple] = {}  # a row event's decision is its (db, table)'s, whatever its type
-            applied_db: dict[str | None, str | None] = {}
-            for s in shapes:
-                row = s.key[1:3] if s.kind == "row" else None
-                got = rows.get(row) if row is not None else None
-                if got is None:
-                    event = s.event()
-                    d = self._reference(ch, s, matching, event)
-                    got = (d.apply, d.decided_by, d.hits, hit_rules(ch.filters, event, d, lctn) if d.hits else ())
-                    if row is not None:
-                        rows[row] = got
-                s.apply, s.decided_by, s.hits, s.rule_hits = got
-                if s.db not in applied_db:
-                    applied_db[s.db] = self._applied_db(ch, s, lctn)
-                s.applied_db = applied_db[s.db]
+            decide_shapes(ch.name, ch.filters, shapes, matching)
             return
         decided: dict[int, Decision] = {}  # id(shape) -> the evaluator's decision, for _verify to reuse
         for s in shapes:

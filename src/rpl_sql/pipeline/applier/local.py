@@ -20,9 +20,8 @@ import pyarrow.compute as pc
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, Stop, slot_signature
 from rpl_sql.delta.scan import Followed, read_range
-from rpl_sql.evaluate import decide, hit_rules, rewrite_db
 from rpl_sql.pipeline.applier.commits import BatchCommits
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record, decide_shapes
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.writer import SourceFilterConflict
@@ -127,21 +126,12 @@ class LocalApplier:
             sh.count += 1
             sh.max_seq = s
             which.append(sh)
-        lctn = state.lower_case_table_names
         for sh in shapes.values():
             if sh.kind.startswith("unknown:"):
                 raise ApplyError(f"seq {sh.min_seq}: unknown {sh.describe()}", channel)
-            if sh.kind == "gtid":
-                continue
             if sh.kind == "row" and (sh.key[1] is None or sh.key[2] is None):
                 raise ApplyError(f"seq {sh.min_seq}: cannot decide the malformed {sh.describe()}", channel)
-            try:
-                d = decide(ch.filters, sh.event(), state.matching)
-            except Exception as e:  # the evaluator refuses a malformed or XA event
-                raise ApplyError(f"seq {sh.min_seq}: {sh.describe()}: {e}", channel) from e
-            sh.apply, sh.decided_by, sh.hits = d.apply, d.decided_by, d.hits
-            sh.rule_hits = hit_rules(ch.filters, sh.event(), d, lctn)
-            sh.applied_db = rewrite_db(ch.filters, sh.db, lctn)
+        decide_shapes(channel, ch.filters, [sh for sh in shapes.values() if sh.kind != "gtid"], state.matching)
         if self.stop_before is not None and through is None:
             bad = self.stop_before([
                 {"seq": s, "event_type": cols["event_type"][i], "command": cols["command"][i],

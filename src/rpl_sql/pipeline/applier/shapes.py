@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 import pyarrow as pa
 
@@ -20,11 +21,15 @@ from rpl_sql.evaluate import (
     TRANSACTION_CONTROL,
     XA_UNCOUNTED,
     RowEvent,
+    decide,
+    decision_key,
+    hit_rules,
+    rewrite_db,
     statement_event,
     statement_event_of,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES
-from rpl_sql.rules import TYPES, Filters, FilterType, first_pair, fold, tally_rule_hits
+from rpl_sql.rules import TYPES, Filters, FilterType, Matching, first_pair, fold, tally_rule_hits
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +163,29 @@ class Shape:
                      for t in self.tables or ()]
             return f"{cmd or 'OTHER'} statement (default db {ddb!r}, tables [{', '.join(names)}])"
         return f"event_type {et!r}"
+
+
+def decide_shapes(channel: str, filters: Filters, shapes: Sequence["Shape"], matching: Matching) -> None:
+    """Each shape's verdict, deciding rule, hits (per rule too) and applied database, by the reference
+    evaluator: once per distinct decision input (`evaluate.decision_key`: a batch's shapes differing only in
+    the row event's type, a statement's command within its class or the tables it only reads share one)."""
+    lctn = matching.lower_case_table_names
+    decided: dict[tuple, tuple] = {}
+    applied_db: dict[str | None, str | None] = {}
+    for s in shapes:
+        event = s.event()
+        key = decision_key(event)
+        got = decided.get(key)
+        if got is None:
+            try:
+                d = decide(filters, event, matching)
+            except Exception as e:  # the evaluator refuses a malformed or XA event
+                raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", channel) from e
+            got = decided[key] = (d.apply, d.decided_by, d.hits, hit_rules(filters, event, d, lctn) if d.hits else ())
+        s.apply, s.decided_by, s.hits, s.rule_hits = got
+        if s.db not in applied_db:
+            applied_db[s.db] = rewrite_db(filters, s.db, lctn)
+        s.applied_db = applied_db[s.db]
 
 
 def batch_record(ch, shapes, settled: dict, settled_rules: dict | None = None, **fields) -> BatchRecord:
