@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_apply.py                  # 10M events, 1/100/1,000/10,000 rules per channel
     .venv/bin/python bench/bench_apply.py --rules 1,10000 --decide-ab 5   # + deciding: public functions vs codes
     .venv/bin/python bench/bench_apply.py --rules 10000 --ab e809a38 --rounds 2   # whole applies vs a revision
+    .venv/bin/python bench/bench_apply.py --rules 1,10000 --split 3   # deciding, and writing alone, vs the copy
 
 Events (3 channels, row-based transactions with 1-4 row events, 5% statements, 1% dropped-at-source GTID
 markers; 50 databases x 40 tables per channel) are generated once with numpy/pyarrow and written with delta-rs
@@ -404,6 +405,52 @@ def ab_runs(ref: str, n: int, data: str, rules: list[int], rounds: int) -> None:
         shutil.rmtree(tree, ignore_errors=True)
 
 
+def split_runs(wh: str, r: int, rounds: int) -> None:
+    """--split: the arrow engine's apply in its two halves, each side by side with pyarrow's copy, per round:
+    deciding every channel's batch (the summaries read and merged, the shapes decided; nothing written), then
+    writing the three channels' applied events with those decisions (`arrow_write.write_applied`, as the
+    write stage does: one channel after another, a thread per core). No Spark. The applier overlaps the two
+    (the next channel is decided while one is written), so its wall time lies between the larger and the sum."""
+    from rpl_sql.delta import archive
+    from rpl_sql.pipeline.applier import arrow_write, job
+    from rpl_sql.pipeline.applier.landed import summarized
+    from rpl_sql.pipeline.writer import channel_commits
+
+    deltaread = _module("rpl_sql.spark.deltaread")
+    configure(wh, r)
+    ev = events_path(wh)
+    out = os.path.join(os.path.dirname(wh), "split_tmp")
+
+    def decide_all() -> list:
+        dt = archive.open_table(ev)
+        history = job._LogOnce(dt).history
+        todo = []
+        for ch in CHANNELS:
+            applier = job._Applier(lambda: None, wh, None, None, "auto", engine="arrow")
+            state = applier.store.load().state
+            snap = deltaread.snapshot(ev, dt.version(), {"channel": [ch]}, table=dt)
+            shapes, _, _ = applier._summarized(summarized(channel_commits(dt, ch, 0, history=history), 0).commits)
+            applier._decide(state, state.channel(ch), [s for s in shapes if s.kind != "gtid"], False)
+            todo.append((ch, snap.files, shapes))
+        return todo
+
+    def write_all(todo: list) -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        for i, (ch, files, shapes) in enumerate(todo):
+            arrow_write.write_applied(files, ch, 0, None, shapes, os.path.join(out, str(i)),
+                                      arrow_write.pafs.LocalFileSystem(), threads=min(8, os.cpu_count() or 2))
+        shutil.rmtree(out, ignore_errors=True)
+
+    for i in range(rounds):
+        (w_dec, c_dec, todo) = timed(decide_all)
+        w_wr, c_wr, _ = timed(lambda: write_all(todo))
+        w_cp, c_cp, _ = timed(lambda: arrow_copy(ev, out))
+        print(f"rules/channel={r} round {i + 1}: deciding {w_dec:.2f}s ({c_dec:.1f} CPU s) = {w_dec / w_cp:.2f}x "
+              f"pyarrow's copy; writing alone {w_wr:.2f}s ({c_wr:.1f} CPU s) = {w_wr / w_cp:.2f}x wall, "
+              f"{c_wr / c_cp:.2f}x CPU; pyarrow's copy {w_cp:.2f}s ({c_cp:.1f} CPU s); "
+              f"{sum(len(s) for _, _, s in todo):,} shapes (load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
 @contextlib.contextmanager
 def _deciding_by(how: str):
     """'summaries': as the applier runs (the ingest commits' summaries); 'pass': as if the commits had none
@@ -433,6 +480,8 @@ def main(argv=None) -> int:
                    "alternating in fresh processes")
     p.add_argument("--rounds", type=int, default=2, help="--ab: rounds (each runs both sides once)")
     p.add_argument("--ab-child", metavar="DIR", help=argparse.SUPPRESS)
+    p.add_argument("--split", type=int, default=0, metavar="N",
+                   help="only the arrow engine's two halves (deciding; writing alone) beside pyarrow's copy, N rounds")
     args = p.parse_args(argv)
     n = args.events or (1_000_000 if args.quick else 10_000_000)
     rule_sets = [int(x) for x in (args.rules or ("1,100,1000" if args.quick else "1,100,1000,10000")).split(",")]
@@ -462,6 +511,10 @@ def main(argv=None) -> int:
         return 0
     if args.ab:
         ab_runs(args.ab, n, args.data, rule_sets, args.rounds)
+        return 0
+    if args.split:
+        for r in rule_sets:
+            split_runs(wh, r, args.split)
         return 0
 
     spark, phases = measured_session("bench_apply")

@@ -28,8 +28,6 @@ def shapes(warehouse: str, channels: list[str] | None = None, last: int | None =
     import pyarrow.dataset as ds
     from deltalake.exceptions import TableNotFoundError
 
-    from rpl_sql.pipeline.summary import row_numbers
-
     from rpl_sql.store import utc_time  # with delta-rs: loaded when events are read
 
     try:
@@ -66,7 +64,7 @@ def shapes(warehouse: str, channels: list[str] | None = None, last: int | None =
         tables = q.column("tables").combine_chunks()
         keyed = pa.table({"channel": q.column("channel"), "command": q.column("command").cast(pa.string()),
                           "default_db": q.column("default_db").cast(pa.string()), "tables": _tables_key(tables),
-                          "i": row_numbers(q.num_rows)})
+                          "i": pc.indices_nonzero(pa.repeat(pa.scalar(True), q.num_rows)).cast(pa.int64())})
         groups = keyed.group_by(["channel", "command", "default_db", "tables"], use_threads=False).aggregate(
             [([], "count_all"), ("i", "min")])
         for r in groups.select(["channel", "command", "default_db", "i_min", "count_all"]).to_pylist():
