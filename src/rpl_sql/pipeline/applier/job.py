@@ -481,9 +481,9 @@ class _Applier:
         return rewrite_db(ch.filters, s.db, lctn)
 
     @staticmethod
-    def _reference(ch: Channel, s: Shape, matching, event=None) -> Decision:
+    def _reference(ch: Channel, s: Shape, matching) -> Decision:
         try:
-            return decide(ch.filters, s.event() if event is None else event, matching)
+            return decide(ch.filters, s.event(), matching)
         except Exception as e:  # the evaluator refuses what SQL decided: a malformed or XA event
             raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", ch.name) from e
 
