@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from rpl_sql import server
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import Decision, Event, RowEvent, decide
+from rpl_sql.evaluate import Decision, Event, RowEvent, decide, decision_key
 from rpl_sql.state import ServerState
 from rpl_sql.statements import ChangeReplicationFilter
 
@@ -57,8 +57,13 @@ def impact(before: ServerState, after: ServerState, landed: dict[str, list[tuple
     deciding rule changes, then the channel's totals (Object '(all landed events)')."""
     rows: list[tuple] = []
     for name in channels:
-        decided = [(ev, n, reference_key(before, name, ev), reference_key(after, name, ev))
-                   for ev, n in landed.get(name, [])]
+        keys: dict[tuple, tuple] = {}  # shapes that read alike (evaluate.decision_key) are decided once
+        decided = []
+        for ev, n in landed.get(name, []):
+            k = decision_key(ev)
+            if k not in keys:
+                keys[k] = (reference_key(before, name, ev), reference_key(after, name, ev))
+            decided.append((ev, n, *keys[k]))
         rows += channel_rows(name, decided)
     return rows
 
