@@ -949,8 +949,9 @@ tiny_event = st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(filters_s, st.lists(tiny_event, min_size=20, max_size=40), lctn_s)
 def test_decision_key_groups_only_events_decided_alike(f, events, lctn):
-    """Events drawn from a tiny space, grouped by `decision_key`: every group decides alike. Unlike the test
-    above this varies every field, so a key that forgot one (a flag, the table list being empty) fails here."""
+    """Events drawn from a tiny space, grouped by `decision_key`: every group decides alike, with the same
+    steps that name a rule in its trace (what the lint counts per rule). Unlike the test above this varies
+    every field, so a key that forgot one (a flag, the table list being empty) fails here."""
     groups: dict[tuple, list] = {}
     for ev in events:
         groups.setdefault(decision_key(ev), []).append(ev)
@@ -958,9 +959,11 @@ def test_decision_key_groups_only_events_decided_alike(f, events, lctn):
         for mode in ("mysql", "effective_database"):
             got = set()
             for ev in same:
+                trace: list = []
                 try:
-                    d = decide(f, ev, lctn, mode=mode)
-                    got.add((d, hit_rules(f, ev, d, lctn)))
+                    d = decide(f, ev, lctn, mode=mode, trace=trace)
+                    got.add((d, hit_rules(f, ev, d, lctn),
+                             tuple((s.check, s.subject, s.outcome, s.rule) for s in trace if s.rule is not None)))
                 except MySQLError as e:
                     got.add(e.code)
             assert len(got) == 1, same

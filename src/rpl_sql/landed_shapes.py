@@ -12,7 +12,7 @@ import os
 
 from rpl_sql.delta import archive
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import Event, RowEvent, decide, statement_event_of
+from rpl_sql.evaluate import Event, RowEvent, decide, decision_key, statement_event_of
 from rpl_sql.state import ServerState
 
 ROW_TYPES = ("write_rows", "update_rows", "delete_rows")
@@ -99,16 +99,18 @@ def rule_hits(state: ServerState, landed: Landed) -> tuple[dict[str, dict[tuple[
     totals: dict[str, int] = {}
     for ch in state.configured_channels():
         mine = hits.setdefault(ch.name, {})
+        matched: dict[tuple, list] = {}  # decision_key -> the rules its trace matched (equal keys, equal steps)
         for ev, n in landed.get(ch.name, []):
             totals[ch.name] = totals.get(ch.name, 0) + n
-            trace: list = []
-            try:
-                decide(ch.filters, ev, state.matching, trace=trace)
-            except MySQLError:  # an XA refusal decides nothing
-                continue
-            for step in trace:
-                if step.rule is not None and (step.outcome.startswith("matched") or
-                                              step.outcome.startswith("rewritten")):
-                    key = (step.check, step.rule)
-                    mine[key] = mine.get(key, 0) + n
+            k = decision_key(ev)
+            if k not in matched:
+                trace: list = []
+                try:
+                    decide(ch.filters, ev, state.matching, trace=trace)
+                except MySQLError:  # an XA refusal decides nothing
+                    trace = []
+                matched[k] = [(step.check, step.rule) for step in trace if step.rule is not None and (
+                    step.outcome.startswith("matched") or step.outcome.startswith("rewritten"))]
+            for key in matched[k]:
+                mine[key] = mine.get(key, 0) + n
     return hits, totals
