@@ -28,7 +28,7 @@ from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, _merge, appl
 from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.delta import archive
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import Decision, decide, hit_rules, rewrite_db
+from rpl_sql.evaluate import Decision, hit_rules, rewrite_db
 from rpl_sql.pipeline.applier.arrow_write import filesystem, write_applied
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
@@ -45,6 +45,7 @@ from rpl_sql.pipeline.applier.shapes import (
     decision_columns,
     derive_hits,
     not_running,
+    reference,
     shape_frame,
     with_shape_key,
 )
@@ -470,7 +471,7 @@ class _Applier:
             s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
                                  s.apply, s.decided_by, lctn)
             if s.hits:  # which rule: the evaluator names it (SQL returns the deciding type only)
-                d = self._reference(ch, s, matching)
+                d = reference(ch.name, ch.filters, s, matching)
                 s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
                 if state.filter_mode == "mysql":  # then it is the decision _verify checks against
                     decided[id(s)] = d
@@ -480,13 +481,6 @@ class _Applier:
     def _applied_db(ch: Channel, s: Shape, lctn: int) -> str | None:
         return rewrite_db(ch.filters, s.db, lctn)
 
-    @staticmethod
-    def _reference(ch: Channel, s: Shape, matching) -> Decision:
-        try:
-            return decide(ch.filters, s.event(), matching)
-        except Exception as e:  # the evaluator refuses what SQL decided: a malformed or XA event
-            raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", ch.name) from e
-
     def _verify(self, ch: Channel, shapes: list[Shape], lctn: int, decided: dict[int, Decision]) -> None:
         if self.verify == "none":
             return
@@ -495,7 +489,7 @@ class _Applier:
         if self.verify == "auto":  # the most frequent shapes, within a budget of evaluator rule checks
             todo = todo[:min(VERIFY_MAX_SHAPES, max(256, VERIFY_BUDGET // rules))]
         for s in todo:
-            d = decided.get(id(s)) or self._reference(ch, s, lctn)
+            d = decided.get(id(s)) or reference(ch.name, ch.filters, s, lctn)
             got = (s.apply, s.decided_by, sorted(h.value for h in s.hits), s.applied_db)
             want = (d.apply, d.decided_by, sorted(h.value for h in d.hits), self._applied_db(ch, s, lctn))
             if got != want:

@@ -165,6 +165,15 @@ class Shape:
         return f"event_type {et!r}"
 
 
+def reference(channel: str, filters: Filters, s: "Shape", matching: Matching | int, event=None):
+    """The evaluator's decision of shape `s` (of `event`, its event, when built already); an ApplyError naming
+    the shape's first seq when the evaluator refuses it (a malformed or XA event)."""
+    try:
+        return decide(filters, s.event() if event is None else event, matching)
+    except Exception as e:
+        raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", channel) from e
+
+
 def decide_shapes(channel: str, filters: Filters, shapes: Sequence["Shape"], matching: Matching) -> None:
     """Each shape's verdict, deciding rule, hits (per rule too) and applied database, by the reference
     evaluator: once per distinct decision input (`evaluate.decision_key`: a batch's shapes differing only in
@@ -177,10 +186,7 @@ def decide_shapes(channel: str, filters: Filters, shapes: Sequence["Shape"], mat
         key = decision_key(event)
         got = decided.get(key)
         if got is None:
-            try:
-                d = decide(filters, event, matching)
-            except Exception as e:  # the evaluator refuses a malformed or XA event
-                raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", channel) from e
+            d = reference(channel, filters, s, matching, event)
             got = decided[key] = (d.apply, d.decided_by, d.hits, hit_rules(filters, event, d, lctn) if d.hits else ())
         s.apply, s.decided_by, s.hits, s.rule_hits = got
         if s.db not in applied_db:
