@@ -36,6 +36,9 @@ _GROUPS = "RPL_SQL_TEST_GROUPS"
 
 
 def pytest_configure(config):
+    # the shell's history goes to a scratch file, never the user's ~/.rpl_sql_history
+    if "RPL_SQL_HISTFILE" not in os.environ or not hasattr(config, "workerinput"):
+        os.environ["RPL_SQL_HISTFILE"] = os.path.join(tempfile.mkdtemp(prefix="rpl_sql-test-history-"), "history")
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         os.environ[_GROUPS] = tempfile.mkdtemp(prefix="rpl_sql-test-groups-")
 

@@ -18,7 +18,8 @@ CORE = {"errors", "rules", "statements", "lexer", "parser", "evaluate", "state",
         "lint", "impact", "configs"}
 LAYERS = [  # (layer, top-level names under rpl_sql)
     ("core", CORE),
-    ("io", {"stderr", "delta", "state_table", "store", "service_status", "replica_catalog", "landed_shapes", "jvm"}),
+    ("io", {"stderr", "scratch", "credentials", "delta", "state_table", "store", "service_status", "replica_catalog",
+            "landed_shapes", "jvm"}),
     ("session", {"session"}),
     ("spark", {"spark"}),
     ("pipeline", {"pipeline"}),

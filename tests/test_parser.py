@@ -527,3 +527,14 @@ def test_patterns_and_channels_round_trip(pattern, channel):
     stmt = crf(f"REPLICATE_WILD_DO_TABLE = ({mysql_string(pattern)}) FOR CHANNEL {mysql_string(channel)}")
     assert stmt.filters == ((F.WILD_DO_TABLE, (pattern,)),)
     assert stmt.channel == channel.lower()
+
+
+@pytest.mark.parametrize("key, limit", [("SOURCE_HOST", 255), ("MASTER_HOST", 255), ("SOURCE_USER", 96)])
+def test_source_strings_longer_than_mysql_allows_are_1470(key, limit):
+    assert parse(f"CHANGE REPLICATION SOURCE TO {key}='{'h' * limit}'")
+    assert parse(f"CHANGE REPLICATION SOURCE TO {key}='{'é' * (limit // 2)}'")  # bytes, not characters
+    for value in ("h" * (limit + 1), "h" * 1_000_000, "é" * (limit // 2 + 1)):
+        with pytest.raises(MySQLError) as e:
+            parse(f"CHANGE REPLICATION SOURCE TO {key}='{value}'")
+        assert (e.value.code, e.value.sqlstate) == (1470, "HY000")
+        assert e.value.message == f"String '{value[:70]}' is too long for {key} (should be no longer than {limit})"

@@ -39,6 +39,7 @@ CATALOGUE: dict[str, ErrorSpec] = {s.name: s for s in (
     _spec(1255, "HY000", "ER_REPLICA_WAS_NOT_RUNNING", "Replica already has been stopped"),
     _spec(1287, "HY000", "ER_WARN_DEPRECATED_SYNTAX",
           "'%s' is deprecated and will be removed in a future release. Please use %s instead"),
+    _spec(1470, "HY000", "ER_WRONG_STRING_LENGTH", "String '%-.70s' is too long for %s (should be no longer than %d)"),
     _spec(1525, "HY000", "ER_WRONG_VALUE", "Incorrect %s value: '%s'"),
     _spec(1794, "HY000", "ER_REPLICA_CONFIGURATION",
           "Replica is not configured or failed to initialize properly. You must at least set --server-id to "

@@ -93,3 +93,35 @@ def expand_executable_comments(text: str, version_id: int = MYSQL_VERSION_ID) ->
         if kind == "marker" or (kind == "comment" and text.startswith("/*!", s)):
             chars[s:e] = " " * (e - s)
     return "".join(chars)
+
+
+_SECRET_KEYS = frozenset({"SOURCE_PASSWORD", "MASTER_PASSWORD", "PASSWORD"})
+SECRET = "<secret>"
+
+
+def redact(text: str) -> str:
+    """`text` with every password shown as <secret>, as MySQL rewrites a statement before its logs and status
+    see it: the string after SOURCE_PASSWORD / MASTER_PASSWORD / PASSWORD [= | (] and after IDENTIFIED [WITH
+    plugin] BY; the statement's other text is kept as is.
+
+    >>> redact("CHANGE REPLICATION SOURCE TO SOURCE_USER='u', SOURCE_PASSWORD = 'it''s' FOR CHANNEL 'c'")
+    "CHANGE REPLICATION SOURCE TO SOURCE_USER='u', SOURCE_PASSWORD = <secret> FOR CHANNEL 'c'"
+    >>> redact("CREATE USER u IDENTIFIED WITH mysql_native_password BY 'pw'; SET PASSWORD = PASSWORD('pw')")
+    'CREATE USER u IDENTIFIED WITH mysql_native_password BY <secret>; SET PASSWORD = PASSWORD(<secret>)'
+    """
+    upper = text.upper()
+    if "PASSWORD" not in upper and "IDENTIFIED" not in upper:
+        return text
+    out, last, armed, identified = [], 0, False, False
+    for kind, s, e in pieces(text):
+        if kind in ("space", "comment", "marker"):
+            continue
+        word = text[s:e].upper() if kind == "word" else ""
+        if armed and kind == "quoted" and text[s] in "'\"":
+            out += [text[last:s], SECRET]
+            last = e
+        elif armed and text[s:e] in ("=", "("):
+            continue
+        armed = word in _SECRET_KEYS or (identified and word == "BY")
+        identified = word == "IDENTIFIED" or (identified and kind in ("word", "quoted") and word != "BY")
+    return "".join(out) + text[last:]

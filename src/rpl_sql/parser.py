@@ -19,7 +19,7 @@ from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
 
 from rpl_sql.errors import CATALOGUE, MySQLError
 from rpl_sql.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS
-from rpl_sql.lexer import expand_executable_comments, pieces, split_statements
+from rpl_sql.lexer import SECRET, expand_executable_comments, pieces, split_statements
 from rpl_sql.rules import FilterType
 from rpl_sql.state import channel_key
 from rpl_sql.statements import (
@@ -257,11 +257,16 @@ def _string(tok: Token) -> str:
     return _UNESCAPE[quote].sub(lambda m: quote if m[1] is None else _ESCAPES.get(m[1], m[1]), tok[1:-1])
 
 
-def _no_newline(value: str) -> str:
-    """MySQL's TEXT_STRING_sys_nonewline: patterns, channel names and most option strings."""
+def _no_newline(value: str, shown: str | None = None) -> str:
+    """MySQL's TEXT_STRING_sys_nonewline: patterns, channel names and most option strings (`shown` in the
+    error instead of a secret value)."""
     if "\n" in value:
-        raise MySQLError.of("ER_WRONG_VALUE", "argument contains not-allowed LF", value)
+        raise MySQLError.of("ER_WRONG_VALUE", "argument contains not-allowed LF", value if shown is None else shown)
     return value
+
+
+# MySQL 8.0's checks of CHANGE REPLICATION SOURCE strings, in bytes (HOSTNAME_LENGTH, USERNAME_LENGTH)
+_MAX_BYTES = {"SOURCE_HOST": 255, "SOURCE_USER": 96}
 
 
 def _uint(tok: Token) -> int:
@@ -353,7 +358,12 @@ class _Build(Transformer):
 
     def string_option(self, c):
         (key, old), value = c[0], _string(c[1])
-        return key, (value if key == "SOURCE_COMPRESSION_ALGORITHMS" else _no_newline(value)), old
+        limit = _MAX_BYTES.get(key)
+        if limit is not None and len(value.encode("utf-8", "surrogatepass")) > limit:
+            raise MySQLError.of("ER_WRONG_STRING_LENGTH", value, old or key, limit)
+        if key == "SOURCE_COMPRESSION_ALGORITHMS":
+            return key, value, old
+        return key, _no_newline(value, SECRET if key == "SOURCE_PASSWORD" else None), old
 
     def uint_option(self, c):
         (key, old), value = c

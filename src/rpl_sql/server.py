@@ -54,6 +54,8 @@ class Outcome:
     state: ServerState
     result: ResultSet | None = None
     warnings: tuple[Warning, ...] = ()
+    # passwords to store (or forget: None) beside the state, never in it: (channel, password)
+    credentials: tuple[tuple[str, str | None], ...] = ()
 
 
 def _deprecated(old: str, new: str) -> Warning:
@@ -106,6 +108,8 @@ def change_replication_filter(state: ServerState, stmt: ChangeReplicationFilter,
 
 # ---------------------------------------------------------------- CHANGE REPLICATION SOURCE
 
+SECRET_OPTION = "SOURCE_PASSWORD"  # kept by rpl_sql.credentials, never in the state
+
 def named_or_default(state: ServerState, name: str | None) -> str:
     """A statement's channel: the one it names, else the default channel unless several exist (3079)."""
     if name is None:
@@ -129,10 +133,13 @@ def change_replication_source(state: ServerState, stmt: ChangeReplicationSource,
     elif ch.io_running or ch.sql_running:
         raise MySQLError.of("ER_REPLICA_CHANNEL_MUST_STOP", ch.name)
     was_configured = ch.configured
-    ch = ch.with_options(dict(stmt.options))
+    options = dict(stmt.options)
+    secret = ((ch.name, str(options.pop(SECRET_OPTION)) or None),) if SECRET_OPTION in options else ()
+    ch = ch.with_options(options)
+    ch = replace(ch, options=tuple((k, v) for k, v in ch.options if k != SECRET_OPTION))  # a warehouse's before 0.2
     if ch.configured and not was_configured and not ch.is_gr:
         ch = replace(ch, filters=copy_global_filters(ch.filters, state.global_filters, now))
-    return Outcome(state.with_channel(ch), warnings=tuple(warnings))
+    return Outcome(state.with_channel(ch), warnings=tuple(warnings), credentials=secret)
 
 
 # ---------------------------------------------------------------- RESET REPLICA [ALL]
@@ -153,6 +160,7 @@ def reset_replica(state: ServerState, stmt: ResetReplica, now: int) -> Outcome:
         if ch.io_running or ch.sql_running:
             raise MySQLError.of("ER_REPLICA_CHANNEL_MUST_STOP", ch.name)
     new = state
+    forgotten = tuple((ch.name, None) for ch in targets) if stmt.all else ()
     for ch in targets:
         if stmt.all:
             new = new.without_channel(ch.name)
@@ -161,7 +169,7 @@ def reset_replica(state: ServerState, stmt: ResetReplica, now: int) -> Outcome:
             new = new.with_channel(replace(ch, options=kept))
     if new.channel(DEFAULT_CHANNEL) is None:
         new = new.with_channel(Channel(DEFAULT_CHANNEL))
-    return Outcome(new, warnings=warnings)
+    return Outcome(new, warnings=warnings, credentials=forgotten)
 
 
 # ---------------------------------------------------------------- START / STOP REPLICA

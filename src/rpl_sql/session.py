@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from rpl_sql import performance_schema as pfs
-from rpl_sql import impact, landed_shapes, lint, server, service_status
+from rpl_sql import credentials, impact, landed_shapes, lint, server, service_status
 from rpl_sql.applier_state import applier_status
 from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from rpl_sql.evaluate import Decision, Event
+from rpl_sql.lexer import redact
 from rpl_sql.parser import check_utf8, parse
 from rpl_sql.startup import StartupOptions, parse_startup, read_option_file
 from rpl_sql.state import ServerState
@@ -118,7 +119,7 @@ class Session:
             user = getpass.getuser()
         except Exception:  # no passwd entry in some containers
             user = ""
-        return {"operation": operation, "statement": text, "user": user}
+        return {"operation": operation, "statement": redact(text), "user": user}
 
     # ------------------------------------------------------------ statements
 
@@ -136,11 +137,15 @@ class Session:
         now = self._clock()
 
         def step(state: ServerState):
+            secrets: dict[str, str | None] = {}
             for stmt in stmts:
-                state = server.execute(state, stmt, now, self._applier_status(state)).state
-            return state, None
+                out = server.execute(state, stmt, now, self._applier_status(state))
+                state = out.state
+                secrets.update(out.credentials)
+            return state, secrets
 
-        _, version = self.store.transact(step, self._metadata(operation, text))
+        secrets, version = self.store.transact(step, self._metadata(operation, text))
+        credentials.save(self.warehouse, secrets)
         self._changed(version)
         return version
 
@@ -199,6 +204,7 @@ class Session:
             return out.state, out
 
         outcome, version = self.store.transact(step, self._metadata(type(stmt).__name__, stmt.text))
+        credentials.save(self.warehouse, dict(outcome.credentials))
         self._changed(version)
         if isinstance(stmt, StopReplica) and version is not None:
             self._wait_stopped(outcome.state, stmt, version)
@@ -256,7 +262,7 @@ class Session:
 
     def _history(self, stmt: ShowReplicationFilterHistory) -> Result:
         rows = [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
-                 c.configured_by, c.operation, c.statement)
+                 c.configured_by, c.operation, redact(c.statement) if c.statement else c.statement)
                 for c in self.store.filter_changes(stmt.channel, stmt.limit)]
         return Result(stmt, HISTORY_COLUMNS, rows)
 

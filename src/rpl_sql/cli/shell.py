@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from typing import TextIO
@@ -134,6 +135,8 @@ class Shell:
                     self.out.write("^C\n")
                     buf = []
                     continue
+                if history and _HISTIGNORE.search(line):
+                    history.forget_last()
                 tail = line.rstrip()
                 cmd = self.command(line) if not buf else None
                 if cmd is None and tail.endswith(("\\c", "\\q")):  # at the end of a line, as in mysql
@@ -172,8 +175,32 @@ HELP = """rpl-sql: MySQL replication statements on a Delta warehouse, and Spark 
 """
 
 
-def _readline_history():
-    """Line editing and a persistent history when readline exists; returns the function that saves it."""
+# the mysql client's default --histignore: a line that may hold a password is never kept
+_HISTIGNORE = re.compile(r"IDENTIFIED|PASSWORD", re.IGNORECASE)
+
+
+class _History:
+    """readline's history of this shell, saved (mode 0600) to $RPL_SQL_HISTFILE or ~/.rpl_sql_history."""
+
+    def __init__(self, readline, path: str):
+        self.readline, self.path = readline, path
+
+    def forget_last(self) -> None:
+        n = self.readline.get_current_history_length()
+        if n:
+            self.readline.remove_history_item(n - 1)
+
+    def __call__(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.close(fd)
+            self.readline.write_history_file(self.path)
+        except OSError:
+            pass
+
+
+def _readline_history() -> _History | None:
+    """Line editing and a persistent history when readline exists."""
     try:
         import readline
     except ImportError:
@@ -184,14 +211,7 @@ def _readline_history():
     except OSError:
         pass
     readline.set_history_length(1000)
-
-    def save() -> None:
-        try:
-            readline.write_history_file(path)
-        except OSError:
-            pass
-
-    return save
+    return _History(readline, path)
 
 
 def _cancel_spark(session: Session) -> None:

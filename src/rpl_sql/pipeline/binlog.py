@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from rpl_sql import credentials
 from rpl_sql.applier_state import GtidSet
 from rpl_sql.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
@@ -76,15 +77,17 @@ def _log_key(file: str, pos: int) -> tuple:
     return (stem, int(num), pos) if num.isdigit() else (file or "", -1, pos)
 
 
-def source_settings(state: ServerState, channel: str) -> tuple[dict, dict]:
-    """pymysql connection settings of the channel's source (from CHANGE REPLICATION SOURCE) and the origin
-    facts recorded with every commit."""
+def source_settings(warehouse: str, state: ServerState, channel: str) -> tuple[dict, dict]:
+    """pymysql connection settings of the channel's source (from CHANGE REPLICATION SOURCE, the password from
+    rpl_sql.credentials) and the origin facts recorded with every commit."""
     ch = state.channel(channel)
     if ch is None or not ch.configured:
         raise IngestError(f"channel {channel!r} is not configured (CHANGE REPLICATION SOURCE TO "
                           f"SOURCE_HOST=... FOR CHANNEL '{channel}')")
+    legacy = str(ch.option("SOURCE_PASSWORD") or "")  # held in the state by warehouses written before 0.2
+    password = credentials.password(warehouse, ch.name) or legacy
     settings = {"host": str(ch.option("SOURCE_HOST")), "port": int(ch.option("SOURCE_PORT") or 3306),
-                "user": str(ch.option("SOURCE_USER") or ""), "password": str(ch.option("SOURCE_PASSWORD") or ""),
+                "user": str(ch.option("SOURCE_USER") or ""), "password": password,
                 "connect_timeout": 30}
     if ch.option("SOURCE_BIND"):
         settings["bind_address"] = str(ch.option("SOURCE_BIND"))
@@ -152,7 +155,7 @@ class BinlogIngest:
     # ---------------------------------------------------------------- setup
 
     def _channel_settings(self, state: ServerState) -> tuple[dict, dict]:
-        return source_settings(state, self.channel)
+        return source_settings(self.warehouse, state, self.channel)
 
     def _start_position(self, pos: ChannelPosition | None, origin: dict, source: _Source) -> tuple[str, int]:
         """Resume where the last commit says. A first ingest, or a new explicit SOURCE_LOG_FILE/POS set with

@@ -26,6 +26,7 @@ from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta.log import check
 from rpl_sql.delta.upkeep import compact_growing_table
 from rpl_sql.evaluate import TableRef
+from rpl_sql.lexer import redact
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
 from rpl_sql.pipeline.replica.columns import time_text
 from rpl_sql.pipeline.summary import summarize
@@ -379,7 +380,7 @@ class Batch:
         c["default_db"].append(default_db)
         c["db_name"].append(db_name)
         c["table_name"].append(table_name)
-        c["statement"].append(statement)
+        c["statement"].append(redact(statement) if statement else statement)  # the source's passwords too
         c["rows"].append(rows)
         c["event_time"].append(time_us)
         c["columns"].append(columns)

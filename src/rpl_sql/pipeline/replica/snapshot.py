@@ -90,7 +90,7 @@ class Snapshot:
         state = DeltaStore(self.warehouse).load().state
         self._check(state)
         ch = state.channel(self.channel)
-        settings, _ = source_settings(state, self.channel)
+        settings, _ = source_settings(self.warehouse, state, self.channel)
         cat = Catalog.load(self.warehouse, self.channel, state.lower_case_table_names)
         lctn = state.lower_case_table_names
         conn = pymysql.connect(**settings, autocommit=True)
