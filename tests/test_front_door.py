@@ -202,7 +202,7 @@ def test_cli_typo_is_an_error_without_a_jvm(tmp_path):
         "ERROR 1064 (42000): You have an error in your SQL syntax; check the manual that corresponds to your "
         "MySQL server version for the right syntax to use near 'REPLCA' at line 1",
         "Hint: did you mean RESET REPLICA ...? (to send this text to Spark as it is, start it with /*spark*/)"]
-    assert not list(tmp_path.glob("rpl_sql-spark-*.log"))
+    assert not list(tmp_path.glob("rpl_sql-*/spark-*.log"))
 
 
 # ---------------------------------------------------------------- with Spark
@@ -234,7 +234,7 @@ def test_the_shell_starts_spark_quietly(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert [ln for ln in proc.stderr.splitlines() if "in set" not in ln] == []  # no JVM/log4j lines
     assert "| spark.sql.shuffle.partitions | 2     |" in proc.stdout
-    (log,) = tmp_path.glob("rpl_sql-spark-*.log")
+    (log,) = tmp_path.glob(f"rpl_sql-{os.getuid()}/spark-*.log")
     assert "log4j" in log.read_text(errors="replace")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -268,22 +269,33 @@ def test_upkeep_vacuums_what_its_own_compaction_removed(tmp_path):
     assert sorted(DeltaTable(path).to_pyarrow_table().column("tag").to_pylist()) == list("012345")
 
 
-def test_spark_leftovers_are_spark_named_directories_a_day_old(tmp_path, monkeypatch):
+def test_upkeep_removes_only_what_rpl_sql_processes_that_are_gone_left(tmp_path, monkeypatch):
+    """Other users' and other programs' files in $TMPDIR are never touched, however Spark-like their names;
+    in rpl_sql's own folder only a gone process's log and Spark scratch directory go."""
     import tempfile
 
-    from rpl_sql.delta.upkeep import spark_leftovers
+    from rpl_sql import scratch
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     uuid = "0562ba22-2903-4fe6-972e-705363d85abc"
-    spark = ["spark-" + uuid, "blockmgr-" + uuid, "artifacts-" + uuid, uuid + "_resources"]
-    others = ["spark-notes", "my_resources", "artifacts-" + uuid + "-x"]
-    for name in spark + others + ["young-" + uuid]:
+    foreign = ["spark-" + uuid, "blockmgr-" + uuid, "artifacts-" + uuid, uuid + "_resources"]
+    for name in foreign:
         (tmp_path / name).mkdir()
         _age(tmp_path / name, 2 * 86400)
-    (tmp_path / ("spark-" + uuid.replace("0", "1"))).mkdir()  # a live process's: young
-    (tmp_path / ("blockmgr-" + uuid.replace("0", "2"))).write_text("")  # not a directory
-    _age(tmp_path / ("blockmgr-" + uuid.replace("0", "2")), 2 * 86400)
-    assert spark_leftovers() == sorted(str(tmp_path / n) for n in spark)
+    (tmp_path / "rpl_sql-spark-999999999.log").write_text("another user's, as rpl_sql 0.1 named them")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    own = scratch.folder()
+    assert own == str(tmp_path / f"rpl_sql-{os.getuid()}") and stat.S_IMODE(os.stat(own).st_mode) == 0o700
+    os.mkdir(scratch.spark_local_dir(gone.pid))
+    open(scratch.spark_log(gone.pid), "w").close()
+    os.mkdir(scratch.spark_local_dir())  # this process's: alive
+    open(scratch.spark_log(), "w").close()
+    (tmp_path / "wh").mkdir()
+    _, removed = upkeep(str(tmp_path / "wh"))
+    assert removed == sorted([scratch.spark_local_dir(gone.pid), scratch.spark_log(gone.pid)])
+    assert sorted(os.listdir(own)) == sorted([f"spark-{os.getpid()}", f"spark-{os.getpid()}.log"])
+    assert all((tmp_path / name).exists() for name in foreign + ["rpl_sql-spark-999999999.log"])
 
 
 def _small_files(path: str, n: int) -> None:

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import glob
 import math
 import os
-import re
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +20,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from rpl_sql import scratch
 from rpl_sql.delta import archive
 from rpl_sql.delta import commit as delta_commit
 from rpl_sql.delta import log as deltalog
@@ -276,28 +274,11 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     return report
 
 
-_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-# Spark's scratch directories, its Spark Connect artifacts and the Hive session's resources (the spark-sql
-# shell's), by the names Spark gives them: a JVM that is killed leaves them behind
-_SPARK_TEMP = re.compile(rf"^(?:(?:spark|blockmgr|artifacts)-{_UUID}|{_UUID}_resources)$")
-
-
-def spark_leftovers(older_than_seconds: float = 86400) -> list[str]:
-    """Spark temp directories and rpl_sql quiet-mode logs left by processes that are gone."""
-    tmp, now = tempfile.gettempdir(), time.time()
-    out = [os.path.join(tmp, name) for name in os.listdir(tmp) if _SPARK_TEMP.match(name)]
-    out = [d for d in out if os.path.isdir(d) and _old(d, now, older_than_seconds)]
-    for path in glob.glob(os.path.join(tmp, "rpl_sql-spark-*.log")):
-        pid = path.rsplit("-", 1)[1].split(".")[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            out.append(path)
-    return sorted(out)
-
-
 def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False,
            grace_seconds: float = GRACE_SECONDS, compact: bool = True,
            retention: Callable[[str], archive.Needed | None] | None = None) -> tuple[list[TableUpkeep], list[str]]:
-    """Upkeep of every Delta table under `warehouse`, then of Spark's leftovers; returns both reports.
+    """Upkeep of every Delta table under `warehouse`, then of what rpl_sql's gone processes left in
+    this user's scratch folder (rpl_sql.scratch), nothing else; returns both reports.
     A damaged table raises MySQLError 1194 before anything is touched. `retention` gives each table's
     readers' choice of archived commits (rpl_sql.pipeline.retention.needed_commits); without it, or for
     a table it gives None, no archived commit is deleted."""
@@ -308,7 +289,7 @@ def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False
             raise deltalog.damaged(damage)
     reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact, retention(t) if retention else None)
                for t in tables]
-    leftovers = spark_leftovers()
+    leftovers = scratch.leftovers()
     if not dry_run:
         for path in leftovers:
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)

@@ -5,9 +5,9 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
 from typing import Iterator, Mapping
 
+from rpl_sql import scratch
 from rpl_sql.compile import MAP_HASH_MIN
 from rpl_sql.stderr import redirected
 
@@ -29,7 +29,7 @@ def java_options(opts: str = "") -> str:
 
 def spark_log_path() -> str:
     """Where a quiet session's JVM writes its console output (log4j, warnings, progress bars)."""
-    return os.path.join(tempfile.gettempdir(), f"rpl_sql-spark-{os.getpid()}.log")
+    return scratch.spark_log()
 
 
 @contextlib.contextmanager
@@ -142,7 +142,11 @@ def local_spark(app_name: str = "rpl_sql", master: str | None = None, verbose: b
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    for k, v in session_settings(master, conf, spark_defaults(), os.environ).items():
+    defaults = spark_defaults()
+    settings = session_settings(master, conf, defaults, os.environ)
+    if "spark.local.dir" not in {**defaults, **settings} and not os.environ.get("SPARK_LOCAL_DIRS"):
+        settings["spark.local.dir"] = scratch.spark_local_dir()  # so upkeep knows what this process left
+    for k, v in settings.items():
         builder = builder.config(k, v)
     from pyspark import SparkContext
 
