@@ -16,6 +16,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from pymysqlreplication.constants import NONE_SOURCE
+
 from rpl_sql import credentials
 from rpl_sql.applier_state import GtidSet
 from rpl_sql.evaluate import TRANSACTION_CONTROL
@@ -65,10 +67,17 @@ _FL_XA = 0x40 | 0x80   # MariaDB GTID event flags FL_PREPARED_XA, FL_COMPLETED_X
 
 def _library_images(ev, etype: str) -> list[dict]:
     if etype == "update_rows":
-        return [{"before": r["before_values"], "after": r["after_values"]} for r in ev.rows]
+        return [{"before": _sets(r["before_values"], r["before_none_sources"]),
+                 "after": _sets(r["after_values"], r["after_none_sources"])} for r in ev.rows]
     if etype == "write_rows":
-        return [{"before": None, "after": r["values"]} for r in ev.rows]
-    return [{"before": r["values"], "after": None} for r in ev.rows]
+        return [{"before": None, "after": _sets(r["values"], r["none_sources"])} for r in ev.rows]
+    return [{"before": _sets(r["values"], r["none_sources"]), "after": None} for r in ev.rows]
+
+
+def _sets(values: dict, none_sources: dict) -> dict:
+    """The library reads an empty SET ('') as None, as if it were NULL: give it back as the empty set."""
+    empty = [k for k, src in none_sources.items() if src == NONE_SOURCE.EMPTY_SET]
+    return {**values, **{k: set() for k in empty}} if empty else values
 
 
 def _log_key(file: str, pos: int) -> tuple:

@@ -15,6 +15,7 @@ import decimal
 import struct
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
+from pymysqlreplication.row_event import RowsEvent
 
 _FIXED = {  # type -> little-endian struct format (signed, unsigned) of fixed-width numbers
     FIELD_TYPE.TINY: ("b", "B"), FIELD_TYPE.SHORT: ("h", "H"), FIELD_TYPE.LONG: ("i", "I"),
@@ -68,13 +69,31 @@ def _timestamp2(buf: bytes, pos: int, fsp: int):
 
 
 def _time2(buf: bytes, pos: int, fsp: int):
-    data = _be(buf, pos, 3)
-    sign = 1 if (data >> 23) & 1 else -1
-    if sign == -1:
-        data = ~data + 1
-    micro, pos = _fsp(buf, pos + 3, fsp)
-    return datetime.timedelta(hours=(data >> 12) & 0x3FF, minutes=(data >> 6) & 0x3F, seconds=data & 0x3F,
-                              microseconds=micro) * sign, pos
+    """MySQL's TIME2 (my_time_packed_from_binary): a negative value with a fraction stores its integer part
+    one lower and the fraction as its complement, so both are taken back before the sign is split off."""
+    n = (fsp + 1) // 2
+    if n == 3:
+        packed = int.from_bytes(buf[pos:pos + 6], "big") - 0x800000000000
+    else:
+        intpart = int.from_bytes(buf[pos:pos + 3], "big") - 0x800000
+        frac = int.from_bytes(buf[pos + 3:pos + 3 + n], "big")
+        if intpart < 0 and frac:
+            intpart, frac = intpart + 1, frac - (0x100 if n == 1 else 0x10000)
+        packed = (intpart << 24) + frac * (10000 if n == 1 else 100)
+    sign, packed = (-1, -packed) if packed < 0 else (1, packed)
+    hms = packed >> 24
+    return datetime.timedelta(hours=(hms >> 12) & 0x3FF, minutes=(hms >> 6) & 0x3F, seconds=hms & 0x3F,
+                              microseconds=packed & 0xFFFFFF) * sign, pos + 3 + n
+
+
+def _library_time2(self, column) -> datetime.timedelta:
+    """python-mysql-replication's TIME2 reader (RowsEvent.__read_time2) takes the fraction of a negative TIME as
+    it is stored, complemented: -00:00:00.000001 reads as -00:00:00.999999. Its rows events read TIME2 here."""
+    n = (column.fsp + 1) // 2
+    return _time2(self.packet.read(3 + n), 0, column.fsp)[0]
+
+
+RowsEvent._RowsEvent__read_time2 = _library_time2
 
 
 def _date(buf: bytes, pos: int):
