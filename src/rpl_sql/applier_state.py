@@ -74,6 +74,13 @@ class GtidSet:
         key, _, n = gtid.rpartition(":")
         return any(a <= int(n) <= b for a, b in self.mysql.get(key.lower(), ()))
 
+    def issuperset(self, other: "GtidSet") -> bool:
+        """Every GTID of `other` is in this set (MariaDB: per domain, up to its seq_no)."""
+        if any(d not in self.mariadb or n > self.mariadb[d][1] for d, (_, n) in other.mariadb.items()):
+            return False
+        return all(any(a <= lo and hi <= b for a, b in self.mysql.get(k, ())) for k, v in other.mysql.items()
+                   for lo, hi in v)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GtidSet) and str(self) == str(other)
 
@@ -184,14 +191,20 @@ def rule_counts_meta(rules: dict[FilterType, dict]) -> dict[str, list]:
             for t, per in rules.items() if per}
 
 
+def executed_gtids(state: ServerState) -> GtidSet:
+    """gtid_executed: every channel's executed transactions (server-wide, as in MySQL)."""
+    executed = GtidSet()
+    for ch in state.channels:
+        executed = executed.union(GtidSet.parse(ch.applier.executed_gtid_set))
+    return executed
+
+
 def applier_status(state: ServerState) -> dict[str, dict]:
     """What `Session._applier_status` should return: per channel, the SHOW REPLICA STATUS applier columns.
 
     Executed_Gtid_Set is server-wide in MySQL (gtid_executed), so every channel shows the union.
     """
-    executed = GtidSet()
-    for ch in state.channels:
-        executed = executed.union(GtidSet.parse(ch.applier.executed_gtid_set))
+    executed = executed_gtids(state)
     out = {}
     for ch in state.channels:
         row: dict[str, Any] = {"executed_gtid_set": str(executed)}

@@ -41,6 +41,7 @@ from rpl_sql.statements import (
     StartReplica,
     Statement,
     StopReplica,
+    WaitForGtidSet,
 )
 
 # MySQL 8.0's reserved words (manual: "Keywords and Reserved Words in MySQL 8.0", the (R) entries,
@@ -138,6 +139,11 @@ _SET_VALUE = re.compile(r"\s*:?=\s*(?P<value>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\
                         re.DOTALL)
 _SHOW_VARIABLES = re.compile(r"\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?VARIABLES\b\s*(?P<rest>.*)$",
                              re.IGNORECASE | re.DOTALL)
+# waiting for executed GTIDs: a SELECT of MySQL's or MariaDB's function alone is the replica's to answer
+_WAIT_GTIDS = re.compile(
+    r"\s*SELECT\s+(?P<fn>WAIT_FOR_EXECUTED_GTID_SET|MASTER_GTID_WAIT)\s*\(\s*"
+    r"(?P<set>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")\s*(?:,\s*(?P<timeout>-?[0-9]+(?:\.[0-9]*)?)\s*)?\)\s*$",
+    re.IGNORECASE | re.DOTALL)
 # MariaDB's dynamic filter variables (as in its multi-source replication), and the filter each sets
 SET_FILTER_VARIABLES = ("replicate_do_db", "replicate_ignore_db", "replicate_do_table", "replicate_ignore_table",
                         "replicate_wild_do_table", "replicate_wild_ignore_table", "replicate_rewrite_db")
@@ -194,7 +200,7 @@ def route(code: str) -> Route:
             return Route("grammar")
         return Route("unsupported", what=f"SET {var}",
                      hint="set filters with CHANGE REPLICATION FILTER ... [FOR CHANNEL '...']")
-    if _SHOW_VARIABLES.match(code):
+    if _SHOW_VARIABLES.match(code) or _WAIT_GTIDS.match(code):
         return Route("grammar")
     w = _leading_words(code, 2)
     if not w:
@@ -609,6 +615,13 @@ def parse_statement(text: str, line: int = 1) -> Statement:
         raise err
     if _SET_REPLICATION.match(code) or _SHOW_VARIABLES.match(code):
         return _variable_statement(code, text, line)
+    m = _WAIT_GTIDS.match(code)
+    if m:
+        timeout = float(m["timeout"]) if m["timeout"] is not None else None
+        fn = m["fn"].upper()
+        if fn == "MASTER_GTID_WAIT" and timeout is not None and timeout < 0:
+            timeout = None  # MariaDB: a negative timeout waits as long as it takes
+        return WaitForGtidSet(text=text, line=line, gtids=_string(m["set"]), timeout=timeout, function=fn)
     try:
         stmt = _lark().parse(code)
     except UnexpectedInput as err:

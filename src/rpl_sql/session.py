@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from rpl_sql import performance_schema as pfs
 from rpl_sql import credentials, impact, landed_shapes, lint, server, service_status
-from rpl_sql.applier_state import applier_status
+from rpl_sql.applier_state import GtidSet, applier_status, executed_gtids
 from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, Warning
 from rpl_sql.evaluate import Decision, Event
 from rpl_sql.lexer import redact
@@ -37,6 +37,7 @@ from rpl_sql.statements import (
     ShowWarnings,
     Statement,
     StopReplica,
+    WaitForGtidSet,
 )
 from rpl_sql.store import DeltaStore, resolve_warehouse
 
@@ -177,7 +178,22 @@ class Session:
         self._diagnostics = [(w.level, w.code, w.message) for w in result.warnings]
         return result
 
+    def wait_for_executed_gtid_set(self, gtids: str, timeout: float | None = None) -> int:
+        """MySQL's WAIT_FOR_EXECUTED_GTID_SET: 0 once every transaction of `gtids` is executed, that is in the
+        replica tables (a read after it sees them), or 1 when `timeout` seconds passed first (None: no limit)."""
+        want = GtidSet.parse(gtids)
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while not executed_gtids(self.state).issuperset(want):
+            if deadline is not None and time.monotonic() >= deadline:
+                return 1
+            time.sleep(0.05)
+        return 0
+
     def _execute(self, stmt: Statement) -> Result:
+        if isinstance(stmt, WaitForGtidSet):
+            timed_out = self.wait_for_executed_gtid_set(stmt.gtids, stmt.timeout)
+            value = -1 if timed_out and stmt.function == "MASTER_GTID_WAIT" else timed_out
+            return Result(stmt, (stmt.text.strip()[len("SELECT"):].strip(),), [(value,)])
         if isinstance(stmt, SetDefaultConnection):
             self.default_connection = stmt.connection
             return Result(stmt)

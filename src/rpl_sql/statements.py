@@ -24,6 +24,7 @@ class ChangeReplicationFilter(Statement):
     # Values: str for db names, 'db.table' for tables, unescaped pattern strings, (from, to) pairs.
     filters: tuple[tuple[FilterType, tuple], ...] = ()
     channel: str | None = None
+    variable: bool = False  # MariaDB's SET GLOBAL [conn.]replicate_*: its rules for a connection not configured
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,16 @@ class ShowVariables(Statement):
     """`SHOW [GLOBAL|SESSION] VARIABLES [LIKE 'pattern']`, over the replication variables rpl_sql keeps."""
 
     like: str | None = None
+
+
+@dataclass(frozen=True)
+class WaitForGtidSet(Statement):
+    """`SELECT WAIT_FOR_EXECUTED_GTID_SET('set'[, timeout])` (MySQL) or `SELECT MASTER_GTID_WAIT('pos'[,
+    timeout])` (MariaDB): wait until the replica tables hold those transactions."""
+
+    gtids: str = ""
+    timeout: float | None = None  # seconds; None waits as long as it takes
+    function: str = "WAIT_FOR_EXECUTED_GTID_SET"
 
 
 @dataclass(frozen=True)

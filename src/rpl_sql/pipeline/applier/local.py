@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, Stop, slot_signature
 from rpl_sql.delta.scan import Followed, read_range
+from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record, decide_shapes
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
@@ -55,6 +56,10 @@ class LocalApplier:
         # stop_before(applied events of a batch) -> Stop | None: the first event the batch must not pass
         # (the replica tables cannot take statement-format DML); the batch ends before its transaction
         self.stop_before: Callable[[list[dict]], Stop | None] | None = None
+        # gate(seq before, last seq, applied events): what must hold a batch before it counts as executed (the replica
+        # tables: `ReplicaTables.catch_up`), run before the batch's commits. An error it raises for an event
+        # (its `seq`) commits the batch up to that event's transaction, and nothing from there on.
+        self.gate: Callable[[int, int, pa.Table], object] | None = None
         self.last_event_time: float | None = None  # the last applied event's source time (epoch seconds)
         self.more = False                           # the last batch left events for the next
         self.last_applied: tuple[int, pa.Table] | None = None  # (seq before, applied events) of the last batch
@@ -169,6 +174,17 @@ class LocalApplier:
         if now is None or {f.value: slot_signature(now.filters, f) for f in TYPES} != rec.filters:
             raise ApplyError(f"the filters of channel {channel!r} changed while batch {lo + 1}..{last} was decided; "
                              "nothing of it was committed", channel)
+        if self.gate is not None:
+            try:
+                self.gate(lo, last, out)
+            except MySQLError as e:
+                failed = getattr(e, "seq", None)
+                if failed is None or not lo < failed <= last:
+                    raise
+                start = seqs[_transaction_starts(t)[seqs.index(failed)]]
+                if start > lo + 1:  # the transactions before it are in the tables: they are executed
+                    self.run_batch(channel, through=start - 1)
+                raise
         self.commits.commit_applied_rows(rec, out)
         self.commits.commit_state(rec)
         self.last_applied = (lo, out)

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -125,6 +126,13 @@ class ReplicaTables:
             if ch is not None else set()
         if handed is not None and handed[0] == self.done_through:
             events = handed[1].select(_READ_COLUMNS)
+        elif handed is not None:  # the batch is not in the applied table yet (the tables go first)
+            lo, rows = handed
+            rows = rows.select(_READ_COLUMNS).filter(pc.field("seq") > self.cat.seq)
+            before = self._events(self.cat.seq, lo) if self.cat.seq < lo else None
+            if before is not None and before.num_rows:
+                rows = pa.concat_tables([before.select(_READ_COLUMNS).cast(rows.schema), rows])
+            events = rows
         else:
             events = self._events(self.cat.seq, through)
         if events.num_rows == 0:
@@ -132,16 +140,21 @@ class ReplicaTables:
                 self.done_through = max(self.done_through, through)
             return self.report
         self.pending: dict[tuple[str, str], Changes] = {}
-        last = self.cat.seq
-        for ev in events.to_pylist():
-            self.report.events += 1
-            seq = ev["seq"]
-            if ev["event_type"] in ROW_EVENT_TYPES:
-                self._row_event(ev)
-            elif ev["event_type"] == "query":
-                self._query(ev)
-            last = seq
-        self._flush_all()
+        last = seq = self.cat.seq
+        try:
+            for ev in events.to_pylist():
+                self.report.events += 1
+                seq = ev["seq"]
+                if ev["event_type"] in ROW_EVENT_TYPES:
+                    self._row_event(ev)
+                elif ev["event_type"] == "query":
+                    self._query(ev)
+                last = seq
+            self._flush_all()
+        except MySQLError as e:  # the event that failed: the SQL thread stops before its transaction
+            if getattr(e, "seq", None) is None:
+                e.seq = seq
+            raise
         self.cat.commit(last)
         self.done_through = last if through is None else max(last, through)
         return self.report

@@ -38,9 +38,13 @@ COMPACT_EVERY = 100  # table versions between compactions of its small files (a 
 class ReplicaRowError(MySQLError):
     """A row change a STRICT replica refuses (MySQL error 1032 or 1062): the channel's SQL thread stops."""
 
+    seq: int | None = None  # the refused change's event
 
-def _err(code: int, name: str, sqlstate: str, msg: str) -> ReplicaRowError:
-    return ReplicaRowError(code, sqlstate, name, msg)
+
+def _err(code: int, name: str, sqlstate: str, msg: str, seq: int | None = None) -> ReplicaRowError:
+    e = ReplicaRowError(code, sqlstate, name, msg)
+    e.seq = seq
+    return e
 
 
 def quote(name: str) -> str:
@@ -86,6 +90,7 @@ class Changes:
         self.columns = columns
         self.convs = C.converters(columns)
         self.items: list[tuple[str, tuple | None, tuple | None]] = []
+        self.seqs: list[int] = []  # the seq of each item's event: a refused change names its transaction
         self.last_seq = 0
 
     def _row(self, image: dict | None) -> tuple | None:
@@ -97,6 +102,7 @@ class Changes:
         kind = event_type.split("_")[0]
         for im in images:
             self.items.append((kind, self._row(im.get("before")), self._row(im.get("after"))))
+            self.seqs.append(seq)
         self.last_seq = max(self.last_seq, seq)
 
     def __len__(self) -> int:
@@ -206,7 +212,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
     def show(row: tuple) -> str:
         return "-".join("NULL" if row[i] is None else str(row[i]) for i in key_idx)[:192]
 
-    for kind, before, after in changes.items:
+    for (kind, before, after), seq in zip(changes.items, changes.seqs):
         if kind in ("update", "delete"):
             kb = key(before)
             if n(kb) == 0:
@@ -214,7 +220,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
                     raise _err(1032, "HA_ERR_KEY_NOT_FOUND", "HY000",
                                f"Could not execute {kind.title()}_rows event on table {table_label}; Can't find "
                                f"record in '{table_label.split('.')[-1]}', Error_code: 1032; handler error "
-                               "HA_ERR_KEY_NOT_FOUND")
+                               "HA_ERR_KEY_NOT_FOUND", seq)
                 continue  # IDEMPOTENT: MySQL skips the row change (an update does not become an insert)
             else:
                 count[kb] = n(kb) - 1
@@ -226,7 +232,8 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
                 if strict:
                     raise _err(1062, "ER_DUP_ENTRY", "23000",
                                f"Could not execute {'Write' if kind == 'write' else 'Update'}_rows event on table "
-                               f"{table_label}; Duplicate entry '{show(after)}' for key 'PRIMARY', Error_code: 1062")
+                               f"{table_label}; Duplicate entry '{show(after)}' for key 'PRIMARY', Error_code: 1062",
+                               seq)
                 count[ka] = 0
             count[ka] = n(ka) + 1
             if whole:

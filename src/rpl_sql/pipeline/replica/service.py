@@ -239,6 +239,8 @@ class ChannelLoops:
                 tables = ReplicaTables(self.svc.warehouse, self.channel, lctn=state.lower_case_table_names,
                                        exec_mode=self.svc.exec_mode)
                 local.stop_before = tables.statement_conflict  # statement-format DML stops the batch before it
+            # a batch is executed (position, GTIDs) once the replica tables hold it, not before
+            local.gate = lambda lo, last, out, t=tables, s=state: t.catch_up(last, handed=(lo, out), state=s)
             try:
                 if not started:  # START clears the last error (MySQL); recovery of a crashed batch first
                     st.last_sql_error = [0, "", ""]
@@ -254,7 +256,6 @@ class ChannelLoops:
                     self.svc.stopping.wait(self.svc.poll)
                     continue
                 st.sql_state = "Applying batch"
-                tables.catch_up(rec.end, handed=local.last_applied, state=state)
                 return_freed_memory()
                 st.sql_version = version
                 if local.last_event_time is not None:

@@ -1,0 +1,145 @@
+"""The executed position means "in the replica tables", as in MySQL: Executed_Gtid_Set and Exec_Source_Log_Pos
+never run ahead of what a reader of the tables sees, an error at the table stage leaves them before the failing
+transaction, and the skip counter and IDEMPOTENT mode act on that transaction, not the next one."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+from deltalake import DeltaTable
+
+import rpl_sql
+from mariadb import MariaDBServer, _require
+from rpl_sql.replica_catalog import Catalog
+from test_replica_service import caught_up, start_service, status, wait_for
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    _require()
+    server = MariaDBServer(tmp_path_factory.mktemp("executed_src"), server_id=601)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def _gtid(src) -> str:
+    return src.execute("SELECT @@gtid_binlog_pos")[0][0]
+
+
+def _rows(warehouse, db, name) -> list:
+    cat = Catalog.load(warehouse, "a")
+    entry = cat.table(db, name)
+    if entry is None or not DeltaTable.is_deltatable(cat.data_path(entry)):
+        return []
+    return sorted(DeltaTable(cat.data_path(entry)).to_pyarrow_table().column(0).to_pylist())
+
+
+def test_an_error_at_the_table_stage_leaves_the_position_before_its_transaction(warehouse, src):
+    """The issue's reproduction: CREATE TABLE in a database the replica never got stops with 1049. The executed
+    GTIDs and position are those before it; the skip counter then skips exactly it."""
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('wedge.t%') "
+                    "FOR CHANNEL 'a';\nSTART REPLICA")
+    marks = []
+    for sql in ("CREATE DATABASE wedge", "CREATE TABLE wedge.t1 (id INT PRIMARY KEY)",
+                "INSERT INTO wedge.t1 VALUES (1)", "CREATE TABLE wedge.t2 (id INT PRIMARY KEY)",
+                "INSERT INTO wedge.t2 VALUES (2)"):
+        src.execute("SET SESSION binlog_format = ROW", sql)
+        marks.append((_gtid(src), src.binlog_end()))
+    proc = start_service(warehouse)
+    try:
+        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
+        assert row["Last_SQL_Errno"] == 1049 and row["Replica_SQL_Running"] == "No"
+        assert row["Executed_Gtid_Set"] == marks[0][0]  # CREATE DATABASE (ignored) is executed; CREATE TABLE not
+        assert (row["Relay_Source_Log_File"], row["Exec_Source_Log_Pos"]) == marks[0][1]
+        session.execute("SET GLOBAL sql_replica_skip_counter = 1;\nSTART REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        caught_up(warehouse, src)
+        # the skip went past CREATE TABLE wedge.t1 only: the insert is applied (its table made from the table map,
+        # which puts the database on the replica, so CREATE TABLE wedge.t2 then finds it)
+        row = status(session)
+        assert (row["Last_SQL_Errno"], row["Skip_Counter"], row["Executed_Gtid_Set"]) == (0, 0, marks[-1][0])
+        assert _rows(warehouse, "wedge", "t2") == [2]
+        assert _rows(warehouse, "wedge", "t1") == [1]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_idempotent_mode_after_an_error_goes_on_from_the_failed_transaction(warehouse, src):
+    """1062 on a duplicate key stops the channel before that transaction; the restart in IDEMPOTENT mode applies
+    it and everything after it (the issue saw the next, innocent transaction swallowed)."""
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE part", "CREATE TABLE part.h (k INT PRIMARY KEY, "
+                "v INT)")
+    file, pos = src.binlog_end()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nSTART REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "SET SESSION sql_log_bin = 0", "INSERT INTO part.h VALUES (5, 5)",
+                "SET SESSION sql_log_bin = 1", "DELETE FROM part.h")  # the replica gets a delete of a row it lacks
+    src.execute("SET SESSION binlog_format = ROW", "INSERT INTO part.h VALUES (5, 500)", "INSERT INTO part.h VALUES "
+                "(6, 6)")
+    proc = start_service(warehouse)
+    try:
+        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
+        assert row["Last_SQL_Errno"] == 1032
+        assert _rows(warehouse, "part", "h") == []
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    proc = start_service(warehouse, "--exec-mode", "idempotent")
+    try:
+        session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        caught_up(warehouse, src)
+        cat = Catalog.load(warehouse, "a")
+        t = DeltaTable(cat.data_path(cat.table("part", "h"))).to_pyarrow_table()
+        assert sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist())) == [(5, 500), (6, 6)]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_a_read_after_the_gtid_is_executed_sees_the_row(warehouse, src):
+    """Read-your-writes under a steady write load: each marker row's GTID awaited with WAIT_FOR_EXECUTED_GTID_SET
+    (and MariaDB's MASTER_GTID_WAIT, in the shell's own SQL) is in its replica table the moment the wait returns."""
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE ryw", "CREATE TABLE ryw.load (k INT PRIMARY KEY, "
+                "v VARCHAR(40))", "CREATE TABLE ryw.marks (k INT PRIMARY KEY)")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nSTART REPLICA")
+    stop = threading.Event()
+
+    def load():
+        conn = src.connect()
+        k = 0
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = ROW")
+            while not stop.is_set():
+                cur.execute("INSERT INTO ryw.load VALUES " + ", ".join(f"({k + i}, 'x')" for i in range(100)))
+                k += 100
+                stop.wait(0.05)  # about 2,000 rows/s in 20 transactions/s
+        conn.close()
+
+    proc = start_service(warehouse)
+    writer = threading.Thread(target=load, daemon=True)
+    writer.start()
+    try:
+        for i in range(15):
+            src.execute("SET SESSION binlog_format = ROW", f"INSERT INTO ryw.marks VALUES ({i})")
+            gtid = _gtid(src)
+            if i % 2:
+                assert session.wait_for_executed_gtid_set(gtid, 60) == 0
+            else:
+                [res] = session.execute(f"SELECT MASTER_GTID_WAIT('{gtid}', 60)")
+                assert res.rows == [(0,)]
+            assert i in _rows(warehouse, "ryw", "marks"), (i, gtid, status(session))
+        assert session.wait_for_executed_gtid_set("0-601-999999999", 0.2) == 1  # not yet: a timeout, 1
+    finally:
+        stop.set()
+        writer.join(30)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
