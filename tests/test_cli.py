@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 CLI = [sys.executable, "-m", "rpl_sql.cli"]
 
 
@@ -103,6 +105,100 @@ def test_interactive_prompt_multiline_statements(tmp_path):
         _, status = os.waitpid(pid, 0)
         assert os.WEXITSTATUS(status) == 0
         assert b"      -> " in out  # the continuation prompt
+    finally:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def test_help_lists_every_subcommand():
+    from rpl_sql.cli.shell import SUBCOMMANDS
+
+    p = run("--help")
+    assert p.returncode == 0
+    listed = [ln.split()[0] for ln in p.stdout.split("subcommands", 1)[1].splitlines()[1:] if ln.startswith("  ")]
+    assert sorted(listed) == sorted(SUBCOMMANDS)
+
+
+NO_INGEST = """
+import sys
+import importlib.util  # the install without the ingest extra
+real = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] in ("pymysql", "pymysqlreplication") \\
+    else real(name, *a)
+from rpl_sql.cli.shell import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_pipeline_commands_without_the_ingest_extra_say_how_to_get_it(tmp_path):
+    for command in ("replica", "snapshot", "ingest", "apply"):
+        p = subprocess.run([sys.executable, "-c", NO_INGEST, command, "--warehouse", str(tmp_path / "wh")],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and "pip install 'rpl_sql[ingest]'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_scripts_as_the_mysql_client_reads_them(tmp_path):
+    """A byte-order mark at the start is dropped; a NUL ends the read at once with the mysql client's error (so
+    `-f /dev/zero` does not read forever), from a file and from a pipe; the Python API refuses a NUL too."""
+    import rpl_sql
+    from rpl_sql.errors import MySQLError
+
+    wh = str(tmp_path / "wh")
+    bom = tmp_path / "bom.sql"
+    bom.write_bytes(b"\xef\xbb\xbfCHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c';\n")
+    p = run("--warehouse", wh, "-f", str(bom))
+    assert p.returncode == 0 and "Query OK" in p.stderr + p.stdout, p.stderr
+    for args, stdin in ((("-f", "/dev/zero"), None), ((), "SHOW REPLICA STATUS;\0")):
+        t0 = time.monotonic()
+        p = run("--warehouse", wh, *args, stdin=stdin)
+        assert p.returncode == 1 and p.stderr.startswith("ERROR: ASCII '\\0' appeared in the statement")
+        assert time.monotonic() - t0 < 30
+    with pytest.raises(MySQLError) as e:
+        rpl_sql.connect(wh).execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (`a\0b`) FOR CHANNEL 'c'")
+    assert e.value.code == 1300
+
+
+
+@pytest.mark.spark
+def test_ctrl_c_during_a_spark_query_is_one_line_and_the_shell_goes_on(tmp_path):
+    """A real terminal: Ctrl-C while Spark runs the first query (pyspark's own handler then called the JVM from
+    inside the interrupted call: 40 lines of 'reentrant call' and Py4JNetworkError)."""
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYSPARK_PYTHON=sys.executable, RPL_SQL_DRIVER_MEMORY="1g")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [*CLI, "--warehouse", str(tmp_path / "wh"), "--master", "local[1]"], env)
+    out = b""
+
+    def read_until(marker: bytes, timeout: float = 120) -> None:
+        nonlocal out
+        end = time.time() + timeout
+        while marker not in out and time.time() < end:
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    out += os.read(fd, 65536)
+                except OSError:
+                    break
+        assert marker in out, out.decode(errors="replace")
+
+    try:
+        read_until(b"rpl-sql> ")
+        os.write(fd, b"SELECT sum(hash(id)) FROM range(0, 100000000000, 1, 1);\r")
+        logs = list(tmp_path.glob(f"rpl_sql-{os.getuid()}/spark-*.log"))
+        end = time.time() + 180
+        while time.time() < end and not any("Stage 0" in p.read_text(errors="replace") for p in logs):
+            time.sleep(0.5)  # the job runs (its progress bar goes to the quiet log)
+            logs = list(tmp_path.glob(f"rpl_sql-{os.getuid()}/spark-*.log"))
+        os.write(fd, b"\x03")
+        read_until(b"ERROR 1317 (70100): Query execution was interrupted")
+        os.write(fd, b"SELECT 6 * 7 AS answer;\r")
+        read_until(b"| 42 ")
+        os.write(fd, b"quit\r")
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        text = out.decode(errors="replace")
+        assert "Traceback" not in text and "reentrant" not in text and "Py4J" not in text, text
     finally:
         try:
             os.kill(pid, 9)

@@ -118,10 +118,12 @@ def test_cli_error_exit_code_and_format(prepared):
                         "CHANGE REPLICATION FILTER REPLICATE_DO_DB=(db1) FOR CHANNEL 'nope'"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1
-    assert p.stderr.strip().endswith(
+    assert p.stderr.splitlines()[-2:] == [
         "ERROR 1794 (HY000): Replica is not configured or failed to initialize properly. You must at least set "
         "--server-id to enable either a source or a replica. Additional error messages can be found in the "
-        "MySQL error log.")
+        "MySQL error log.",
+        "Hint: channel 'nope' does not exist: CHANGE REPLICATION SOURCE TO SOURCE_HOST='...' FOR CHANNEL 'nope' "
+        "first"]
     assert tree_digest(prepared.store.state_path) == before
 
 

@@ -98,7 +98,7 @@ def test_the_statements_of_a_state_rebuild_it(data, lctn, seed):
     try:
         text = write_statements(from_state(state))
     except NotExpressible as e:
-        assert "line feed" in e.message
+        assert "line feed" in e.message or "NUL" in e.message
         return
     rebuilt = run_statements(emptied(state), text)
     same_values(state, rebuilt)

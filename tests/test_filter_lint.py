@@ -8,6 +8,8 @@ import sys
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rpl_sql
 from rpl_sql.cli.lint import apply_script
@@ -37,6 +39,10 @@ CASES = [  # (code, fires on, quiet on)
      F("REPLICATE_DO_DB = (crm), REPLICATE_REWRITE_DB = ((shop, crm))")),
     ("RPL005", F("REPLICATE_IGNORE_DB = (shop), REPLICATE_REWRITE_DB = ((shop, crm))"),
      F("REPLICATE_IGNORE_DB = (crm2), REPLICATE_REWRITE_DB = ((shop, crm))")),
+    ("RPL005", F("REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_WILD_IGNORE_TABLE = ('shop.tmp%')"),
+     F("REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_WILD_IGNORE_TABLE = ('crm.tmp%', 'sh%.tmp%')")),
+    ("RPL005", F("REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_DO_TABLE = (shop.orders)"),
+     F("REPLICATE_REWRITE_DB = ((shop, crm), (crm, shop)), REPLICATE_DO_TABLE = (shop.orders)")),
     ("RPL006", F("REPLICATE_REWRITE_DB = ((a, b), (b, `c``d`))"), F("REPLICATE_REWRITE_DB = ((a, b), (c, d))")),
     ("RPL007", F("REPLICATE_DO_DB = (sales), REPLICATE_IGNORE_TABLE = (sales.tmp)"),
      F("REPLICATE_IGNORE_TABLE = (sales.tmp)")),
@@ -110,3 +116,38 @@ def test_rpl_sql_lint_on_a_script_and_an_option_file(tmp_path):
     assert (out.returncode, out.stdout) == (0, "") and "0 warnings" in out.stderr
     out = run(bad)
     assert out.returncode == 2 and "ERROR 1064 (42000)" in out.stderr
+
+
+NAMES = st.sampled_from(["shop", "crm", "Shop", "a_b", "a%b", "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(NAMES, NAMES), max_size=3),
+       rules=st.lists(st.tuples(st.sampled_from(["REPLICATE_DO_TABLE", "REPLICATE_IGNORE_TABLE",
+                                                 "REPLICATE_WILD_DO_TABLE", "REPLICATE_WILD_IGNORE_TABLE"]),
+                                NAMES, st.sampled_from(["t", "tmp%", "t_1"])), min_size=1, max_size=3),
+       lctn=st.sampled_from([0, 1]))
+def test_a_table_rule_rpl005_flags_never_decides_a_row_event(pairs, rules, lctn):
+    """What RPL005 says of a table rule under a rewrite holds in the reference evaluator: no row event of any
+    database is decided by that rule."""
+    from rpl_sql.evaluate import RowEvent, decide
+    from rpl_sql.rules import FilterType
+
+    pairs = list({p[0].lower() if lctn else p[0]: p for p in pairs}.values())  # one pair per source
+    by_type: dict[str, list[str]] = {}
+    for ftype, db, table in rules:
+        wild = "WILD" in ftype
+        by_type.setdefault(ftype, []).append(f"'{db}.{table}'" if wild else f"`{db}`.`{table}`")
+    text = ", ".join(f"{t} = ({', '.join(v)})" for t, v in by_type.items())
+    if pairs:
+        text += ", REPLICATE_REWRITE_DB = (" + ", ".join(f"(`{a}`, `{b}`)" for a, b in pairs) + ")"
+    state = apply_script(replace(initial_state(), lower_case_table_names=lctn),
+                         "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'a';\n" + F(text))
+    flagged = {(w.filter, w.rule) for w in lint_state(state) if w.code == "RPL005" and "TABLE" in w.filter}
+    filters = state.channel("a").filters
+    for db in ["shop", "crm", "Shop", "a_b", "a%b", "x", "axb"]:
+        for table in ["t", "tmp", "tmpx", "t_1", "t11"]:
+            d = decide(filters, RowEvent(db, table), state.matching)
+            rule = (d.decided_by, str(d.rule)) if d.rule is not None else None
+            assert rule not in flagged, (db, table, d, flagged)
+    assert all(FilterType(f) for f, _ in flagged)

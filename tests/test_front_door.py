@@ -326,3 +326,30 @@ def test_default_master_connection_and_show_variables(warehouse):
             s.execute(bad)
         assert raised.value.code == code, bad
         assert s.store.version() == version
+
+
+def test_set_global_replicate_before_a_master_is_configured_as_mariadb(warehouse):
+    """Checked on MariaDB 10.11: the default connection keeps its rules before it has a master and applies them
+    once it has one; a connection CHANGE MASTER never made is 1210."""
+    s = Session(warehouse)
+    s.execute("SET GLOBAL replicate_do_db = 'x'")
+    assert dict(s.execute("SHOW VARIABLES LIKE 'replicate_do_db'")[0].rows) == {"replicate_do_db": "x"}
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h'")
+    assert dict(s.execute("SHOW VARIABLES LIKE 'replicate_do_db'")[0].rows) == {"replicate_do_db": "x"}
+    row = s.execute("SHOW REPLICA STATUS")[0]
+    assert dict(zip(row.columns, row.rows[0]))["Replicate_Do_DB"] == "x"
+    version = s.store.version()
+    with pytest.raises(MySQLError) as e:
+        s.execute("SET GLOBAL c9.replicate_do_db = 'y'")
+    assert (e.value.code, e.value.message) == (1210, "Incorrect arguments to SET") and "'c9'" in e.value.hint
+    assert s.store.version() == version
+
+
+def test_1794_names_the_channel_in_its_hint(warehouse):
+    s = Session(warehouse)
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'shop'")
+    with pytest.raises(MySQLError) as e:
+        s.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (d) FOR CHANNEL 'shpo'")
+    assert e.value.code == 1794 and e.value.message.startswith("Replica is not configured")  # MySQL's message
+    assert e.value.hint == ("channel 'shpo' does not exist: CHANGE REPLICATION SOURCE TO SOURCE_HOST='...' FOR "
+                            "CHANNEL 'shpo' first")

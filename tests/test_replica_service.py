@@ -170,6 +170,7 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
             if second.poll() is None:
                 os.killpg(second.pid, signal.SIGKILL)
         assert second.returncode == 1 and "already run by another service" in err, err
+        assert "running" not in err  # refused before it says it runs
         src.execute(*PHASE_1)
         caught_up(warehouse, src)
         oracle.caught_up(src, "a")
@@ -212,6 +213,26 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_a_channel_never_started_is_said_to_be_stopped_and_ctrl_c_is_one_line(warehouse, servers):
+    src, _ = servers
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a"))
+    proc = start_service(warehouse, capture=True)
+    try:
+        line = proc.stderr.readline() + proc.stderr.readline()
+        assert "running 'a'" in line and ("channel 'a' is stopped; START REPLICA FOR CHANNEL 'a' (from any client) "
+                                          "starts it here") in line, line
+        session.execute("START REPLICA")
+        wait_for(lambda: status(session)["Replica_SQL_Running"] == "Yes", "the SQL thread")
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in its terminal: the whole process group
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and err.strip().splitlines() == ["rpl-sql replica: stopped"], err
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
 
 
 def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, servers):
@@ -340,11 +361,16 @@ def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, 
                 "CREATE TABLE keyless (a INT, b TEXT)", "INSERT INTO keyless VALUES (1, 'x'), (1, 'x'), (2, NULL)",
                 "USE hr", "CREATE TABLE people (id INT PRIMARY KEY)", "INSERT INTO people VALUES (1)")
 
+    seen = []
+
     def stop_after_first(pr):
+        seen.append((pr.number, pr.table, pr.finished, pr.rate))
         if pr.tables_done == 1:
             raise KeyboardInterrupt  # a crash in the middle of the snapshot
     with pytest.raises(KeyboardInterrupt):
         Snapshot(warehouse, "a", batch_rows=500, progress=stop_after_first).run()
+    # every report of the first table names it 1/3, its last (finished) one too, with a rate
+    assert {(n, t) for n, t, _, _ in seen} == {(1, seen[0][1])} and seen[-1][2] and all(r > 0 for *_, r in seen)
     busy = threading.Event()
 
     def writes():  # the source keeps changing while the rest is copied

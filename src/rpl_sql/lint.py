@@ -136,6 +136,20 @@ def lint_filters(f: Filters, channel: str | None, lctn: int, hits: dict | None =
         if fold(src, lctn) in folded_ignore and fold(src, lctn) != target and not do_db:
             warn("RPL005", T.IGNORE_DB, src, f"database rules see the rewritten name: events of {src!r} are "
                  f"judged as {dst!r}, so this rule never matches them", f"ignore {dst} instead")
+    # RPL005: table rules also see a row event's rewritten database (the table map is rewritten first)
+    rewritten = {fold(s, lctn): d for s, d in pairs if fold(s, lctn) != fold(d, lctn)}
+    targets = {fold(d, lctn) for _, d in pairs}
+    for ftype in (T.DO_TABLE, T.IGNORE_TABLE, T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE):
+        wild = ftype in (T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE)
+        for v in f.values(ftype):
+            db = _literal_db(v, wild)
+            if db is None or fold(db, lctn) not in rewritten or fold(db, lctn) in targets:
+                continue
+            dst = rewritten[fold(db, lctn)]
+            shown = "".join("\\" + c if c in "\\%_" else c for c in dst) if wild else dst
+            warn("RPL005", ftype, v, f"row events of {db!r} are rewritten to {dst!r} before the table rules are "
+                 "checked, so this rule never matches them (only statements that name the table as "
+                 f"{db}.table do)", f"write it as {shown}.{v.split('.', 1)[1]}")
     # RPL006: MySQL applies the first matching pair once
     sources = {fold(s, lctn): (s, d) for s, d in pairs}
     for src, dst in pairs:

@@ -637,7 +637,11 @@ def parse_statement(text: str, line: int = 1) -> Statement:
 
 
 def check_utf8(text: str) -> None:
-    """Text that cannot be UTF-8 (a lone surrogate, as Python decodes invalid bytes) is MySQL's 1300."""
+    """Text that cannot be UTF-8 (a lone surrogate, as Python decodes invalid bytes) is MySQL's 1300; so is a NUL,
+    which no MySQL name, pattern or option may hold."""
+    nul = text.find("\0")
+    if nul >= 0:
+        raise _at_line(MySQLError.of("ER_INVALID_CHARACTER_STRING", "utf8mb4", "00"), text.count("\n", 0, nul) + 1)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:

@@ -98,8 +98,21 @@ def change_replication_filter(state: ServerState, stmt: ChangeReplicationFilter,
     if is_gr_channel(stmt.channel):
         raise MySQLError.of("ER_REPLICA_CHANNEL_OPERATION_NOT_ALLOWED", "CHANGE REPLICATION FILTER", stmt.channel)
     ch = state.channel(stmt.channel)
+    if stmt.variable and (ch is None or not ch.configured):
+        # MariaDB keeps the default connection's rules before it has a master (they apply once it has one),
+        # and knows no other connection until CHANGE MASTER makes it (checked on MariaDB 10.11)
+        if stmt.channel != DEFAULT_CHANNEL:
+            err = MySQLError.of("ER_WRONG_ARGUMENTS", "SET")
+            err.hint = f"there is no connection '{stmt.channel}': CHANGE MASTER '{stmt.channel}' TO ... first"
+            raise err
+        ch = ch or Channel(DEFAULT_CHANNEL)
+        return Outcome(state.with_channel(replace(ch, filters=configure(ch.filters,
+                                                                        CHANGE_REPLICATION_FILTER_FOR_CHANNEL))))
     if ch is None or not ch.configured:
-        raise MySQLError.of("ER_REPLICA_CONFIGURATION")
+        err = MySQLError.of("ER_REPLICA_CONFIGURATION")
+        err.hint = (f"channel '{stmt.channel}' " + ("does not exist" if ch is None else "has no source") +
+                    f": CHANGE REPLICATION SOURCE TO SOURCE_HOST='...' FOR CHANNEL '{stmt.channel}' first")
+        raise err
     if ch.sql_running:
         raise MySQLError.of("ER_REPLICA_CHANNEL_SQL_THREAD_MUST_STOP", ch.name)
     return Outcome(state.with_channel(replace(ch, filters=configure(ch.filters,
@@ -343,7 +356,8 @@ def variable_filter(stmt: SetReplicationVariable, default_connection: str) -> Ch
     else:
         values = tuple(items)
     channel = stmt.connection if stmt.connection is not None else default_connection
-    return ChangeReplicationFilter(text=stmt.text, line=stmt.line, filters=((ftype, values),), channel=channel)
+    return ChangeReplicationFilter(text=stmt.text, line=stmt.line, filters=((ftype, values),), channel=channel,
+                                   variable=True)
 
 
 def script_statements(statements: Iterable[Statement]) -> Iterator[Statement]:

@@ -121,6 +121,19 @@ def parse_startup(options: list[str] | tuple[str, ...], file_options: list[tuple
 # ---------------------------------------------------------------- option files
 
 _SECTIONS = ("mysqld", "server", "rpl_sql")
+# mysqld's and mariadbd's options named replicate-* that are no filters (skipped with the other server options)
+_OTHER_REPLICATE = frozenset({"replicate-same-server-id", "replicate-annotate-row-events",
+                              "replicate-events-marked-for-skip"})
+
+
+def _unknown_filter_option(name: str) -> bool:
+    """A replicate-* name no server knows (`shop:replicate-do-db`, `replicate-do-dbs`): mysqld would refuse to
+    start on it, so it is no option to skip in silence. MySQL's `loose-` prefix makes it a warning there."""
+    if name.lstrip("-").lower().startswith("loose"):
+        return False
+    canon = option_name(name)
+    base = canon.rpartition(".")[2]  # MariaDB's connection prefix
+    return "replicate" in canon and base not in _OTHER_REPLICATE
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "r": "\r", "\\": "\\", "s": " ", '"': '"', "'": "'"}
 
 
@@ -161,7 +174,7 @@ def read_option_file(path: str | os.PathLike, _depth: int = 0, sections: tuple[s
         raise StartupError("ER_OPTION_FILE", f"Could not open required defaults file: {path} ({e.strerror})")
     out: list[tuple[str, str | None]] = []
     section = None
-    for raw in lines:
+    for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
@@ -181,4 +194,8 @@ def read_option_file(path: str | os.PathLike, _depth: int = 0, sections: tuple[s
         name, value = _split_option(_strip_comment(line))
         if keep(name):
             out.append((name, _unquote(value) if value is not None else None))
+        elif _unknown_filter_option(name):
+            raise StartupError("ER_UNKNOWN_OPTION", f"unknown variable '{line}' ({path}, line {number}): a "
+                               "filter option is replicate-*=[channel:]rule (MySQL) or [connection.]replicate_* "
+                               "(MariaDB)")
     return out

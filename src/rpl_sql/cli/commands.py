@@ -8,7 +8,7 @@ import sys
 
 from rpl_sql.applier_state import ApplyError
 from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
-from rpl_sql.errors import MySQLError
+from rpl_sql.errors import MySQLError, error_text
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.job import engine_for_master
 from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SERVICE_ALLOCATORS, SQL_THREAD_MAX_MEMORY,
@@ -122,7 +122,7 @@ def apply_main(argv: list[str] | None = None) -> int:
                        engine=engine)
     except MySQLError as e:
         display.close()
-        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        sys.stderr.write(error_text(e))
         return 1
     except ApplyError as e:
         display.close()
@@ -177,18 +177,26 @@ def replica_main(argv: list[str] | None = None) -> int:
                                  processes=not args.one_process, master=args.master,
                                  spark_conf=conf, verbose=args.verbose,
                                  sql_thread_max_memory=args.sql_thread_max_memory or None)
-        names = service.channels()
-        sys.stderr.write(f"rpl-sql replica: running {', '.join(repr(n) for n in names)} "
-                         f"(pid {os.getpid()}); SHOW REPLICA STATUS shows them, Ctrl-C stops\n")
-        service.run()
+        service.run(on_start=_say_running)
     except MySQLError as e:
-        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        sys.stderr.write(error_text(e))
         return 1
     except ServiceError as e:
         sys.stderr.write(f"rpl-sql replica: {e}\n")
         return 1
     sys.stderr.write("rpl-sql replica: stopped\n")
     return 0
+
+
+def _say_running(state, names: list[str]) -> None:
+    """What the service runs, once it is sure to: and which of those channels wait for START REPLICA."""
+    sys.stderr.write(f"rpl-sql replica: running {', '.join(repr(n) for n in names)} (pid {os.getpid()}); SHOW "
+                     "REPLICA STATUS shows them, Ctrl-C stops\n")
+    for name in names:
+        ch = state.channel(name)
+        if ch is not None and not (ch.io_running or ch.sql_running):
+            sys.stderr.write(f"rpl-sql replica: channel '{name}' is stopped; START REPLICA FOR CHANNEL '{name}' "
+                             "(from any client) starts it here\n")
 
 
 def snapshot_main(argv: list[str] | None = None) -> int:
@@ -204,14 +212,14 @@ def snapshot_main(argv: list[str] | None = None) -> int:
     display = Display()
 
     def show(pr: SnapshotProgress) -> None:
-        display.show(f"[snapshot {args.channel!r}] table {min(pr.tables_done + 1, pr.tables)}/{pr.tables} "
-                     f"{pr.table}", bar(pr.rows, pr.estimate, 0.0, "rows"))
+        display.show(f"[snapshot {args.channel!r}] table {pr.number}/{pr.tables} {pr.table}",
+                     bar(pr.rows, pr.estimate, pr.rate, "rows"))
 
     try:
         report = Snapshot(args.warehouse, args.channel, progress=None if args.quiet else show).run()
     except MySQLError as e:
         display.close()
-        sys.stderr.write(f"ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+        sys.stderr.write(error_text(e))
         return 1
     except Exception as e:  # the source's (pymysql) or Delta's
         display.close()

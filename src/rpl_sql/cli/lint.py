@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rpl_sql import landed_shapes, lint, server
-from rpl_sql.errors import MySQLError, StartupError
+from rpl_sql.errors import MySQLError, StartupError, error_text
 from rpl_sql.parser import parse
 from rpl_sql.startup import parse_startup, read_option_file
 from rpl_sql.state import Channel, ServerState, initial_state
@@ -88,7 +88,7 @@ def lint_main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"rpl-sql lint: {name}: {e}\n")
             return 2
         except MySQLError as e:
-            sys.stderr.write(f"{name}: ERROR {e.code} ({e.sqlstate}): {e.message}\n")
+            sys.stderr.write(f"{name}: " + error_text(e))
             return 2
         except StartupError as e:
             sys.stderr.write(f"{name}: [ERROR] {e}\n")

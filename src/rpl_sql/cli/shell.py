@@ -15,9 +15,14 @@ stderr and make a non-interactive run exit 1. End a statement with `\\G` for ver
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import io
+import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -72,18 +77,23 @@ class Shell:
 
     def run_statement(self, stmt, vertical: bool = False) -> bool:
         t0 = time.perf_counter()
-        try:
-            result = self.session.execute_statement(stmt)
-            self.show(result, vertical, time.perf_counter() - t0)
-            return True
-        except (MySQLError, SparkSQLError) as e:
-            self.error(e, stmt.line)
-            return False
-        except Exception as e:
-            if not _is_spark_error(e):  # a failure while Spark runs the query (collect)
-                raise
-            self.error(SparkSQLError.from_spark(e), stmt.line)
-            return False
+        with _Interruptible(self.session) as ctl:
+            try:
+                result = self.session.execute_statement(stmt)
+                self.show(result, vertical, time.perf_counter() - t0)
+                return True
+            except (MySQLError, SparkSQLError) as e:
+                if ctl.interrupted:
+                    raise KeyboardInterrupt from None
+                self.error(e, stmt.line)
+                return False
+            except Exception as e:
+                if ctl.interrupted:
+                    raise KeyboardInterrupt from None
+                if not _is_spark_error(e):  # a failure while Spark runs the query (collect)
+                    raise
+                self.error(SparkSQLError.from_spark(e), stmt.line)
+                return False
 
     def show(self, r: Result, vertical: bool, elapsed: float) -> None:
         if r.dataframe is not None:
@@ -214,20 +224,75 @@ def _readline_history() -> _History | None:
     return _History(readline, path)
 
 
+class _Interruptible:
+    """Ctrl-C during a statement that Spark runs cancels its jobs from another thread, and the statement ends
+    as cancelled (KeyboardInterrupt, one line in the shell). pyspark's own handler calls the JVM from inside
+    the interrupted JVM call, which failed with 'reentrant call' and Py4JNetworkError tracebacks."""
+
+    active: "_Interruptible | None" = None  # the statement running now
+
+    def __init__(self, session: Session):
+        self.session, self.interrupted, self.saved = session, False, None
+
+    def __enter__(self) -> "_Interruptible":
+        if threading.current_thread() is threading.main_thread():
+            self.saved = signal.signal(signal.SIGINT, self._handler)
+            _Interruptible.active = self
+        return self
+
+    @classmethod
+    def spark_started(cls) -> None:
+        """pyspark puts its own Ctrl-C handler in place when its SparkContext starts: take it back."""
+        if cls.active is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, cls.active._handler)
+
+    def _handler(self, signum, frame) -> None:
+        if _spark_context() is None:  # no Spark at work: the ordinary interrupt
+            raise KeyboardInterrupt
+        if not self.interrupted:
+            self.interrupted = True
+            threading.Thread(target=_cancel_spark, args=(self.session,), daemon=True).start()
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            signal.signal(signal.SIGINT, self.saved)
+            _Interruptible.active = None
+
+
+def _spark_context():
+    """This process's running SparkContext (classic Spark), or None; never starts or imports Spark."""
+    module = sys.modules.get("pyspark")
+    return getattr(getattr(module, "SparkContext", None), "_active_spark_context", None)
+
+
 def _cancel_spark(session: Session) -> None:
-    """Cancel the Spark jobs a Ctrl-C interrupted (classic sessions only)."""
-    spark = session._spark
+    """Cancel the Spark jobs a Ctrl-C interrupted (classic sessions only; also while the session attaches)."""
     try:
-        if spark not in (None, "auto"):
-            spark.sparkContext.cancelAllJobs()
+        sc = _spark_context()
+        if sc is not None:
+            sc.cancelAllJobs()
     except Exception:
         pass
 
 
 # ---------------------------------------------------------------- arguments
 
+SUBCOMMAND_HELP = """subcommands (rpl-sql COMMAND --help for each):
+  replica         run the replica service: follow the channels' sources into replica tables
+  snapshot        provision a channel's replica tables from a source that already holds data
+  ingest          land a source's binlog in the events table once (batch)
+  debezium        land Debezium JSON lines in the events table (batch)
+  apply           apply the landed events (and with --tables keep the replica tables), once
+  lint            check an option file or script of filters before it is applied
+  import-filters  read filters from MySQL/MariaDB option files, DMS table mappings, Debezium settings
+  export-filters  write the filters in one of those formats
+  upkeep          compaction, checkpoints, retention of old commits (run it from cron)
+  repair          roll damaged tables back to their last good version"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rpl-sql", description="MySQL replication filters over a Delta warehouse.")
+    p = argparse.ArgumentParser(prog="rpl-sql", description="MySQL replication filters over a Delta warehouse.",
+                                epilog=SUBCOMMAND_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("-e", dest="execute", metavar="SQL", help="statements to run")
@@ -271,7 +336,17 @@ SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "repair", "
                "export-filters")
 
 
+PIPELINE_COMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot")  # the pipeline reads binlogs
+INGEST_EXTRA = ("pymysql", "pymysqlreplication")
+
+
 def _subcommand(name: str):
+    if name in PIPELINE_COMMANDS and any(importlib.util.find_spec(m) is None for m in INGEST_EXTRA):
+        def missing(_argv) -> int:
+            sys.stderr.write(f"rpl-sql {name} needs the ingest extra (pymysql and mysql-replication, which read "
+                             "MySQL/MariaDB binlogs): pip install 'rpl_sql[ingest]'\n")
+            return 2
+        return missing
     if name in ("repair", "upkeep"):
         return repair_main if name == "repair" else upkeep_main
     if name == "lint":
@@ -302,7 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     def start_spark():
         from rpl_sql.spark.env import local_spark
 
-        return local_spark(master=args.master, verbose=args.verbose, **conf)
+        spark = local_spark(master=args.master, verbose=args.verbose, **conf)
+        _Interruptible.spark_started()
+        return spark
 
     session.spark_factory = start_spark
     shell = Shell(session, silent=args.silent)
@@ -310,10 +387,16 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("rpl-sql: --replicate-* options and --defaults-file take effect at server start: "
                          "add --start\n")
         return 2
+    if not args.verbose:  # py4j logs the connection a cancelled job's call loses; the shell says it once
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
     try:
         return _run(args, session, shell, startup)
     except MySQLError as e:  # the warehouse itself failed (damaged, unreadable): one line, as for a statement
         shell.error(e)
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C in a script (-e, -f, a pipe): its Spark jobs cancelled, one line
+        _cancel_spark(session)
+        sys.stderr.write("^C\nERROR 1317 (70100): Query execution was interrupted\n")
         return 1
 
 
@@ -332,8 +415,18 @@ def _run(args: argparse.Namespace, session: Session, shell: Shell, startup: list
             return 1
     try:
         scripts = [_read(path) for path in args.init] + ([_read(args.file)] if args.file is not None else [])
+        piped = args.file is None and args.execute is None and sys.stdin is not None and not sys.stdin.isatty()
+        if piped:
+            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape")
+            try:
+                scripts.append(_read_text(stdin))
+            finally:
+                stdin.detach()
     except OSError as e:
         sys.stderr.write(f"rpl-sql: cannot read {e.filename}: {e.strerror}\n")
+        return 1
+    except ScriptError as e:
+        sys.stderr.write(f"{e}\n")
         return 1
     shell.script_lines = True
     for text in scripts[:len(args.init)]:
@@ -344,8 +437,8 @@ def _run(args: argparse.Namespace, session: Session, shell: Shell, startup: list
         return 0 if shell.run_script(args.execute) else 1
     if args.file is not None:
         return 0 if shell.run_script(scripts[-1]) else 1
-    if not sys.stdin.isatty():
-        return 0 if shell.run_script(sys.stdin.buffer.read().decode("utf-8", "surrogateescape")) else 1
+    if piped:
+        return 0 if shell.run_script(scripts[-1]) else 1
     shell.script_lines = False
     shell.interactive()
     return 0
@@ -424,10 +517,30 @@ def upkeep_main(argv: list[str]) -> int:
     return 0
 
 
+class ScriptError(Exception):
+    """A script the shell will not run (as the mysql client, which reads no NUL outside --binary-mode)."""
+
+
+NUL_MESSAGE = ("ERROR: ASCII '\\0' appeared in the statement, but this is not allowed unless option --binary-mode "
+               "is enabled and mysql is run in non-interactive mode. Set --binary-mode to 1 if ASCII '\\0' is "
+               "expected.")
+
+
 def _read(path: str) -> str:
-    """A script's text; bytes that are not UTF-8 are kept as surrogates, which the parser refuses (1300)."""
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        return f.read()
+    """A script's text, read in chunks up to its first NUL (`-f /dev/zero` ends at once); a UTF-8 byte-order
+    mark at its start is dropped, as the mysql client does. Bytes that are not UTF-8 are kept as surrogates,
+    which the parser refuses (1300)."""
+    with open(path, encoding="utf-8-sig", errors="surrogateescape") as f:
+        return _read_text(f)
+
+
+def _read_text(f) -> str:
+    parts = []
+    while chunk := f.read(1 << 20):
+        if "\0" in chunk:
+            raise ScriptError(NUL_MESSAGE)
+        parts.append(chunk)
+    return "".join(parts)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,11 @@ def _value(ftype: FilterType, v) -> str:
 def change_filter(rules: Rules, channel: str | None) -> str:
     parts = [f"{t.filter_name} = ({', '.join(_value(t, v) for v in values)})" for t, values in rules]
     suffix = "" if channel is None else f" FOR CHANNEL {string(channel)}"
-    return "CHANGE REPLICATION FILTER " + ",\n    ".join(parts) + suffix + ";"
+    text = "CHANGE REPLICATION FILTER " + ",\n    ".join(parts) + suffix + ";"
+    if "\0" in text:
+        raise NotExpressible(f"{'global rules' if channel is None else f'channel {channel!r}'}: a name or pattern "
+                             "holds a NUL, which no statement can carry (ERROR 1300)")
+    return text
 
 
 def write_statements(config: FilterConfig) -> str:

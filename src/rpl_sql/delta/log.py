@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import re
 from dataclasses import dataclass
 
@@ -121,10 +122,23 @@ def last_checkpoint(log: str) -> int | None:
         return None
 
 
+def warehouse_of(table: str) -> str:
+    """The warehouse a table lies in: the nearest folder above it that holds the state table (`rpl_state`),
+    else the table's own folder's parent."""
+    here = os.path.abspath(table)
+    while True:
+        up = os.path.dirname(here)
+        if up == here:
+            return os.path.dirname(os.path.abspath(table))
+        if os.path.isdir(os.path.join(up, "rpl_state", LOG)):
+            return up
+        here = up
+
+
 def damaged(d: Damage) -> MySQLError:
     err = MySQLError.of("ER_CRASHED_ON_USAGE", f"{d.table} (version {d.version}: {d.reason})")
     err.hint = ("roll it back to its last good version, keeping the history before it: "
-                "rpl-sql repair --warehouse <warehouse>")
+                f"rpl-sql repair --warehouse {shlex.quote(warehouse_of(d.table))}")
     return err
 
 

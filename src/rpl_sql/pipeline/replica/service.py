@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
+from typing import Callable
 
 from rpl_sql import service_status
 from rpl_sql.applier_state import ApplyError
@@ -456,14 +457,18 @@ class ReplicaService:
                 raise MySQLError.of("ER_BAD_REPLICA")
         return list(self.wanted)
 
-    def run(self) -> None:
-        """Start every channel's loops and write heartbeats until stopped; then wait for the loops to end."""
+    def run(self, on_start: Callable[[ServerState, list[str]], None] | None = None) -> None:
+        """Start every channel's loops and write heartbeats until stopped; then wait for the loops to end.
+        `on_start(state, channels)` is told once every channel is this service's (another service running one
+        raises first)."""
         self.loops = [ChannelLoops(self, n) for n in self.channels()]
         taken = []
         try:
             for lp in self.loops:
                 lp.lock.acquire(lp.channel)
                 taken.append(lp)
+            if on_start is not None:
+                on_start(self.store.load().state, [lp.channel for lp in self.loops])
             if threading.current_thread() is threading.main_thread():
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, lambda *_: self.stop())
@@ -583,6 +588,9 @@ def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: 
     """A channel's SQL thread as a process: runs until the parent says stop or goes away. A successor says
     `ready` once started and waits for its predecessor's lock (released after the batch it is applying)."""
     _die_with_parent()
+    # Ctrl-C reaches the whole process group: the parent stops this process over the pipe, at a batch boundary,
+    # so the interrupt is no error here (it printed a KeyboardInterrupt traceback)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
     limit = settings.pop("sql_thread_max_memory", None)
     if settings.get("master"):  # its SparkSession would start again with every replacement

@@ -43,8 +43,20 @@ class SnapshotProgress:
     table: str                     # db.table being copied (source names)
     rows: int                      # rows copied of it so far
     estimate: int | None           # information_schema's row estimate
-    tables_done: int
+    tables_done: int               # tables finished, this one included once `finished`
     tables: int
+    finished: bool = False         # the last report of this table
+    seconds: float = 0.0           # since this table's copy began
+
+    @property
+    def rate(self) -> float:
+        """Rows a second of this table's copy so far."""
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def number(self) -> int:
+        """This table's number among the run's tables (1-based)."""
+        return self.tables_done if self.finished else self.tables_done + 1
 
 
 @dataclass
@@ -158,7 +170,7 @@ class Snapshot:
         import pymysql.cursors
 
         conn = pymysql.connect(**settings, autocommit=False, cursorclass=pymysql.cursors.SSCursor)
-        rows = 0
+        rows, t0 = 0, time.monotonic()
         try:
             with conn.cursor() as cur:
                 cur.execute("SET SESSION time_zone = '+00:00'")
@@ -185,14 +197,16 @@ class Snapshot:
                     write(path, table, self.channel, 0, mode="append")
                     rows += len(chunk)
                     if self.progress is not None:
-                        self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index, total))
+                        self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index, total,
+                                                       seconds=time.monotonic() - t0))
             conn.commit()
         finally:
             conn.close()
         cat.add_table(target, tname, cols, since, path=rel)
         cat.commit(cat.seq)
         if self.progress is not None:
-            self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index + 1, total))
+            self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index + 1, total, finished=True,
+                                           seconds=time.monotonic() - t0))
         return rows
 
 
