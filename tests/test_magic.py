@@ -75,6 +75,10 @@ CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db3) FOR CHANNEL 'ch1';
     assert res.error_in_exec.code == 1064
     assert Session(str(wh)).store.version() == version + 1
 
+    # --warehouse sticks: a later cell without it works on the same warehouse, not ./rpl_warehouse
+    res = ipython.run_cell("%%rpl_sql\nCHANGE REPLICATION FILTER REPLICATE_DO_DB = (sticky) FOR CHANNEL 'ch1';")
+    assert res.success and ("ch1", "REPLICATE_DO_DB", "sticky") in [r[:3] for r in Session(str(wh)).filters()]
+
 
 def test_the_earlier_extension_name_still_loads():
     from IPython.core.interactiveshell import InteractiveShell

@@ -143,3 +143,39 @@ def test_a_read_after_the_gtid_is_executed_sees_the_row(warehouse, src):
         writer.join(30)
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
+
+
+def test_reset_replica_forgets_the_position_and_the_unapplied_events(warehouse, src):
+    """MySQL's RESET REPLICA (spec §5): positions are reset, the relay log (received, not applied) is deleted,
+    filters and gtid_executed stay. The next START reads the source from its first binlog; what was received
+    before the reset and never applied is discarded, not applied."""
+    from rpl_sql.pipeline.applier.local import LocalApplier
+    from rpl_sql.pipeline.binlog import ingest_channel
+
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = (x) FOR CHANNEL 'a';\n"
+                    "START REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE r", "CREATE TABLE r.t (k INT PRIMARY KEY)",
+                "INSERT INTO r.t VALUES (1)")
+    applied_gtid = _gtid(src)
+    ingest_channel(warehouse, "a")
+    local = LocalApplier(warehouse)
+    while local.run_batch("a") is not None:
+        pass
+    src.execute("SET SESSION binlog_format = ROW", "INSERT INTO r.t VALUES (2)")  # received, never applied
+    received = ingest_channel(warehouse, "a")
+    session.execute("STOP REPLICA FOR CHANNEL 'a'; RESET REPLICA FOR CHANNEL 'a'")
+    row = status(session)
+    assert (row["Source_Log_File"], row["Read_Source_Log_Pos"], row["Relay_Source_Log_File"]) == ("", 4, "")
+    assert row["Executed_Gtid_Set"] == applied_gtid and row["Replicate_Ignore_DB"] == "x"  # kept, as MySQL
+    session.execute("START REPLICA FOR CHANNEL 'a'")
+    again = ingest_channel(warehouse, "a")
+    assert again.start == (src.execute("SHOW BINARY LOGS")[0][0], 4)  # the source's first binlog
+    first = local.run_batch("a")
+    assert (first.end, first.applied, first.gtids) == (received.last_seq, 0, "")
+    state = session.state.channel("a").applier
+    assert state.seq == received.last_seq and state.executed_gtid_set == applied_gtid  # discarded, not executed
+    while local.run_batch("a") is not None:
+        pass
+    assert session.state.channel("a").applier.executed_gtid_set == _gtid(src)  # read again, applied

@@ -81,3 +81,15 @@ def test_rule_hits_view_and_data_source(spark, tmp_path):
     assert [r[:4] for r in got] == [r[:4] for r in want] and got[0][4] is not None and got[1][4] is None
     live = spark.read.format("rpl_sql").option("path", wh).option("table", "rule_hits").load()
     assert [tuple(r)[:4] for r in live.collect()] == [r[:4] for r in want]
+
+
+@pytest.mark.spark
+def test_registering_quiets_the_warnings_of_rpl_sqls_own_doing(spark, warehouse):
+    """Every refresh replaces rpl_sql's functions and may create the replica tables' databases; Spark logs a
+    WARN line for each (16 a refreshing notebook cell). After register those loggers report errors only."""
+    from rpl_sql.spark.env import QUIET_LOGGERS
+
+    rpl_sql.register(spark, warehouse)
+    jvm = spark.sparkContext._jvm
+    levels = {n: str(jvm.org.apache.logging.log4j.LogManager.getLogger(n).getLevel()) for n in QUIET_LOGGERS}
+    assert levels == {n: "ERROR" for n in QUIET_LOGGERS}

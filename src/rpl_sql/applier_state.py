@@ -132,6 +132,8 @@ class BatchRecord:
     skipped: int = 0         # events skipped by the channel's skip counter (whole transactions; not decided)
     rule_counts: dict[str, list] = field(default_factory=dict)  # FILTER_NAME -> [[value, hits], ...] behind counts
     at: int = 0              # µs UTC the batch was decided: the per-rule counters' last hit
+    reset_at: int = 0        # a batch that discards what was received before this RESET REPLICA (not applied,
+    #                          its GTIDs not executed, the position left as the RESET made it)
 
     def to_meta(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -174,7 +176,8 @@ def record_batch(state: ServerState, rec: BatchRecord) -> ServerState:
     gtids = str(GtidSet.parse(ch.applier.executed_gtid_set).union(GtidSet.parse(rec.gtids)))
     applier = ApplierPosition(rec.end, gtids,
                               rec.last_file if rec.last_file is not None else ch.applier.source_log_file,
-                              rec.last_pos if rec.last_pos is not None else ch.applier.source_log_pos)
+                              rec.last_pos if rec.last_pos is not None else ch.applier.source_log_pos,
+                              max(rec.reset_at, ch.applier.reset_at))
     skip = max(0, ch.skip_counter - rec.skipped)  # whole transactions: a skip batch ends at a boundary
     return state.with_channel(replace(ch, filters=ch.filters.add_counts(counts, rules, rec.at), applier=applier,
                                       skip_counter=skip))

@@ -177,9 +177,11 @@ def reset_replica(state: ServerState, stmt: ResetReplica, now: int) -> Outcome:
     for ch in targets:
         if stmt.all:
             new = new.without_channel(ch.name)
-        else:
+        else:  # positions forgotten (the next START reads from the source's first binlog, or by GTID); filters,
+            # counters, executed GTIDs and the replica tables stay, as on MySQL
             kept = tuple((k, v) for k, v in ch.options if k not in _POSITION_OPTIONS)
-            new = new.with_channel(replace(ch, options=kept))
+            applier = replace(ch.applier, source_log_file="", source_log_pos=0)
+            new = new.with_channel(replace(ch, options=kept, applier=applier, reset_at=max(now, ch.reset_at + 1)))
     if new.channel(DEFAULT_CHANNEL) is None:
         new = new.with_channel(Channel(DEFAULT_CHANNEL))
     return Outcome(new, warnings=warnings, credentials=forgotten)

@@ -271,7 +271,7 @@ class Session:
         out = applier_status(state)
         for ch in state.configured_channels():
             seen = service_status.shown(service_status.read_status(self.warehouse, ch.name), ch.io_running,
-                                        ch.sql_running)
+                                        ch.sql_running, ch.reset_at)
             if seen:
                 out[ch.name] = {**out.get(ch.name, {}), **seen}
         return out

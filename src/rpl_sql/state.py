@@ -32,6 +32,7 @@ class ApplierPosition:
     executed_gtid_set: str = ""  # every processed transaction's GTID, compact ('uuid:1-100' / 'domain-server-seq')
     source_log_file: str = ""  # binlog file and end position of that event (Relay_Source_Log_File, Exec_Source_Log_Pos)
     source_log_pos: int = 0
+    reset_at: int = 0  # the channel's RESET REPLICA whose received-but-unapplied events the applier discarded
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Channel:
     filters: Filters = field(default_factory=Filters)
     applier: ApplierPosition = field(default_factory=ApplierPosition)
     skip_counter: int = 0  # landed events its SQL thread skips next (whole transactions), from sql_replica_skip_counter
+    reset_at: int = 0      # µs of the last RESET REPLICA: what the receiver had read before it is forgotten
 
     @property
     def configured(self) -> bool:

@@ -99,8 +99,12 @@ def state_to_table(state: ServerState) -> pa.Table:
             payload["applier"] = {"seq": ch.applier.seq, "executed_gtid_set": ch.applier.executed_gtid_set,
                                   "source_log_file": ch.applier.source_log_file,
                                   "source_log_pos": ch.applier.source_log_pos}
+            if ch.applier.reset_at:
+                payload["applier"]["reset_at"] = ch.applier.reset_at
         if ch.skip_counter:
             payload["skip_counter"] = ch.skip_counter
+        if ch.reset_at:
+            payload["reset_at"] = ch.reset_at
         add(kind=CHANNEL, channel_name=ch.name, payload=_dumps(payload))
         add_filters(CHANNEL_FILTER, ch.name, ch.filters)
 
@@ -177,7 +181,7 @@ def state_from_table(table: pa.Table) -> ServerState:
                     io_running=p["io_running"], sql_running=p["sql_running"],
                     filters=channel_filters.get(name, Filters()),
                     applier=ApplierPosition(**p["applier"]) if "applier" in p else ApplierPosition(),
-                    skip_counter=p.get("skip_counter", 0))
+                    skip_counter=p.get("skip_counter", 0), reset_at=p.get("reset_at", 0))
             for name, p in channels.items()),
         startup_options=tuple(server["startup_options"]),
         started_at=server["started_at"],

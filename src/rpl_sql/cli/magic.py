@@ -22,7 +22,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from rpl_sql.errors import MySQLError, SparkSQLError, error_text
-from rpl_sql.spark.env import WorkerPythonError
+from rpl_sql.spark.env import WorkerPythonError, hide_console_progress, local_spark
 from rpl_sql.spark.surface import register
 from rpl_sql.store import resolve_warehouse
 
@@ -56,6 +56,12 @@ def split_options(line: str) -> tuple[dict[str, str], str]:
             value = value[1:-1]
         opts[m.group(1)] = value
         line = line[m.end():]
+
+
+def _notebook_spark() -> Any:
+    """The local SparkSession a cell starts when the notebook has none: no console progress bar, which Spark
+    draws into the cell's output."""
+    return local_spark(**{"spark.ui.showConsoleProgress": "false"})
 
 
 def _active_spark() -> Any:
@@ -114,16 +120,20 @@ class RplSqlMagics(Magics):
     # ------------------------------------------------------------ sessions
 
     def session(self, warehouse: str | None = None):
-        """The Session of `warehouse` (resolved like the CLI), registered in the active SparkSession."""
+        """The Session of `warehouse` (resolved like the CLI), registered in the active SparkSession. Without
+        --warehouse a cell uses the warehouse the cells before it used: the option sticks for the kernel."""
         from rpl_sql.session import Session
-        key = os.path.abspath(resolve_warehouse(warehouse))
+        key = os.path.abspath(resolve_warehouse(warehouse)) if warehouse or self._current is None else \
+            self._current
         spark = _active_spark()
         session = self._sessions.get(key)
         bound = None if session is None else session._spark
         if session is None or (spark is not None and bound not in (None, "auto") and bound is not spark):
             # first use, or the notebook replaced its SparkSession: start over with a fresh Session
             session = Session(key, spark=spark if spark is not None else "auto")
+            session.spark_factory = _notebook_spark
             if spark is not None:
+                hide_console_progress(spark)
                 register(spark, session=session)
             self._sessions[key] = session
             self._versions[key] = session.store.version()

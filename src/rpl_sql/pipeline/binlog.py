@@ -115,7 +115,16 @@ def source_settings(warehouse: str, state: ServerState, channel: str) -> tuple[d
               "origin_file": str(ch.option("SOURCE_LOG_FILE") or ""),
               "origin_pos": str(ch.option("SOURCE_LOG_POS") or ""),
               "auto_position": "1" if str(ch.option("SOURCE_AUTO_POSITION") or "0") == "1" else "0"}
+    if ch.reset_at:  # recorded with every commit: a commit of an older generation was read before a RESET
+        origin["reset_at"] = str(ch.reset_at)
     return settings, origin
+
+
+class SourceChanged(IngestError):
+    """Another server answers at the channel's source address (a new server_id or server_uuid) while the
+    channel resumes by file and position: its positions mean nothing for what the channel landed."""
+
+    code = 13117
 
 
 class _Source:
@@ -130,6 +139,10 @@ class _Source:
                 cur.execute("SELECT @@version, @@server_id")
                 version, self.server_id = cur.fetchone()
                 self.flavor = "mariadb" if "mariadb" in str(version).lower() else "mysql"
+                self.uuid = ""
+                if self.flavor == "mysql":  # MariaDB has no server_uuid
+                    cur.execute("SELECT @@server_uuid")
+                    self.uuid = str(cur.fetchone()[0])
                 cur.execute("SHOW VARIABLES LIKE 'binlog_row_metadata'")
                 row = cur.fetchone()
                 self.row_metadata = str(row[1]).upper() if row else None
@@ -174,6 +187,17 @@ class BinlogIngest:
         failover) continues where the old one left off."""
         requested = (origin["origin_file"], origin["origin_pos"])
         self.gtid_start = None
+        self.discard_through = None
+        if pos is not None and pos.metadata.get("reset_at", "") != origin.get("reset_at", ""):
+            # RESET REPLICA since the last landing: the position is forgotten, and what was received before it
+            # is the relay log MySQL deletes (the applier discards it: `relay_discard_through`)
+            self.discard_through = pos.last_seq
+            if origin["auto_position"] == "1" and self.executed:  # gtid_executed survives a RESET
+                self.gtid_start = self.executed
+                return "", 4
+            pos = None
+        elif pos is not None:
+            self.discard_through = pos.metadata.get("relay_discard_through")
         if pos is not None:
             m = pos.metadata
             if m.get("source", "binlog") != "binlog" or pos.binlog is None:
@@ -190,6 +214,17 @@ class BinlogIngest:
                                       f"{m.get('source_port')} to {origin['source_host']}:{origin['source_port']};"
                                       " set SOURCE_LOG_FILE/SOURCE_LOG_POS (or SOURCE_AUTO_POSITION = 1) to say "
                                       "where to start")
+                was = (m.get("source_server_id") or "", m.get("source_uuid") or "")
+                now = (str(source.server_id), source.uuid)
+                if was[0] and (was[0] != now[0] or (was[1] and was[1] != now[1])):
+                    raise SourceChanged(
+                        f"Fatal error: the source at {origin['source_host']}:{origin['source_port']} is another "
+                        f"server (server_id {was[0]} -> {now[0]}" + (f", server_uuid {was[1]} -> {now[1]}"
+                                                                       if was[1] or now[1] else "") +
+                        f"): its binlog positions are not the ones channel '{self.channel}' landed. Point the "
+                        "channel at the right server, or say where to read this one: CHANGE REPLICATION SOURCE "
+                        "TO SOURCE_LOG_FILE=..., SOURCE_LOG_POS=... (or SOURCE_AUTO_POSITION = 1) FOR CHANNEL "
+                        f"'{self.channel}'")
                 return pos.binlog
             log.warning("channel %r: SOURCE_LOG_FILE/POS changed to %s:%s, starting there", self.channel, *requested)
         if requested[0]:
@@ -211,15 +246,23 @@ class BinlogIngest:
             self.writer = writer
             source = _Source(settings)
             self.report.flavor = source.flavor
-            self.meta_static.update(flavor=source.flavor, source_server_id=str(source.server_id))
+            self.report.source_server_id, self.report.source_uuid = int(source.server_id), source.uuid
+            self.meta_static.update(flavor=source.flavor, source_server_id=str(source.server_id),
+                                    **({"source_uuid": source.uuid} if source.uuid else {}))
             if source.row_metadata not in (None, "FULL"):
                 log.warning("channel %r: source binlog_row_metadata=%s: row images get UNKNOWN_COL<n> names "
                             "(set binlog_row_metadata=FULL)", self.channel, source.row_metadata)
             # the end of the source's binlog now: up to there the run catches up (see BACKLOG_COMMIT_SECONDS)
             self.backlog_end: tuple | None = _log_key(*source.logs[-1])
+            ch = snap.state.channel(self.channel)
+            self.executed = ch.applier.executed_gtid_set if ch is not None else ""
             start = self._start_position(writer.position, origin, source)
+            if self.discard_through is not None:
+                self.meta_static["relay_discard_through"] = str(self.discard_through)
             self.report.start = self.report.end = start
             meta = writer.position.metadata if writer.position else {}
+            if meta.get("reset_at", "") != origin.get("reset_at", ""):
+                meta = {}  # RESET REPLICA forgot what was retrieved (Retrieved_Gtid_Set starts empty)
             self.report.gtid = meta.get("gtid") or None
             self.landed = GtidSet.parse(meta.get("gtid_set") or meta.get("gtid") or "")
             self.report.gtid_set = str(self.landed)

@@ -494,6 +494,8 @@ class IngestReport:
     seconds: float = 0.0
     filter_at_source: bool = False
     flavor: str | None = None               # 'mariadb' | 'mysql'
+    source_server_id: int = 0               # the source's @@server_id and (MySQL) @@server_uuid, read at connect
+    source_uuid: str = ""
 
     @property
     def rate(self) -> float:

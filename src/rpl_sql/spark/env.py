@@ -157,6 +157,33 @@ def local_spark(app_name: str = "rpl_sql", master: str | None = None, verbose: b
     return session
 
 
+# loggers whose WARN lines are about rpl_sql's own doing: it replaces its functions and views at every refresh
+# (`... replaced a previously registered function`) and creates the replica tables' databases if missing
+QUIET_LOGGERS = ("org.apache.spark.sql.catalyst.analysis.SimpleFunctionRegistry",
+                 "org.apache.spark.sql.execution.datasources.v2.CreateNamespaceExec")
+
+
+def quiet_own_warnings(spark) -> None:
+    """Only errors from QUIET_LOGGERS (classic sessions; Spark Connect's server logs are its own)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.ERROR
+        for name in QUIET_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception:  # Spark Connect: no JVM here
+        pass
+
+
+def hide_console_progress(spark) -> None:
+    """Stop Spark's console progress bar (it draws into a notebook cell's output); classic sessions only."""
+    try:
+        bar = spark.sparkContext._jsc.sc().progressBar()
+        if bar.isDefined():
+            bar.get().stop()
+    except Exception:  # Spark Connect, or a Spark without the bar
+        pass
+
+
 def jit_huge_methods(spark) -> bool:
     """Whether the JVMs running this session's tasks JIT-compile huge methods (HUGE_METHODS_FLAG): the
     driver's own arguments in local mode, spark.executor.extraJavaOptions otherwise; False for Spark

@@ -20,7 +20,7 @@ from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
 from rpl_sql.spark import explain, landed_shapes
 from rpl_sql.spark import impact as spark_impact
 from rpl_sql.spark.datasource import DefaultSource
-from rpl_sql.spark.env import ensure_worker_python, local_spark
+from rpl_sql.spark.env import ensure_worker_python, local_spark, quiet_own_warnings
 from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.spark.replica_tables import ReplicaTables
 from rpl_sql.state import ServerState
@@ -97,6 +97,7 @@ def register(spark: Any, warehouse: Any = None, session: Any = None):
     Raises sparkenv.WorkerPythonError when Spark's Python workers cannot import rpl_sql.
     """
     ensure_worker_python(spark)
+    quiet_own_warnings(spark)
     if session is None:
         session = session_factory(warehouse, spark)
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import pyarrow as pa
@@ -25,7 +25,7 @@ from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record, decide_shapes
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.writer import SourceFilterConflict
+from rpl_sql.pipeline.writer import SourceFilterConflict, committed_position
 from rpl_sql.rules import TYPES
 from rpl_sql.state import channel_key
 from rpl_sql.store import DeltaStore
@@ -107,6 +107,10 @@ class LocalApplier:
         if ch is None or not ch.configured or not ch.sql_running:
             return None
         lo = ch.applier.seq
+        if ch.reset_at != ch.applier.reset_at:
+            discarded = self._discard_relay(channel, ch)
+            if discarded is not None:
+                return discarded
         got = self._read(channel, lo, through)
         if got is None:
             return None
@@ -159,6 +163,7 @@ class LocalApplier:
             gtids=str(_gtids(cols["gtid"], channel)), last_file=cols["binlog_file"][-1],
             last_pos=cols["binlog_pos"][-1], events_version=got.version,
             source_dropped=sum(n for b in batches for n in b.dropped.values()))
+        rec = replace(rec, reset_at=ch.reset_at)  # what was received before the channel's last RESET is gone
         keep = pa.array([bool(sh.apply) for sh in which])
         out = t.filter(keep)
         picked = [sh for sh in which if sh.apply]
@@ -192,6 +197,30 @@ class LocalApplier:
         self.last_event_time, self.more = (ts.timestamp() if ts is not None else None), got.more
         return rec
 
+
+    def _discard_relay(self, channel: str, ch) -> BatchRecord | None:
+        """After RESET REPLICA: the events received before it and not yet applied are dropped, as MySQL deletes
+        its relay log (not applied, not counted, their GTIDs not executed). The receiver's first commit after
+        the reset names the last seq received before it; until it lands, every landed event is from before.
+        None when there is nothing to drop (the next batch records that the reset was seen)."""
+        pos = committed_position(self.warehouse, channel, self.events.table())
+        if pos is None:
+            return None
+        meta = pos.metadata
+        through = int(meta.get("relay_discard_through") or 0) if meta.get("reset_at") == str(ch.reset_at) \
+            else pos.last_seq
+        lo = ch.applier.seq
+        if through <= lo:
+            return None
+        rec = BatchRecord(
+            channel=channel, start=lo, end=through, events=through - lo, applied=0, ignored=through - lo,
+            gtid_only=0, counts={}, filters={f.value: slot_signature(ch.filters, f) for f in TYPES},
+            by_rule={"RESET REPLICA": [0, through - lo]}, gtids="", last_file=None, last_pos=None,
+            events_version=self.events.table().version(), reset_at=ch.reset_at)
+        self.commits.commit_applied_rows(rec, APPLIED_SCHEMA.empty_table())
+        self.commits.commit_state(rec)
+        self.last_applied = (lo, APPLIED_SCHEMA.empty_table())
+        return rec
 
     def _skip(self, channel: str, state, got: _Read) -> BatchRecord:
         """sql_replica_skip_counter: whole transactions from the position on, until at least that many events

@@ -33,7 +33,7 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.job import apply
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ChannelReport
-from rpl_sql.pipeline.binlog import BinlogIngest
+from rpl_sql.pipeline.binlog import BinlogIngest, SourceChanged
 from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.writer import ChannelLock, IngestError, IngestReport
@@ -114,6 +114,22 @@ class ServiceError(Exception):
     """The service cannot run: no channel to run, or a channel already run by another service."""
 
 
+_NO_SPACE = ("No space left on device", "os error 28", "Errno 28")
+
+
+def _io_error(e: Exception) -> tuple[int, str]:
+    """Last_IO_Errno and Last_IO_Error of a receiver failure, as MySQL would name it: the source's own error
+    code when it sent one, 1026 (ER_ERROR_ON_WRITE) when the warehouse could not be written, 13114 when the
+    events table refused the batch, else 2003 (the source could not be reached)."""
+    text = f"{type(e).__name__}: {e}".split("\nstack backtrace:")[0]  # a Rust panic's trace is no message
+    if any(s in text for s in _NO_SPACE) or (isinstance(e, OSError) and e.errno in (28, 122)):
+        return 1026, f"Error writing file in the warehouse (errno: 28 - No space left on device): {text}"
+    if isinstance(e, IngestError):
+        return getattr(e, "code", 13114), text
+    code = getattr(e, "args", [None])[0] if type(e).__module__.startswith("pymysql") else None  # the server's
+    return (code if isinstance(code, int) and not isinstance(code, bool) else 2003), text
+
+
 def _stamp() -> str:
     return datetime.now(timezone.utc).strftime("%y%m%d %H:%M:%S")
 
@@ -179,9 +195,13 @@ class ChannelLoops:
     def _io_wanted(self) -> bool:
         state, version = self.svc.state.versioned()
         ch = state.channel(self.channel)
+        st = self.status
+        if ch is not None and ch.reset_at != st.reset_at:  # RESET REPLICA: forget what was read, and the errors
+            st.read_file, st.read_pos, st.retrieved_gtid_set, st.reset_at = "", 0, "", ch.reset_at
+            st.last_io_error, st.last_sql_error = [0, "", ""], [0, "", ""]
         wanted = not self.svc.stopping.is_set() and ch is not None and ch.configured and ch.io_running
         if wanted:
-            self.status.io_version = version
+            st.io_version = version
         return wanted
 
     def _receiver(self) -> None:
@@ -195,11 +215,15 @@ class ChannelLoops:
             st.io, st.io_state = "Connecting", "Connecting to source"
 
             def follow() -> bool:
+                nonlocal backoff
+                if st.io != "Yes":  # connected: the last failure is over (MySQL clears it on a good connect)
+                    st.last_io_error, backoff = [0, "", ""], 1.0
                 st.io, st.io_state = "Yes", "Waiting for source to send event"
                 return self._io_wanted()
 
             def progress(r: IngestReport) -> None:  # every HEARTBEAT, on the receiver's thread
                 return_freed_memory()
+                st.source_server_id, st.source_uuid = r.source_server_id, r.source_uuid
                 if r.end:
                     st.read_file, st.read_pos = r.end[0], int(r.end[1])
                 if r.gtid_set or r.gtid:
@@ -210,10 +234,14 @@ class ChannelLoops:
                              batch_seconds=self.svc.batch_seconds, follow=follow, progress=progress,
                              progress_every=HEARTBEAT).run()
                 backoff = 1.0
+            except SourceChanged as e:  # fatal, as MySQL's receiver: the IO thread stops and says why
+                st.last_io_error = [e.code, str(e)[:1000], _stamp()]
+                st.io, st.io_state = "No", ""
+                log.error("channel %r: receiver stopped: %s", self.channel, e)
+                self._stop_thread("io", f"IO thread error {e.code} FOR CHANNEL '{self.channel}'")
             except Exception as e:  # the source went away, refused us, or the events table said no
-                code = getattr(e, "args", [None])[0] if not isinstance(e, IngestError) else 13114
-                code = code if isinstance(code, int) else 2003
-                st.last_io_error = [code, f"{type(e).__name__}: {e}"[:1000], _stamp()]
+                code, message = _io_error(e)
+                st.last_io_error = [code, message[:1000], _stamp()]
                 st.io, st.io_state = "Connecting", f"Reconnecting after a failed read (retry in {backoff:.0f} s)"
                 log.warning("channel %r: receiver: %s; retrying in %.0f s", self.channel, e, backoff)
                 self.svc.stopping.wait(backoff)
@@ -384,19 +412,26 @@ class ChannelLoops:
         st.sql, st.sql_state, st.seconds_behind = "No", "", None
         log.error("channel %r: SQL thread stopped: %s", self.channel, msg)
 
-        def stop(state: ServerState):
-            ch = state.channel(self.channel)
-            if ch is None or not ch.sql_running:
-                return state, None
-            return state.with_channel(replace(ch, sql_running=False)), None
-
-        meta = {"operation": "STOP REPLICA SQL_THREAD",
-                "statement": f"SQL thread error {code} FOR CHANNEL '{self.channel}'"}
-        _, version = self.svc.store.transact(stop, meta)
+        version = self._stop_thread("sql", f"SQL thread error {code} FOR CHANNEL '{self.channel}'")
         if version is not None:
             st.sql_version = self.error_version = version
-        self.svc.state.invalidate()
         self.svc.publish(self)
+
+    def _stop_thread(self, thread: str, why: str) -> int | None:
+        """STOP REPLICA IO_THREAD | SQL_THREAD committed for the channel, as a MySQL thread that stops on an
+        error; the version committed (None when it was stopped already)."""
+        flag = f"{thread}_running"
+
+        def stop(state: ServerState):
+            ch = state.channel(self.channel)
+            if ch is None or not getattr(ch, flag):
+                return state, None
+            return state.with_channel(replace(ch, **{flag: False})), None
+
+        _, version = self.svc.store.transact(stop, {"operation": f"STOP REPLICA {thread.upper()}_THREAD",
+                                                    "statement": why})
+        self.svc.state.invalidate()
+        return version
 
 
 class ReplicaService:
