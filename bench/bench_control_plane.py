@@ -78,6 +78,9 @@ def main() -> None:
     jvm = sorted(m for m in modules if m.split(".")[0] in ("pyspark", "py4j"))
     print(f"no java on PATH, JAVA_HOME={env['JAVA_HOME']}: all runs succeeded")
     print(f"modules imported by one run: {len(modules)}; pyspark/py4j among them: {jvm or 'none'}")
+    heavy = sorted({m.split(".")[0] for m in modules} & {"pyarrow", "numpy", "pandas", "sqlglot"})
+    print(f"pyarrow/numpy/pandas/sqlglot among them: {heavy or 'none'} (the state is read and written with "
+          "deltalake's arro3)")
     shutil.rmtree(wh, ignore_errors=True)
 
 

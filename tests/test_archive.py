@@ -189,7 +189,7 @@ def _archived(table: str) -> list[int]:
 def test_upkeep_prunes_the_archive_to_what_the_filter_history_walks(tmp_path):
     """`rpl-sql upkeep --keep-days` deletes the archived state commits that changed no filter (the service's
     per-batch commits): the filter history, AS OF after the horizon and the next change's baseline stay."""
-    from rpl_sql.cli.shell import upkeep_main
+    from rpl_sql.cli.maintenance import upkeep_main
     from rpl_sql.delta.upkeep import _log_files
 
     wh = tmp_path / "wh"

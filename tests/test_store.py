@@ -84,9 +84,11 @@ def test_round_trip_rich_state():
 
 
 def test_table_layout():
+    import pyarrow as pa
+
     s = rich_state()
-    t = state_to_table(s)
-    assert t.schema == SCHEMA
+    t = pa.table(state_to_table(s))  # an arro3 table: any Arrow library reads it
+    assert t.schema == pa.schema(SCHEMA)
     rows = t.to_pylist()
     assert [r["seq"] for r in rows] == list(range(len(rows)))
     assert rows[0]["kind"] == "server" and rows[0]["channel_name"] is None
@@ -126,7 +128,7 @@ def test_initial_state_rows():
 
 def test_row_order_comes_from_seq():
     s = rich_state()
-    t = state_to_table(s)
+    t = pa.table(state_to_table(s))
     shuffled = t.take(pa.array(list(reversed(range(t.num_rows)))))
     assert state_from_table(shuffled) == s
 
@@ -137,7 +139,7 @@ def test_channel_order_is_kept_even_unsorted():
 
 
 def test_never_configured_slot_is_stored_as_null():
-    t = state_to_table(replace(initial_state(), global_filters=Filters().with_slot(T.DO_DB, Slot(counter=3))))
+    t = pa.table(state_to_table(replace(initial_state(), global_filters=Filters().with_slot(T.DO_DB, Slot(counter=3)))))
     row = t.to_pylist()[1]
     assert (row["kind"], row["active_since"], row["configured_by"], row["counter"]) == ("global_filter", None, None, 3)
     assert state_from_table(t).global_filters[T.DO_DB] == Slot(counter=3)
@@ -153,13 +155,13 @@ def test_unstorable_states_are_refused():
 
 
 def test_corrupt_tables_are_refused():
-    t = state_to_table(rich_state())
+    t = pa.table(state_to_table(rich_state()))
     with pytest.raises(ValueError, match="no server row"):
         state_from_table(t.slice(1))
     rows = t.to_pylist()
     orphan = [r for r in rows if not (r["kind"] == "channel" and r["channel_name"] == "")]
     with pytest.raises(ValueError, match="missing channels"):
-        state_from_table(pa.Table.from_pylist(orphan, schema=SCHEMA))
+        state_from_table(pa.Table.from_pylist(orphan, schema=pa.schema(SCHEMA)))
 
 
 # hypothesis: any state, hostile names included
@@ -640,3 +642,20 @@ def test_store_does_not_pull_in_pandas(warehouse):
     assert out.returncode == 0, out.stderr
     new = eval(out.stdout)
     assert not [m for m in new if m.startswith("pandas")], new
+
+
+def test_a_control_plane_statement_loads_neither_pyarrow_nor_numpy(tmp_path):
+    """The state is read and written with deltalake's arro3: pyarrow's and numpy's imports were a third of a
+    `rpl-sql -e` statement's time (bench/bench_control_plane.py)."""
+    code = textwrap.dedent(f"""
+        import sys
+        from rpl_sql.cli.shell import main
+        main(["--warehouse", {str(tmp_path / 'wh')!r}, "-e",
+              "CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c';"
+              "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (d) FOR CHANNEL 'c'; SHOW REPLICA STATUS;"
+              "SHOW REPLICATION FILTERS; STOP REPLICA"])
+        print(sorted({{m.split(".")[0] for m in sys.modules}} & {{"pyarrow", "numpy", "pandas"}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "[]"

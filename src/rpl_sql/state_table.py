@@ -4,32 +4,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pyarrow as pa
+from arro3.core import Array, DataType, Field, Schema, Table
 
 from rpl_sql.rules import TYPES, Filters, FilterType, Slot, format_rule
 from rpl_sql.state import ApplierPosition, Channel, ServerState
 
-try:
-    from arro3.core import Array as _A3Array
-    from arro3.core import DataType as _A3Type
-    _A3_TYPES = {pa.int32(): _A3Type.int32(), pa.int64(): _A3Type.int64(), pa.string(): _A3Type.string()}
-except ImportError:  # pragma: no cover - deltalake depends on arro3-core
-    _A3Array = None
-
 SERVER, CHANNEL, GLOBAL_FILTER, CHANNEL_FILTER = "server", "channel", "global_filter", "channel_filter"
 
-
-SCHEMA = pa.schema([
-    pa.field("seq", pa.int32(), nullable=False),          # row order: channel order survives the round trip
-    pa.field("kind", pa.string(), nullable=False),        # server | channel | global_filter | channel_filter
-    pa.field("channel_name", pa.string()),                # NULL for server and global filter rows
-    pa.field("filter_name", pa.string()),                 # REPLICATE_DO_DB, ...
-    pa.field("filter_rule", pa.string()),                 # P_S FILTER_RULE text, for people and Spark
-    pa.field("filter_values", pa.string()),               # JSON list: the exact values; pairs as 2-lists
-    pa.field("configured_by", pa.string()),
-    pa.field("active_since", pa.timestamp("us", tz="UTC")),  # NULL = never configured (no P_S row)
-    pa.field("counter", pa.int64()),
-    pa.field("payload", pa.string()),                     # JSON object: server / channel fields
+# arro3 (deltalake's own Arrow library), not pyarrow: a control-plane statement then never loads pyarrow and
+# numpy, a third of its time (bench/bench_control_plane.py)
+_TIMESTAMP = DataType.timestamp("us", tz="UTC")
+SCHEMA = Schema([
+    Field("seq", DataType.int32(), nullable=False),          # row order: channel order survives the round trip
+    Field("kind", DataType.string(), nullable=False),        # server | channel | global_filter | channel_filter
+    Field("channel_name", DataType.string()),                # NULL for server and global filter rows
+    Field("filter_name", DataType.string()),                 # REPLICATE_DO_DB, ...
+    Field("filter_rule", DataType.string()),                 # P_S FILTER_RULE text, for people and Spark
+    Field("filter_values", DataType.string()),               # JSON list: the exact values; pairs as 2-lists
+    Field("configured_by", DataType.string()),
+    Field("active_since", _TIMESTAMP),                       # NULL = never configured (no P_S row)
+    Field("counter", DataType.int64()),
+    Field("payload", DataType.string()),                     # JSON object: server / channel fields
 ])
 
 
@@ -61,7 +56,7 @@ def _options_json(ch: Channel) -> dict[str, Any]:
     return out
 
 
-def state_to_table(state: ServerState) -> pa.Table:
+def state_to_table(state: ServerState) -> Table:
     """The state as rows of `SCHEMA`; `state_from_table` inverts it exactly.
 
     >>> state_to_table(initial_state()).column("kind").to_pylist()
@@ -108,30 +103,26 @@ def state_to_table(state: ServerState) -> pa.Table:
         add(kind=CHANNEL, channel_name=ch.name, payload=_dumps(payload))
         add_filters(CHANNEL_FILTER, ch.name, ch.filters)
 
-    return pa.Table.from_arrays([_array([r.get(f.name) for r in rows], f.type) for f in SCHEMA], schema=SCHEMA)
+    return Table.from_arrays([_array([r.get(f.name) for r in rows], f.type) for f in SCHEMA], schema=SCHEMA)
 
 
-def _array(values: list[Any], type: pa.DataType) -> pa.Array:
-    """Build a column without `pa.array(list)`: that probes for pandas and imports it on first use (about
-    0.5 s, more than the rest of a statement); arro3 (a deltalake dependency) hands over the same bytes."""
-    storage = pa.int64() if pa.types.is_timestamp(type) else type
-    if _A3Array is None:
-        arr = pa.array(values, storage)
-    else:
-        arr = pa.array(_A3Array(values, _A3_TYPES[storage]))
-    return arr.view(type) if storage is not type else arr
+def _array(values: list[Any], type: DataType) -> Array:
+    if type == _TIMESTAMP:
+        return Array(values, DataType.int64()).cast(type)
+    return Array(values, type)
 
 
-def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """Rows as dicts in `seq` order; timestamps as int µs (never through datetime: that imports pandas
-    and cannot hold every int64)."""
+def sorted_rows(table: Any) -> list[dict[str, Any]]:
+    """Rows of any Arrow table (arro3, pyarrow) as dicts in `seq` order; timestamps as int µs (never through
+    datetime: that cannot hold every int64)."""
+    table = Table.from_arrow(table)
     columns = []
     for name in table.column_names:
         col = table.column(name)
-        if pa.types.is_timestamp(col.type):
-            if col.type.unit != "us":
-                col = col.cast(pa.timestamp("us", tz="UTC"))
-            columns.append([v for chunk in col.chunks for v in chunk.view(pa.int64()).to_pylist()])
+        if DataType.is_timestamp(col.type):
+            if col.type != _TIMESTAMP:
+                col = col.cast(_TIMESTAMP)
+            columns.append(col.cast(DataType.int64()).to_pylist())
         else:
             columns.append(col.to_pylist())
     rows = [dict(zip(table.column_names, values)) for values in zip(*columns)]
@@ -148,7 +139,7 @@ def _slot(row: dict[str, Any]) -> tuple[FilterType, Slot]:
                        rule_hits=_tuples(hits))
 
 
-def state_from_table(table: pa.Table) -> ServerState:
+def state_from_table(table: Any) -> ServerState:
     """Rebuild the state from the rows `state_to_table` wrote (in any row order: `seq` orders them)."""
     server: dict[str, Any] | None = None
     global_filters = Filters()

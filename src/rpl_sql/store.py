@@ -28,9 +28,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, TypeVar
 from urllib.parse import unquote
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from rpl_sql.delta import archive
@@ -152,25 +150,26 @@ def resolve_warehouse(warehouse: str | os.PathLike | None) -> str:
 
 # ---------------------------------------------------------------- the store
 
-def _read(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
-    """Read the loaded version's data files directly with pyarrow, single-threaded.
-
-    `to_pyarrow_table()` scans through a Python filesystem handler on pyarrow's thread pool, and here a
-    process that did so aborted at exit ('terminate called without an active exception') in 10-30% of
-    runs; plain `ParquetFile` reads of local files did not (0 in 100). Remote tables keep the dataset path.
-    """
-    paths = [archive.local_root(u) for u in dt.file_uris()]
-    if any(p is None for p in paths):
-        return dt.to_pyarrow_dataset().to_table(columns=columns, use_threads=False)
-    return _read_files(paths, columns)
+def _read(dt: DeltaTable, columns: list[str] | None = None):
+    """The loaded version's rows (an arro3 table), read by delta-rs' own engine: no pyarrow, whose import
+    (with numpy's) was a third of a control-plane statement's time. (`to_pyarrow_table()` scans through a
+    Python filesystem handler on pyarrow's thread pool; a process that did so aborted at exit in 10-30% of
+    runs.)"""
+    select = "*" if columns is None else ", ".join(f'"{c}"' for c in columns)
+    return QueryBuilder().register("state", dt).execute(f"SELECT {select} FROM state").read_all()
 
 
-def _read_files(paths: list[str], columns: list[str] | None) -> pa.Table:
+def _read_files(paths: list[str], columns: list[str] | None):
+    """Data files of an older version read directly (the filter history's fallback), with pyarrow."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     parts = [pq.ParquetFile(p).read(columns=columns, use_threads=False) for p in paths]
     if len(parts) == 1:
         return parts[0]
     if not parts:
-        return (SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])).empty_table()
+        schema = pa.schema(SCHEMA)
+        return (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table()
     return pa.concat_tables(parts, promote_options="permissive")
 
 
@@ -397,7 +396,7 @@ class DeltaStore:
             self._chain_tip = (version, version if rows else before)
         return version
 
-    def _write(self, snapshot: Snapshot, data: pa.Table, info: dict[str, str]) -> int:
+    def _write(self, snapshot: Snapshot, data, info: dict[str, str]) -> int:
         """One commit of `data` right after `snapshot` (or creating the table); ConcurrentCommit if it lost."""
         if snapshot.version is None:
             try:
@@ -688,7 +687,7 @@ def _diff(commit: Commit, previous: dict[_FilterKey, _FilterVal], current: dict[
     return [_change(commit, row) for row in _change_rows(previous, current, channel)]
 
 
-def _filter_map(table: pa.Table) -> dict[_FilterKey, _FilterVal]:
+def _filter_map(table) -> dict[_FilterKey, _FilterVal]:
     """The filter rows of a state table, keyed by (channel or None for global, filter name)."""
     out = {}
     for row in sorted_rows(table.select(_FILTER_COLUMNS)):
