@@ -90,3 +90,14 @@ def test_the_earlier_extension_name_still_loads():
         assert "rpl_sql" in ip.magics_manager.magics["cell"] and "rpl_sql" in ip.magics_manager.magics["line"]
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_session_the_magic_starts_draws_no_progress_bar(monkeypatch):
+    """Spark draws its console progress bar into the cell's output: a SparkSession started by a cell has none
+    (and one the notebook started has its bar stopped when rpl_sql registers: spark.env.hide_console_progress)."""
+    import rpl_sql.cli.magic as magic
+
+    seen = {}
+    monkeypatch.setattr(magic, "local_spark", lambda **conf: seen.update(conf) or "spark")
+    assert magic._notebook_spark() == "spark"
+    assert seen == {"spark.ui.showConsoleProgress": "false"}

@@ -151,11 +151,11 @@ def converter(c: dict) -> Callable[[Any], Any]:
     if t in _SIGNED or t == "year":
         return decimal.Decimal if pa.types.is_decimal(at) else int
     if t == "decimal":
-        q = decimal.Decimal(1).scaleb(-int(c.get("scale", 0)))
         if pa.types.is_decimal(at):
+            q = decimal.Decimal(1).scaleb(-int(c.get("scale", 0)))
             return lambda v: decimal.Decimal(v).quantize(q, context=_WIDE)
-        # wider than Spark's decimals: the text MySQL shows, every scale digit and never an exponent ('0E-10')
-        return lambda v: format(decimal.Decimal(v).quantize(q, context=_WIDE), "f")
+        # wider than Spark's decimals: the value's digits as text, never an exponent ('0E-10' for 0.0000000000)
+        return lambda v: format(decimal.Decimal(v), "f")
     if t in ("float", "double"):
         return float
     if t == "date":

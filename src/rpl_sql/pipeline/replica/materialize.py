@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 DML_COMMANDS = frozenset({"INSERT", "INSERT_SELECT", "UPDATE", "UPDATE_MULTI", "DELETE", "DELETE_MULTI", "REPLACE",
                           "REPLACE_SELECT", "LOAD"})
 _TEMPORARY = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:CREATE|DROP)\s+TEMPORARY\b", re.I | re.S)
+_DROP_IF_EXISTS = re.compile(r"^\s*(?:/\*.*?\*/\s*)*DROP\s+TABLES?\s+IF\s+EXISTS\b", re.I | re.S)
+# partition maintenance that removes or swaps rows: the replica table does not know the source's partitions
+_ROW_PARTITION_DDL = re.compile(r"\b(DROP|TRUNCATE|EXCHANGE)\s+PARTITION\b", re.I)
 _READ_COLUMNS = ["seq", "event_type", "command", "statement_kind", "default_db", "db_name", "table_name", "tables",
                  "statement", "rows", "applied_db", "columns", "binlog_file", "binlog_pos"]
 
@@ -349,11 +352,25 @@ class ReplicaTables:
             self.cat.add_database(db)
         return f in self.cat.databases
 
+    def _missing(self, code: int, ev: dict, db: str, name: str) -> MySQLError:
+        """MySQL's error for DDL on a table the replica does not have (the SQL thread stops before it)."""
+        text = (ev["statement"] or "")[:300]
+        why = (f"(seq {ev['seq']}: '{text}'). A name written as db.table is not rewritten by REPLICATE_REWRITE_DB "
+               "(only the default database is): run such DDL after USE, or, if the replica should not have the "
+               f"table, SET GLOBAL sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL "
+               f"'{self.channel}'")
+        if code == 1051:
+            return MySQLError(1051, "42S02", "ER_BAD_TABLE_ERROR", f"Unknown table '{db}.{name}' {why}")
+        return MySQLError(1146, "42S02", "ER_NO_SUCH_TABLE", f"Table '{db}.{name}' doesn't exist {why}")
+
     def _drop_table(self, ev: dict) -> None:
-        for t in ev["tables"] or []:
-            db, name = self._resolve(t["db"], t["name"], ev)
-            if self.cat.drop_table(db, name) is None:
-                log.info("channel %r: DROP TABLE of %s.%s, which the replica does not have", self.channel, db, name)
+        targets = [self._resolve(t["db"], t["name"], ev) for t in ev["tables"] or []]
+        if not _DROP_IF_EXISTS.match(ev["statement"] or ""):
+            for db, name in targets:  # MySQL 8.0's DROP TABLE is atomic: one missing table drops none
+                if self.cat.table(db, name) is None:
+                    raise self._missing(1051, ev, db, name)
+        for db, name in targets:
+            self.cat.drop_table(db, name)
 
     def _rename_table(self, ev: dict) -> None:
         refs = [self._resolve(t["db"], t["name"], ev) for t in ev["tables"] or []]
@@ -362,15 +379,30 @@ class ReplicaTables:
 
     def _truncate(self, ev: dict) -> None:
         for t in ev["tables"] or []:
-            entry = self.cat.table(*self._resolve(t["db"], t["name"], ev))
-            if entry is not None and entry.columns is not None and ev["seq"] > self._table_done(entry):
+            target = self._resolve(t["db"], t["name"], ev)
+            entry = self.cat.table(*target)
+            if entry is None:
+                raise self._missing(1146, ev, *target)
+            if entry.columns is not None and ev["seq"] > self._table_done(entry):
                 create(self.cat.data_path(entry), entry.columns, self.channel, ev["seq"])
 
     def _alter_table(self, ev: dict) -> None:
         stmt, target = self._target(ev, ddl.AlterTable)
         entry = self.cat.table(*target) if target is not None else None
         if entry is None:
-            return
+            if target is None:
+                raise MySQLError(1105, "HY000", "ER_UNKNOWN_ERROR", f"ALTER TABLE at seq {ev['seq']} names no table "
+                                 f"rpl_sql can read: '{(ev['statement'] or '')[:300]}'")
+            raise self._missing(1146, ev, *target)
+        partition = _ROW_PARTITION_DDL.search(ev["statement"] or "")
+        if partition:
+            op = partition.group(1).upper()
+            raise MySQLError(1105, "HY000", "ER_UNKNOWN_ERROR",
+                             f"{op} PARTITION at seq {ev['seq']} would remove or swap rows of the replica table "
+                             f"{entry.db}.{entry.name}, which does not know the source's partitions: "
+                             f"'{(ev['statement'] or '')[:300]}'. To go past it, make the replica table hold what "
+                             "the source's holds after it (delete the partition's rows from it), then SET GLOBAL "
+                             f"sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL '{self.channel}'")
         db, name = target
         if stmt is None or entry.columns is None:
             return  # the next table map of the table says what changed
