@@ -124,3 +124,17 @@ def test_another_server_at_the_source_address_stops_the_receiver(warehouse, tmp_
     finally:
         first.stop()
         second.stop()
+
+
+def test_without_a_service_the_status_says_nothing_reads_the_source(warehouse):
+    """START REPLICA on a warehouse no service ever ran: the threads are asked for, but no receiver reads the
+    source (it used to show Replica_IO_Running: Yes and a lag of 0)."""
+    session = rpl_sql.connect(warehouse)
+    session.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'a'; START REPLICA")
+    row = status(session)
+    assert (row["Replica_IO_Running"], row["Replica_SQL_Running"], row["Seconds_Behind_Source"]) == \
+        ("Connecting", "Yes", None)
+    assert "rpl-sql replica" in row["Replica_IO_State"]
+    session.execute("STOP REPLICA")
+    row = status(session)
+    assert (row["Replica_IO_Running"], row["Replica_SQL_Running"], row["Replica_IO_State"]) == ("No", "No", "")

@@ -100,6 +100,9 @@ def _yes(flag: bool) -> str:
     return "Yes" if flag else "No"
 
 
+NO_SERVICE_STATE = "No replica service runs this channel: start rpl-sql replica"
+
+
 def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
     """One channel's SHOW REPLICA STATUS row; `applier` may carry positions and GTID sets of the pipeline and
     what the replica service reports (`service_status.shown`): running threads, states, lag, last errors."""
@@ -107,15 +110,18 @@ def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
     o = ch.option
     io_err = a.get("last_io_error") or (0, "", "")
     sql_err = a.get("last_sql_error") or (0, "", "")
+    # No replica service has run the channel (no heartbeat at all): START asked for the threads, but no receiver
+    # reads the source. MySQL's word for a receiver that is not connected is Connecting; nothing is behind.
+    idle = NO_SERVICE_STATE if ch.io_running else ""
     values = {
-        "Replica_IO_State": a.get("io_state", "Waiting for source to send event" if ch.io_running else ""),
+        "Replica_IO_State": a.get("io_state", idle),
         "Source_Host": o("SOURCE_HOST", ""), "Source_User": o("SOURCE_USER", ""),
         "Source_Port": o("SOURCE_PORT", 3306), "Connect_Retry": o("SOURCE_CONNECT_RETRY", 60),
         "Source_Log_File": a.get("source_log_file", o("SOURCE_LOG_FILE", "")),
         "Read_Source_Log_Pos": a.get("read_source_log_pos", o("SOURCE_LOG_POS", 4)),
         "Relay_Log_File": o("RELAY_LOG_FILE", ""), "Relay_Log_Pos": o("RELAY_LOG_POS", 4),
         "Relay_Source_Log_File": a.get("relay_source_log_file", o("SOURCE_LOG_FILE", "")),
-        "Replica_IO_Running": a.get("replica_io_running", _yes(ch.io_running)),
+        "Replica_IO_Running": a.get("replica_io_running", "Connecting" if ch.io_running else "No"),
         "Replica_SQL_Running": a.get("replica_sql_running", _yes(ch.sql_running)),
         "Last_Errno": sql_err[0], "Last_Error": sql_err[1], "Skip_Counter": ch.skip_counter,
         "Exec_Source_Log_Pos": a.get("exec_source_log_pos", o("SOURCE_LOG_POS", 4)),
@@ -124,7 +130,7 @@ def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
         "Source_SSL_CA_File": o("SOURCE_SSL_CA", ""), "Source_SSL_CA_Path": o("SOURCE_SSL_CAPATH", ""),
         "Source_SSL_Cert": o("SOURCE_SSL_CERT", ""), "Source_SSL_Cipher": o("SOURCE_SSL_CIPHER", ""),
         "Source_SSL_Key": o("SOURCE_SSL_KEY", ""),
-        "Seconds_Behind_Source": a.get("seconds_behind", 0 if ch.sql_running and ch.io_running else None),
+        "Seconds_Behind_Source": a.get("seconds_behind", None),
         "Source_SSL_Verify_Server_Cert": "Yes" if o("SOURCE_SSL_VERIFY_SERVER_CERT", 0) else "No",
         "Last_IO_Errno": io_err[0], "Last_IO_Error": io_err[1], "Last_SQL_Errno": sql_err[0],
         "Last_SQL_Error": sql_err[1],
@@ -132,8 +138,8 @@ def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
         "Source_Server_Id": a.get("source_server_id", 0), "Source_UUID": a.get("source_uuid", ""),
         "Source_Info_File": "mysql.slave_master_info", "SQL_Delay": o("SOURCE_DELAY", 0),
         "SQL_Remaining_Delay": None,
-        "Replica_SQL_Running_State": a.get("sql_state", "Replica has read all relay log; waiting for more updates"
-                                           if ch.sql_running else ""),
+        "Replica_SQL_Running_State": a.get("sql_state", "Waiting for events: rpl-sql replica, or rpl-sql apply, "
+                                           "applies them" if ch.sql_running else ""),
         "Source_Retry_Count": o("SOURCE_RETRY_COUNT", 86400), "Source_Bind": o("SOURCE_BIND", ""),
         "Last_IO_Error_Timestamp": io_err[2], "Last_SQL_Error_Timestamp": sql_err[2],
         "Source_SSL_Crl": o("SOURCE_SSL_CRL", ""), "Source_SSL_Crlpath": o("SOURCE_SSL_CRLPATH", ""),
