@@ -13,6 +13,7 @@ Fixtures (module-scoped, so a test file starts its servers once; `reset()` betwe
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -20,7 +21,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 try:
     import pytest
@@ -334,6 +335,21 @@ def _require():
             pytest.skip(f"mariadbd is not installed and this run could not install it ({why})")
 
 
+@contextlib.contextmanager
+def running(tmp_path_factory, *server_ids: int) -> Iterator[tuple["MariaDBServer", ...]]:
+    """Started servers with these server ids (skips without MariaDB), stopped at the end whatever happened:
+    the body of a module-scoped fixture."""
+    _require()
+    servers = [MariaDBServer(tmp_path_factory.mktemp(f"mariadb{i}"), server_id=i) for i in server_ids]
+    try:
+        for s in servers:
+            s.start()
+        yield tuple(servers)
+    finally:
+        for s in servers:
+            s.stop()
+
+
 if pytest is not None:
     @pytest.fixture(scope="module")
     def mariadb(tmp_path_factory):
@@ -348,12 +364,5 @@ if pytest is not None:
     @pytest.fixture(scope="module")
     def mariadb_pair(tmp_path_factory):
         """Two running MariaDB servers (server ids 201, 202): sources of two channels."""
-        _require()
-        servers = [MariaDBServer(tmp_path_factory.mktemp(f"mariadb{i}"), server_id=200 + i) for i in (1, 2)]
-        try:
-            for s in servers:
-                s.start()
-            yield tuple(servers)
-        finally:
-            for s in servers:
-                s.stop()
+        with running(tmp_path_factory, 201, 202) as servers:
+            yield servers

@@ -73,25 +73,41 @@ def test_tables_warnings_and_piped_stdin(tmp_path):
     assert p.returncode == 1 and p.stderr.startswith("ERROR 1064 (42000)")
 
 
-def test_interactive_prompt_multiline_statements(tmp_path):
-    """A real terminal: the prompt, a statement over three lines, an error that does not end the session."""
-    wh = str(tmp_path / "wh")
-    pid, fd = pty.fork()
-    if pid == 0:  # child: the shell on the pseudo-terminal
-        os.execv(sys.executable, [*CLI, "--warehouse", wh])
-    out = b""
+class Terminal:
+    """The shell on a pseudo-terminal, as a person runs it."""
 
-    def read_until(marker: bytes, timeout: float = 60) -> None:
-        nonlocal out
+    def __init__(self, args: list[str], env: dict | None = None):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # child: the shell on the pseudo-terminal
+            os.execve(sys.executable, [*CLI, *args], env or dict(os.environ))
+        self.out = b""
+
+    def read_until(self, marker: bytes, timeout: float = 60) -> None:
         end = time.time() + timeout
-        while marker not in out and time.time() < end:
-            if select.select([fd], [], [], 0.5)[0]:
+        while marker not in self.out and time.time() < end:
+            if select.select([self.fd], [], [], 0.5)[0]:
                 try:
-                    out += os.read(fd, 65536)
+                    self.out += os.read(self.fd, 65536)
                 except OSError:
                     break
-        assert marker in out, out.decode(errors="replace")
+        assert marker in self.out, self.out.decode(errors="replace")
 
+    def exit_code(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        return os.WEXITSTATUS(status)
+
+    def kill(self) -> None:
+        """The shell and what it started (its Spark JVM): the pseudo-terminal made it a session leader."""
+        try:
+            os.killpg(self.pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def test_interactive_prompt_multiline_statements(tmp_path):
+    """A real terminal: the prompt, a statement over three lines, an error that does not end the session."""
+    term = Terminal(["--warehouse", str(tmp_path / "wh")])
+    fd, read_until = term.fd, term.read_until
     try:
         read_until(b"rpl-sql> ")
         for line in ("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h'", "  FOR CHANNEL", "'Ch1';"):
@@ -102,14 +118,10 @@ def test_interactive_prompt_multiline_statements(tmp_path):
         os.write(fd, b"SHOW REPLICA STATUS\\G\r")
         read_until(b"Channel_Name: ch1")
         os.write(fd, b"quit\r")
-        _, status = os.waitpid(pid, 0)
-        assert os.WEXITSTATUS(status) == 0
-        assert b"      -> " in out  # the continuation prompt
+        assert term.exit_code() == 0
+        assert b"      -> " in term.out  # the continuation prompt
     finally:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
+        term.kill()
 
 
 def test_help_lists_every_subcommand():
@@ -166,41 +178,22 @@ def test_ctrl_c_during_a_spark_query_is_one_line_and_the_shell_goes_on(tmp_path)
     """A real terminal: Ctrl-C while Spark runs the first query (pyspark's own handler then called the JVM from
     inside the interrupted call: 40 lines of 'reentrant call' and Py4JNetworkError)."""
     env = dict(os.environ, TMPDIR=str(tmp_path), PYSPARK_PYTHON=sys.executable, RPL_SQL_DRIVER_MEMORY="1g")
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(sys.executable, [*CLI, "--warehouse", str(tmp_path / "wh"), "--master", "local[1]"], env)
-    out = b""
-
-    def read_until(marker: bytes, timeout: float = 120) -> None:
-        nonlocal out
-        end = time.time() + timeout
-        while marker not in out and time.time() < end:
-            if select.select([fd], [], [], 0.5)[0]:
-                try:
-                    out += os.read(fd, 65536)
-                except OSError:
-                    break
-        assert marker in out, out.decode(errors="replace")
-
+    term = Terminal(["--warehouse", str(tmp_path / "wh"), "--master", "local[1]"], env)
     try:
-        read_until(b"rpl-sql> ")
-        os.write(fd, b"SELECT sum(hash(id)) FROM range(0, 100000000000, 1, 1);\r")
+        term.read_until(b"rpl-sql> ")
+        os.write(term.fd, b"SELECT sum(hash(id)) FROM range(0, 100000000000, 1, 1);\r")
         logs = list(tmp_path.glob(f"rpl_sql-{os.getuid()}/spark-*.log"))
         end = time.time() + 180
         while time.time() < end and not any("Stage 0" in p.read_text(errors="replace") for p in logs):
-            time.sleep(0.5)  # the job runs (its progress bar goes to the quiet log)
+            time.sleep(0.5)  # Spark works (its progress bar goes to the quiet log)
             logs = list(tmp_path.glob(f"rpl_sql-{os.getuid()}/spark-*.log"))
-        os.write(fd, b"\x03")
-        read_until(b"ERROR 1317 (70100): Query execution was interrupted")
-        os.write(fd, b"SELECT 6 * 7 AS answer;\r")
-        read_until(b"| 42 ")
-        os.write(fd, b"quit\r")
-        _, status = os.waitpid(pid, 0)
-        assert os.WEXITSTATUS(status) == 0
-        text = out.decode(errors="replace")
+        os.write(term.fd, b"\x03")
+        term.read_until(b"ERROR 1317 (70100): Query execution was interrupted", 120)
+        os.write(term.fd, b"SELECT 6 * 7 AS answer;\r")
+        term.read_until(b"| 42 ", 120)
+        os.write(term.fd, b"quit\r")
+        assert term.exit_code() == 0
+        text = term.out.decode(errors="replace")
         assert "Traceback" not in text and "reentrant" not in text and "Py4J" not in text, text
     finally:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
+        term.kill()

@@ -9,21 +9,16 @@ import signal
 import pytest
 from deltalake import DeltaTable
 
-from mariadb import MariaDBServer, _require
+from mariadb import running
 from rpl_sql.replica_catalog import Catalog
 from test_replica_service import caught_up, fresh_pair, start_service, status, wait_for
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    _require()
-    src = MariaDBServer(tmp_path_factory.mktemp("ddl_src"), server_id=901)
-    oracle = MariaDBServer(tmp_path_factory.mktemp("ddl_oracle"), server_id=902)
-    try:
-        yield src.start(), oracle.start()
-    finally:
-        src.stop()
-        oracle.stop()
+    """A source and the oracle replica."""
+    with running(tmp_path_factory, 901, 902) as pair:
+        yield pair
 
 
 def _oracle_error(oracle) -> tuple[int, str]:

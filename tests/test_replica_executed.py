@@ -11,19 +11,15 @@ import pytest
 from deltalake import DeltaTable
 
 import rpl_sql
-from mariadb import MariaDBServer, _require
+from mariadb import running
 from rpl_sql.replica_catalog import Catalog
 from test_replica_service import caught_up, start_service, status, wait_for
 
 
 @pytest.fixture(scope="module")
 def src(tmp_path_factory):
-    _require()
-    server = MariaDBServer(tmp_path_factory.mktemp("executed_src"), server_id=601)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with running(tmp_path_factory, 601) as (server,):
+        yield server
 
 
 def _gtid(src) -> str:
@@ -65,39 +61,6 @@ def test_an_error_at_the_table_stage_leaves_the_position_before_its_transaction(
         assert (row["Last_SQL_Errno"], row["Skip_Counter"], row["Executed_Gtid_Set"]) == (0, 0, marks[-1][0])
         assert _rows(warehouse, "wedge", "t2") == [2]
         assert _rows(warehouse, "wedge", "t1") == [1]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
-
-
-def test_idempotent_mode_after_an_error_goes_on_from_the_failed_transaction(warehouse, src):
-    """1062 on a duplicate key stops the channel before that transaction; the restart in IDEMPOTENT mode applies
-    it and everything after it (the issue saw the next, innocent transaction swallowed)."""
-    src.reset()
-    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE part", "CREATE TABLE part.h (k INT PRIMARY KEY, "
-                "v INT)")
-    file, pos = src.binlog_end()
-    session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + ";\nSTART REPLICA")
-    src.execute("SET SESSION binlog_format = ROW", "SET SESSION sql_log_bin = 0", "INSERT INTO part.h VALUES (5, 5)",
-                "SET SESSION sql_log_bin = 1", "DELETE FROM part.h")  # the replica gets a delete of a row it lacks
-    src.execute("SET SESSION binlog_format = ROW", "INSERT INTO part.h VALUES (5, 500)", "INSERT INTO part.h VALUES "
-                "(6, 6)")
-    proc = start_service(warehouse)
-    try:
-        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
-        assert row["Last_SQL_Errno"] == 1032
-        assert _rows(warehouse, "part", "h") == []
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
-    proc = start_service(warehouse, "--exec-mode", "idempotent")
-    try:
-        session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
-        caught_up(warehouse, src)
-        cat = Catalog.load(warehouse, "a")
-        t = DeltaTable(cat.data_path(cat.table("part", "h"))).to_pyarrow_table()
-        assert sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist())) == [(5, 500), (6, 6)]
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)

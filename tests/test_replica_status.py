@@ -12,7 +12,7 @@ import pytest
 from deltalake.exceptions import DeltaError
 
 import rpl_sql
-from mariadb import MariaDBServer, _require
+from mariadb import MariaDBServer, _require, running
 from rpl_sql import service_status
 from rpl_sql.pipeline.replica.service import _io_error
 from rpl_sql.pipeline.writer import IngestError
@@ -47,12 +47,8 @@ def test_errors_and_lag_in_the_status_tell_the_truth(tmp_path):
 
 @pytest.fixture(scope="module")
 def src(tmp_path_factory):
-    _require()
-    server = MariaDBServer(tmp_path_factory.mktemp("status_src"), server_id=701)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with running(tmp_path_factory, 701) as (server,):
+        yield server
 
 
 def test_outages_are_reported_then_cleared_and_reconnects_start_over(warehouse, src):

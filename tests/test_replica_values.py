@@ -7,7 +7,7 @@ import decimal
 
 import pytest
 
-from mariadb import MariaDBServer, _require
+from mariadb import running
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.binlog import ingest_channel
 from test_replica import _normal, _ours
@@ -36,14 +36,9 @@ CHANGES = ["UPDATE edge.v SET st = '', d40 = 0 WHERE id = 2", "UPDATE edge.v SET
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    _require()
-    src = MariaDBServer(tmp_path_factory.mktemp("values_src"), server_id=501)
-    oracle = MariaDBServer(tmp_path_factory.mktemp("values_oracle"), server_id=502)
-    try:
-        yield src.start(), oracle.start()
-    finally:
-        src.stop()
-        oracle.stop()
+    """A source and the oracle replica."""
+    with running(tmp_path_factory, 501, 502) as servers:
+        yield servers
 
 
 def _text_decimals(contents: dict) -> dict:
