@@ -68,6 +68,14 @@ def lint_filters(f: Filters, channel: str | None, lctn: int, hits: dict | None =
     def warn(code, ftype, value, why, fix):
         out.append(FilterWarning(code, channel, ftype.value, _rule(ftype, value), why, fix))
 
+    literal: dict[tuple[str, bool], str | None] = {}  # _literal_db once per rule (100,000 rules: seconds)
+
+    def literal_db(v: str, wild: bool) -> str | None:
+        key = (v, wild)
+        if key not in literal:
+            literal[key] = _literal_db(v, wild)
+        return literal[key]
+
     do_db, ignore_db = f.values(T.DO_DB), f.values(T.IGNORE_DB)
     folded_do = {fold(d, lctn) for d in do_db}
     folded_ignore = {fold(d, lctn) for d in ignore_db}
@@ -81,7 +89,7 @@ def lint_filters(f: Filters, channel: str | None, lctn: int, hits: dict | None =
     for ftype in (T.DO_TABLE, T.IGNORE_TABLE, T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE):
         wild = ftype in (T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE)
         for v in f.values(ftype):
-            db = _literal_db(v, wild)
+            db = literal_db(v, wild)
             if db is None:
                 continue
             if do_db and fold(db, lctn) not in folded_do:
@@ -139,10 +147,10 @@ def lint_filters(f: Filters, channel: str | None, lctn: int, hits: dict | None =
     # RPL005: table rules also see a row event's rewritten database (the table map is rewritten first)
     rewritten = {fold(s, lctn): d for s, d in pairs if fold(s, lctn) != fold(d, lctn)}
     targets = {fold(d, lctn) for _, d in pairs}
-    for ftype in (T.DO_TABLE, T.IGNORE_TABLE, T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE):
+    for ftype in (T.DO_TABLE, T.IGNORE_TABLE, T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE) if rewritten else ():
         wild = ftype in (T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE)
         for v in f.values(ftype):
-            db = _literal_db(v, wild)
+            db = literal_db(v, wild)
             if db is None or fold(db, lctn) not in rewritten or fold(db, lctn) in targets:
                 continue
             dst = rewritten[fold(db, lctn)]
