@@ -147,3 +147,12 @@ def test_the_service_logs_in_with_the_stored_password_and_writes_it_nowhere(ware
 
     landed = DeltaTable(events_path(warehouse)).to_pyarrow_table(columns=["statement"])["statement"].to_pylist()
     assert any(s and s.startswith("CREATE USER") and f"IDENTIFIED BY {SECRET}" in s for s in landed), landed
+
+
+def test_a_warehouse_on_object_storage_refuses_a_password_before_anything_is_committed():
+    from rpl_sql.errors import MySQLError
+
+    session = rpl_sql.Session("s3://nowhere-bucket/wh")
+    with pytest.raises(MySQLError) as e:
+        session.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='h', SOURCE_PASSWORD='{PASSWORD}' FOR CHANNEL 'a'")
+    assert e.value.code == 1210 and "RPL_SQL_SOURCE_PASSWORD_A" in e.value.hint and PASSWORD not in str(e.value)

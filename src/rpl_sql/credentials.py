@@ -58,6 +58,8 @@ def save(warehouse: str, changes: dict[str, str | None]) -> None:
     another user at any moment."""
     if not changes:
         return
+    if "://" in os.fspath(warehouse):  # Session refuses SOURCE_PASSWORD there, before anything is committed
+        raise ValueError(f"{warehouse}: a warehouse on object storage keeps no password file")
     folder = os.path.join(os.fspath(warehouse), FOLDER)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     os.chmod(folder, stat.S_IRWXU)

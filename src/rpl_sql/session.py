@@ -27,6 +27,7 @@ from rpl_sql.parser import check_utf8, parse
 from rpl_sql.startup import StartupOptions, parse_startup, read_option_file
 from rpl_sql.state import ServerState
 from rpl_sql.statements import (
+    ChangeReplicationSource,
     OtherSQL,
     SetDefaultConnection,
     SetReplicationVariable,
@@ -190,6 +191,12 @@ class Session:
         return 0
 
     def _execute(self, stmt: Statement) -> Result:
+        if isinstance(stmt, ChangeReplicationSource) and "://" in self.warehouse and \
+                any(k == server.SECRET_OPTION for k, _ in stmt.options):
+            err = MySQLError.of("ER_WRONG_ARGUMENTS", "CHANGE REPLICATION SOURCE (SOURCE_PASSWORD)")
+            err.hint = ("a warehouse on object storage keeps no password file: leave SOURCE_PASSWORD out and set "
+                        f"{credentials.env_name(stmt.channel or '')} in the replica service's environment")
+            raise err
         if isinstance(stmt, WaitForGtidSet):
             timed_out = self.wait_for_executed_gtid_set(stmt.gtids, stmt.timeout)
             value = -1 if timed_out and stmt.function == "MASTER_GTID_WAIT" else timed_out
