@@ -197,6 +197,12 @@ class LocalApplier:
         self.last_event_time, self.more = (ts.timestamp() if ts is not None else None), got.more
         return rec
 
+    def _commit_unapplied(self, rec: BatchRecord) -> BatchRecord:
+        """Both commits of a batch that applies nothing (skipped or discarded events)."""
+        self.commits.commit_applied_rows(rec, APPLIED_SCHEMA.empty_table())
+        self.commits.commit_state(rec)
+        self.last_applied = (rec.start, APPLIED_SCHEMA.empty_table())
+        return rec
 
     def _discard_relay(self, channel: str, ch) -> BatchRecord | None:
         """After RESET REPLICA: the events received before it and not yet applied are dropped, as MySQL deletes
@@ -217,10 +223,7 @@ class LocalApplier:
             gtid_only=0, counts={}, filters={f.value: slot_signature(ch.filters, f) for f in TYPES},
             by_rule={"RESET REPLICA": [0, through - lo]}, gtids="", last_file=None, last_pos=None,
             events_version=self.events.table().version(), reset_at=ch.reset_at)
-        self.commits.commit_applied_rows(rec, APPLIED_SCHEMA.empty_table())
-        self.commits.commit_state(rec)
-        self.last_applied = (lo, APPLIED_SCHEMA.empty_table())
-        return rec
+        return self._commit_unapplied(rec)
 
     def _skip(self, channel: str, state, got: _Read) -> BatchRecord:
         """sql_replica_skip_counter: whole transactions from the position on, until at least that many events
@@ -240,10 +243,7 @@ class LocalApplier:
             gtids=str(_gtids(t.column("gtid").to_pylist(), channel)),
             last_file=t.column("binlog_file")[n - 1].as_py(), last_pos=t.column("binlog_pos")[n - 1].as_py(),
             events_version=got.version, skipped=n)
-        self.commits.commit_applied_rows(rec, APPLIED_SCHEMA.empty_table())
-        self.commits.commit_state(rec)
-        self.last_applied = (lo, APPLIED_SCHEMA.empty_table())
-        return rec
+        return self._commit_unapplied(rec)
 
 
 def _transaction_starts(t: pa.Table) -> list[int]:
