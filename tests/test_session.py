@@ -51,3 +51,15 @@ def test_spark_sql_without_spark_is_an_error_that_says_how(warehouse, monkeypatc
     with pytest.raises(SparkRequired) as e:
         s.execute("SELECT 1")
     assert "spark=True" in str(e.value) or "spark=True" in e.value.hint
+
+
+def test_quieting_spark_errors_leaves_pysparks_logger_class():
+    """pyspark logs a SQL error through PySparkLogger (with an `errorClass` keyword); had rpl_sql made a plain
+    Logger of that name first, every later AnalysisException would become a TypeError."""
+    import subprocess
+    import sys
+
+    code = ("import logging\nfrom rpl_sql.session import quiet_spark_errors\nwith quiet_spark_errors():\n    pass\n"
+            "from pyspark.logger import PySparkLogger\n"
+            "assert isinstance(logging.getLogger('SQLQueryContextLogger'), PySparkLogger)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -418,7 +418,13 @@ class Session:
 def quiet_spark_errors() -> Iterator[None]:
     """pyspark logs every SQL error as a multi-kilobyte JSON record with the JVM stack on stderr; inside this
     block it does not (the error still raises, and becomes one SparkSQLError line)."""
-    loggers = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    try:  # pyspark's own logger class: a plain Logger of that name would make pyspark's error logging raise
+        from pyspark.logger import PySparkLogger
+
+        get = PySparkLogger.getLogger
+    except ImportError:  # a pyspark without it logs through no such logger
+        get = logging.getLogger
+    loggers = [get(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
     saved = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True
