@@ -192,6 +192,15 @@ def test_exported_script_in_spark_sql(tmp_path):
     before = session.state
 
     replica_rows(wh, [(1, "ünï ✓", "1.50"), (2, None, None)], seq=1)
+    # tables Spark cannot name as MySQL does: defined under names of their own, and the script goes on past them
+    from test_spark_replica_names import TABLES, hostile_replica
+
+    from rpl_sql.spark.replica_tables import replica_spark_names
+
+    hostile = [t for t in TABLES if t[:2] != ("shop", "orders")]
+    hostile_replica(str(wh), tables=hostile, seq=1)
+    spark_name = {(n.db, n.name): n.quoted() for n, _ in replica_spark_names(str(wh))}
+    hostile_query = " UNION ALL ".join(f"SELECT id FROM {spark_name[(db, t)]}" for db, t, _, _ in hostile)
 
     # the CLI entry point writes the script (no Spark involved)
     init, text = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path)
@@ -209,9 +218,11 @@ def test_exported_script_in_spark_sql(tmp_path):
         ("rule_hits", "SELECT CHANNEL_NAME, FILTER_NAME, FILTER_RULE, HITS FROM rpl_sql_filter_rule_hits"),
         ("history", "SELECT count(*), count(DISTINCT VERSION) FROM rpl_sql_filter_history"),
         ("describe", "DESCRIBE replication_applier_filters"),
+        ("hostile", f"SELECT * FROM ({hostile_query}) ORDER BY id"),
         ("replica", REPLICA_QUERY), ("replica_types", "DESCRIBE shop.orders"),
     ] + function_sections()
     first, _ = run_spark_sql(tmp_path, init, sections)
+    assert first["hostile"] == [[str(row[0])] for _, _, _, row in hostile]
     assert first["replica"] == [["1", "ünï ✓", "1.50"], ["2", "NULL", "NULL"]]
     assert [[c.strip() for c in r[:2]] for r in first["replica_types"]] == [
         ["id", "int"], ["note", "string"], ["amount", "decimal(9,2)"]]

@@ -199,16 +199,18 @@ def catalog_versions(warehouse: str) -> tuple:
     return tuple(out)
 
 
-def find_table(warehouse: str, db: str, name: str) -> tuple[str, TableEntry] | None:
-    """(channel, entry) of the replica table `db`.`name` (exact spelling first, then case-insensitively)."""
-    tables = all_tables(warehouse)
+def find_table(warehouse: str, db: str, name: str, channel: str | None = None,
+               exact: bool = False) -> tuple[str, TableEntry] | None:
+    """(channel, entry) of the replica table `db`.`name` (of `channel` if given): its exact spelling, else, unless
+    `exact`, the one table that matches case-insensitively (none when several do: `Case`.`T` is not `Case`.`t`)."""
+    tables = [(ch, e) for ch, e in all_tables(warehouse) if channel is None or ch == channel]
     for ch, e in tables:
         if (e.db, e.name) == (db, name):
             return ch, e
-    for ch, e in tables:
-        if (e.db.lower(), e.name.lower()) == (db.lower(), name.lower()):
-            return ch, e
-    return None
+    if exact:
+        return None
+    folded = [(ch, e) for ch, e in tables if (e.db.lower(), e.name.lower()) == (db.lower(), name.lower())]
+    return folded[0] if len(folded) == 1 else None
 
 
 def all_tables(warehouse: str) -> list[tuple[str, TableEntry]]:

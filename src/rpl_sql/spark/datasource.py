@@ -26,7 +26,8 @@ HISTORY_SCHEMA = ("VERSION BIGINT NOT NULL, COMMITTED_AT TIMESTAMP NOT NULL, CHA
 # The state's version and ServerState.filters_fingerprint(): exported functions compare it with their own.
 STATE_VERSION_SCHEMA = "VERSION BIGINT, FILTERS_FINGERPRINT STRING NOT NULL"
 
-TABLES = ("filters", "global_filters", "channels", "rule_hits", "filter_history", "state_version", "replica")
+TABLES = ("filters", "global_filters", "channels", "rule_hits", "filter_history", "state_version", "replica",
+          "replica_tables")
 
 
 def _check_table(table: str) -> str:
@@ -49,6 +50,10 @@ def table_schema(table: str) -> str:
         return pfs.RULE_HITS_SCHEMA
     if table == "state_version":
         return STATE_VERSION_SCHEMA
+    if table == "replica_tables":
+        from rpl_sql.spark.replica_tables import TABLES_SCHEMA
+
+        return TABLES_SCHEMA
     return HISTORY_SCHEMA
 
 
@@ -58,6 +63,10 @@ def table_rows(warehouse: str, table: str, as_of: str | None = None) -> list[tup
     from rpl_sql.store import DeltaStore
 
     table = _check_table(table)
+    if table == "replica_tables":
+        from rpl_sql.spark import replica_tables
+
+        return replica_tables.table_rows(warehouse)
     store = DeltaStore(warehouse)
     if table == "filter_history":
         return [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
@@ -80,8 +89,8 @@ def table_rows(warehouse: str, table: str, as_of: str | None = None) -> list[tup
 
 class DefaultSource(DataSource):
     """Options: `path` (the warehouse directory) and `table` (filters | global_filters | channels | rule_hits |
-    filter_history | state_version | replica; default filters); for `replica` also `db` and `name`, the
-    replica table (read live: every query sees its latest commit); for the state's tables `as_of`, a state
+    filter_history | state_version | replica | replica_tables; default filters); for `replica` also `db` and
+    `name`, the replica table (read live: every query sees its latest commit); for the state's tables `as_of`, a state
     version or a time ('YYYY-MM-DD hh:mm:ss', UTC): the rows in force then."""
 
     @classmethod
@@ -117,7 +126,8 @@ class DefaultSource(DataSource):
 
         ident = table_identity(schema)  # a catalog table: Spark passes no options, its columns carry them
         if ident is not None:
-            return ReplicaReader(ident["path"], ident["db"], ident["name"], schema)
+            return ReplicaReader(ident["path"], ident["db"], ident["name"], schema, ident.get("channel"),
+                                 ident.get("columns") or {})
         if self._table() == "replica":
             return ReplicaReader(self._path(), self.options.get("db", ""), self.options.get("name", ""), schema)
         return RplSqlReader(self._path(), self._table(), self.options.get("as_of"))
@@ -126,14 +136,21 @@ class DefaultSource(DataSource):
 class ReplicaReader(DataSourceReader):
     """One partition per data file of the table's latest version; Arrow batches in the requested columns."""
 
-    def __init__(self, path: str, db: str, name: str, schema):
-        self.path, self.db, self.name = path, db, name
+    def __init__(self, path: str, db: str, name: str, schema, channel: str | None = None,
+                 renamed: dict[str, str] | None = None):
+        """`channel` and `renamed` (Spark column -> source column) come from a catalog table's identity: that
+        table is exactly its channel's `db`.`name`, never one spelled alike."""
+        self.path, self.db, self.name, self.channel = path, db, name, channel
+        self.renamed = renamed or {}
         self.columns = [f.name for f in schema.fields]
 
-    def partitions(self) -> list[InputPartition]:
+    def _table(self):
         from rpl_sql.spark.replica_tables import replica_delta_table
 
-        dt = replica_delta_table(self.path, self.db, self.name)
+        return replica_delta_table(self.path, self.db, self.name, self.channel, exact=self.channel is not None)
+
+    def partitions(self) -> list[InputPartition]:
+        dt = self._table()
         files = dt.file_uris()
         return [InputPartition((dt.version(), f)) for f in files] or [InputPartition((dt.version(), None))]
 
@@ -142,14 +159,14 @@ class ReplicaReader(DataSourceReader):
         import pyarrow.dataset as ds
 
         from rpl_sql.replica_catalog import plain_schema
-        from rpl_sql.spark.replica_tables import replica_delta_table
 
         version, uri = partition.value
-        dt = replica_delta_table(self.path, self.db, self.name)
+        dt = self._table()
         dt.load_as_version(version)
         want = plain_schema(dt.schema().to_arrow())
-        names = [n for n in self.columns if n in want.names]
-        target = pa.schema([want.field(n) for n in names])
+        asked = [(c, self.renamed.get(c, c)) for c in self.columns]
+        names = [source for _, source in asked if source in want.names]
+        target = pa.schema([want.field(source).with_name(c) for c, source in asked if source in want.names])
         if uri is None:
             return
         # every live file has the table's current columns: merges write them so, an ALTER rewrites the table

@@ -17,9 +17,8 @@ from datetime import datetime, timezone
 from rpl_sql import jvm
 from rpl_sql.compile import JVM_INSTALL, JVM_ROW_CODE, SET_MAP_MIN, Guard
 from rpl_sql.compile.literals import escape_char, sql_str
-from rpl_sql.replica_catalog import all_tables
 from rpl_sql.spark.functions import compile_flags, compile_with_jar
-from rpl_sql.spark.replica_tables import create_statements
+from rpl_sql.spark.replica_tables import TABLES_VIEW, create_statements, replica_spark_names
 
 __all__ = ["export_sql", "harden", "VIEW_TABLES"]
 
@@ -30,6 +29,7 @@ VIEW_TABLES = (
     ("rpl_sql_channels", "channels"),
     ("rpl_sql_filter_rule_hits", "rule_hits"),
     ("rpl_sql_filter_history", "filter_history"),
+    (TABLES_VIEW, "replica_tables"),
 )
 
 def _needs_escape(c: str) -> bool:
@@ -157,6 +157,45 @@ def stale_guard(warehouse: str, version: int | None, fingerprint: str):
     return Guard(f"{current} <=> {sql_str(fingerprint, script_safe=True)}", message)
 
 
+def _replica_tables(warehouse: str) -> tuple[list[str], list[str]]:
+    """The statements defining each replica table, and the header's notes on tables Spark knows by another
+    name or not at all. A table that cannot be written is left out with a note: the script never stops halfway."""
+    body: list[str] = []
+    renamed: list[str] = []
+    missing: list[str] = []
+    for where, entry in replica_spark_names(warehouse):
+        mysql = f"{where.db}.{where.name}" + (f" (channel {where.channel})" if where.why and "channels" in where.why
+                                              else "")
+        if entry.columns is None:
+            missing.append(f"{mysql}: its CREATE TABLE was not readable and no row event has given its columns yet")
+            continue
+        try:
+            body.extend(harden(stmt) + ";" for stmt in create_statements(warehouse, where, script_safe=True))
+        except Exception as e:  # dropped since the catalog was read, or its first commit is being written
+            missing.append(f"{mysql}: {e}")
+            continue
+        if where.why is not None:
+            renamed.append(f"  {mysql} is {where.quoted()}: {where.why}")
+    notes = []
+    if renamed:
+        notes += [f"REPLICA TABLES UNDER ANOTHER NAME ({len(renamed)}): Spark folds case and takes only letters, "
+                  "digits and _ in names, so these are defined under names of their own (a query by the MySQL "
+                  f"name fails rather than read another table):"] + [_one_line(r) for r in renamed[:50]]
+        if len(renamed) > 50:
+            notes.append(f"  ... and {len(renamed) - 50} more: SELECT * FROM {TABLES_VIEW} WHERE NOTE IS NOT NULL")
+    if missing:
+        notes += [f"REPLICA TABLES NOT DEFINED ({len(missing)}):"] + [_one_line("  " + m) for m in missing[:50]]
+        if len(missing) > 50:
+            notes.append(f"  ... and {len(missing) - 50} more: SELECT * FROM {TABLES_VIEW} WHERE SPARK_TABLE IS NULL")
+    return body, notes
+
+
+def _one_line(text: str) -> str:
+    """A header line: names may hold line breaks and `${`, which a `--` comment must not carry raw."""
+    text = text.replace("${", "\\u0024{")
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
 def export_sql(session, stale_check: bool = True) -> str:
     """The init script for `session`'s warehouse: live data-source views, then the compiled functions.
 
@@ -204,6 +243,9 @@ def export_sql(session, stale_check: bool = True) -> str:
                        "through a hash (spark.sql.optimizer.mapLookupHashThreshold at its default). "
                        "An older Spark scans them: "
                        "the results are the same, only slower; export with that Spark's pyspark to get IN lists."]
+    replica, notes = _replica_tables(warehouse)
+    if notes:
+        header += [""] + notes
     lines = []
     for paragraph in header:
         if paragraph.startswith("  ") or not paragraph:
@@ -214,13 +256,12 @@ def export_sql(session, stale_check: bool = True) -> str:
     for view, table in VIEW_TABLES + ((STATE_VIEW, "state_version"),):
         body.append(f"CREATE OR REPLACE TEMPORARY VIEW {view}\n"
                     f"  USING rpl_sql OPTIONS (path {sql_str(warehouse, script_safe=True)}, table '{table}');")
-    tables = sorted({(e.db, e.name) for _, e in all_tables(warehouse) if e.columns is not None})
-    if tables:
+    if replica:
         body.append("")
-        body.append(f"-- The replica tables by name ({len(tables)} as of this export; their rows are read live). "
-                    "Re-export to see tables created later.")
-        for db, name in tables:
-            body.extend(harden(stmt) + ";" for stmt in create_statements(warehouse, db, name, script_safe=True))
+        count = sum(1 for line in replica if line.startswith("CREATE TABLE"))
+        body.append(f"-- The replica tables by name ({count} as of this export; their rows are read live). "
+                    f"Re-export to see tables created later. Their Spark names: {TABLES_VIEW}.")
+        body.extend(replica)
     body.append("")
     body.append(f"-- Functions compiled from {source}.")
     if jar is not None:

@@ -22,7 +22,7 @@ from rpl_sql.spark import impact as spark_impact
 from rpl_sql.spark.datasource import DefaultSource
 from rpl_sql.spark.env import ensure_worker_python, local_spark, quiet_own_warnings
 from rpl_sql.spark.functions import FunctionInstaller
-from rpl_sql.spark.replica_tables import ReplicaTables
+from rpl_sql.spark.replica_tables import TABLES_VIEW, ReplicaTables
 from rpl_sql.state import ServerState
 
 FILTERS_VIEW = "replication_applier_filters"
@@ -71,8 +71,9 @@ class SparkSurface:
 HISTORY_VIEW = "rpl_sql_filter_history"
 
 
-def _register_history_view(spark: Any, warehouse: str) -> None:
-    """The audit trail as a live view over the Delta log, through the `rpl_sql` data source.
+def _register_live_views(spark: Any, warehouse: str) -> None:
+    """The audit trail (a live view over the Delta log) and the replica tables' Spark names, through the
+    `rpl_sql` data source.
 
     Registered explicitly: Spark's own discovery of `pyspark_rpl_sql` runs PYSPARK_PYTHON (else `python3`),
     not the interpreter ensure_worker_python gave this session's workers.
@@ -80,8 +81,9 @@ def _register_history_view(spark: Any, warehouse: str) -> None:
     import os
 
     spark.dataSource.register(DefaultSource)
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {HISTORY_VIEW} USING rpl_sql "
-              f"OPTIONS (path {sql_str(os.path.abspath(warehouse), script_safe=True)}, table 'filter_history')")
+    for view, table in ((HISTORY_VIEW, "filter_history"), (TABLES_VIEW, "replica_tables")):
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} USING rpl_sql "
+                  f"OPTIONS (path {sql_str(os.path.abspath(warehouse), script_safe=True)}, table '{table}')")
 
 
 def session_factory(warehouse: Any, spark: Any):
@@ -102,7 +104,7 @@ def register(spark: Any, warehouse: Any = None, session: Any = None):
         session = session_factory(warehouse, spark)
     else:
         session._set_spark(spark)
-    _register_history_view(spark, session.warehouse)
+    _register_live_views(spark, session.warehouse)
     explain.register(spark, session.warehouse)
     surface = SparkSurface(spark)
     surface.replica = ReplicaTables(spark, session.warehouse)
