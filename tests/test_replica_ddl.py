@@ -120,3 +120,44 @@ def test_drop_table_if_exists_of_a_missing_table_passes(warehouse, servers):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
+
+
+def test_alter_table_is_applied_exactly_or_stops_the_channel(warehouse, servers):
+    """ADD COLUMN gives the rows already there what the source gives them: a literal or parenthesised default,
+    CURRENT_TIMESTAMP of a TIMESTAMP (the ALTER's time), as the oracle replica has them. An ALTER rpl_sql cannot
+    read (MariaDB's parenthesised column list) stops the channel before it, naming it; the skip the message
+    gives goes past it, and the next row event reshapes the table."""
+    src, oracle = servers
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_WILD_DO_TABLE = ('alt.%')",
+                         {"replicate_wild_do_table": "alt.%"})
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE alt",
+                "CREATE TABLE alt.t (id INT PRIMARY KEY, a INT)", "INSERT INTO alt.t VALUES (1, 10), (2, 20)",
+                "ALTER TABLE alt.t ADD COLUMN d5 INT NOT NULL DEFAULT (5)",
+                "ALTER TABLE alt.t ADD COLUMN ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
+                "INSERT INTO alt.t (id, a, ts) VALUES (3, 30, '2001-02-03 04:05:06')")
+    before = src.execute("SELECT @@gtid_binlog_pos")[0][0]
+    src.execute("ALTER TABLE alt.t ADD COLUMN (c INT DEFAULT 7, e INT)")
+    src.execute("SET SESSION binlog_format = ROW",
+                "INSERT INTO alt.t (id, a, ts) VALUES (4, 40, '2001-02-03 04:05:06')")
+    proc = start_service(warehouse)
+    try:
+        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
+        assert row["Last_SQL_Errno"] == 1105 and "ADD COLUMN (c INT DEFAULT 7, e INT)" in row["Last_SQL_Error"]
+        assert "alt.t" in row["Last_SQL_Error"] and "sql_replica_skip_counter = 1" in row["Last_SQL_Error"]
+        assert row["Executed_Gtid_Set"] == before
+        oracle.caught_up(src, "a")
+        theirs = oracle.execute("SELECT id, a, d5, UNIX_TIMESTAMP(ts) FROM alt.t WHERE id <= 3 ORDER BY id")
+        cat = Catalog.load(warehouse, "a")
+        ours = DeltaTable(cat.data_path(cat.table("alt", "t"))).to_pyarrow_table().sort_by("id").to_pylist()
+        assert [(r["id"], r["a"], r["d5"], int(r["ts"].timestamp())) for r in ours] == [tuple(r) for r in theirs]
+
+        session.execute("SET GLOBAL sql_replica_skip_counter = 1;\nSTART REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        caught_up(warehouse, src)
+        assert status(session)["Last_SQL_Errno"] == 0
+        cat = Catalog.load(warehouse, "a")
+        ours = DeltaTable(cat.data_path(cat.table("alt", "t"))).to_pyarrow_table().sort_by("id").to_pylist()
+        assert [(r["id"], r["c"], r["e"]) for r in ours] == [(1, None, None), (2, None, None), (3, None, None),
+                                                            (4, 7, None)]  # as the message said
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)

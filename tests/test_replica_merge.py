@@ -70,8 +70,44 @@ def test_ddl_reads_columns_keys_and_alter_actions():
                   "RENAME COLUMN w TO w2")
     assert a.complete and [x[0] for x in a.actions] == ["add", "drop", "modify", "rename_column"]
     assert a.actions[0][2] == (True, "-5") and a.actions[0][3] == ""
-    assert ddl.parse("ALTER TABLE t ADD COLUMN (p int, q int)") is None  # unreadable: the next table map decides
+    assert ddl.parse("ALTER TABLE t ADD COLUMN (p int, q int)") is None  # unreadable: the service stops
     assert ddl.parse("CREATE TABLE t2 LIKE d.t").like == ("d", "t")
+
+
+@pytest.mark.parametrize("sql, default", [
+    ("ALTER TABLE t ADD c INT NOT NULL DEFAULT (5)", "5"),
+    ("ALTER TABLE t ADD c INT DEFAULT ((-5))", "-5"),
+    ("ALTER TABLE t ADD c INT DEFAULT (1 + 1)", ddl.Unknown),
+    ("ALTER TABLE t ADD c TIMESTAMP DEFAULT CURRENT_TIMESTAMP", ddl.Now),
+    ("ALTER TABLE t ADD c TIMESTAMP NOT NULL DEFAULT NOW()", ddl.Now),
+    ("ALTER TABLE t ADD c CHAR(36) DEFAULT (uuid())", ddl.Unknown),
+    ("ALTER TABLE t ADD c INT AS (a + 1) VIRTUAL", ddl.Unknown),
+    ("ALTER TABLE t ADD c INT", None),
+    ("ALTER TABLE t ADD c BIT(3) NOT NULL DEFAULT b'101'", 5),
+    ("ALTER TABLE t ADD c BLOB DEFAULT x'00ff'", {"$binary": "AP8="}),
+    ("ALTER TABLE t ADD c TINYINT DEFAULT TRUE", 1),
+    ("ALTER TABLE t ADD c VARCHAR(3) DEFAULT _utf8mb4'x'", "x"),
+])
+def test_add_column_defaults_are_literal_now_or_unknown(sql, default):
+    (has, got), = [a[2] for a in ddl.parse(sql).actions]
+    assert isinstance(got, default) if isinstance(default, type) else got == default
+
+
+@pytest.mark.parametrize("sql, clause", [
+    ("ALTER TABLE t ADD COLUMN (c INT, d INT)", "ADD"),
+    ("ALTER ONLINE TABLE t ADD c INT DEFAULT 5", "ADD"),
+    ("ALTER TABLE t WAIT 5 DROP c", "DROP"),
+    ("ALTER TABLE t CHANGE a b INT", "CHANGE"),
+    ("ALTER TABLE t rename  column a TO b", "RENAME COLUMN"),
+    ("ALTER TABLE `add x` ENGINE=InnoDB, FORCE", None),
+    ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", None),
+    ("ALTER TABLE t ALTER COLUMN a SET DEFAULT 5", None),
+    ("ALTER TABLE t ADD UNIQUE KEY k (a), DROP INDEX i, ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES u (id)", None),
+    ("ALTER TABLE t COMMENT 'ADD c INT'", None),
+    ("ALTER TABLE t RENAME INDEX a TO b", None),
+])
+def test_an_alter_that_may_change_columns_is_recognised_without_reading_it(sql, clause):
+    assert ddl.changes_columns(sql) == clause
 
 
 COLS = [{"name": HOSTILE[0], "type": "int", "pk": True}, {"name": HOSTILE[1], "type": "text"},

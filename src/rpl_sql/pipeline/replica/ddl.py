@@ -7,6 +7,8 @@ row event carries one) then says what its columns are.
 """
 from __future__ import annotations
 
+import base64
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,24 +100,73 @@ def column(cdef) -> dict | None:
     return d
 
 
+class Now:
+    """A CURRENT_TIMESTAMP default: the rows already there get the time the source ran the ALTER."""
+
+
+class Unknown:
+    """A default rpl_sql cannot compute (an expression, a generated column): `text` says which."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+_NOW = ("CURRENT_TIMESTAMP", "NOW", "LOCALTIMESTAMP", "LOCALTIME", "CURRENTTIMESTAMP")
+
+
 def default_of(cdef) -> tuple[bool, Any]:
-    """(has a literal default, the default): what ADD COLUMN puts in the rows already there."""
+    """(has a default, the default): what ADD COLUMN puts in the rows already there; the default is a literal's
+    text, None, `Now` or an `Unknown`."""
     from sqlglot import exp
 
     not_null = False
     for c in cdef.args.get("constraints") or []:
+        if isinstance(c.kind, (exp.ComputedColumnConstraint, exp.GeneratedAsIdentityColumnConstraint)):
+            return True, Unknown(c.sql(dialect="mysql"))
         if isinstance(c.kind, exp.DefaultColumnConstraint):
             v = c.kind.this
+            while isinstance(v, (exp.Paren, exp.Introducer)):  # (5), _utf8mb4'x'
+                v = v.expression if isinstance(v, exp.Introducer) else v.this
             if isinstance(v, exp.Null):
                 return True, None
             if isinstance(v, exp.Literal):
                 return True, v.this
             if isinstance(v, exp.Neg) and isinstance(v.this, exp.Literal):
                 return True, "-" + v.this.this
-            return False, None
+            if isinstance(v, exp.Boolean):
+                return True, int(v.this)
+            if isinstance(v, exp.BitString):
+                return True, int(v.this or "0", 2)
+            if isinstance(v, exp.HexString):
+                raw = bytes.fromhex(v.this if len(v.this) % 2 == 0 else "0" + v.this)
+                typed = column(cdef)
+                if typed is not None and typed["type"] == "blob":
+                    return True, {"$binary": base64.b64encode(raw).decode("ascii")}
+                if typed is not None and typed["type"] in ("text", "enum", "set", "json"):
+                    return True, raw.decode("utf-8", "replace")
+                return True, int.from_bytes(raw, "big")
+            if isinstance(v, (exp.CurrentTimestamp, exp.CurrentDatetime)) or \
+                    (isinstance(v, (exp.Column, exp.Anonymous, exp.Var)) and v.name.upper() in _NOW):
+                return True, Now()
+            return True, Unknown(c.sql(dialect="mysql"))
         if isinstance(c.kind, exp.NotNullColumnConstraint) and not c.kind.args.get("allow_null"):
             not_null = True
     return not_null, "" if not_null else None  # NOT NULL without a default: the type's implicit default
+
+
+# ALTER TABLE clauses that change columns (what a statement rpl_sql cannot read fully may do to the rows)
+_QUOTED = re.compile(r"`(?:[^`]|``)*`|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"", re.S)
+_COLUMN_CLAUSE = re.compile(
+    r"\b(?:CHANGE|MODIFY)\b|\bRENAME\s+COLUMN\b|"
+    r"\b(?:ADD|DROP)\s+(?!(?:INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN|PRIMARY|PARTITION|CHECK|PERIOD|"
+    r"SYSTEM|IF\s+EXISTS\s+(?:INDEX|KEY|FOREIGN|CONSTRAINT|PARTITION)|IF\s+NOT\s+EXISTS\s+(?:INDEX|KEY|"
+    r"PARTITION)|DEFAULT)\b)(?=\S)", re.I)
+
+
+def changes_columns(sql: str) -> str | None:
+    """The first clause of an ALTER TABLE that may add, drop, change or rename a column, or None."""
+    m = _COLUMN_CLAUSE.search(_QUOTED.sub("x", sql))
+    return " ".join(m.group(0).upper().split()) if m else None
 
 
 def _table(t) -> tuple[str | None, str]:

@@ -54,7 +54,7 @@ _DROP_IF_EXISTS = re.compile(r"^\s*(?:/\*.*?\*/\s*)*DROP\s+TABLES?\s+IF\s+EXISTS
 # partition maintenance that removes or swaps rows: the replica table does not know the source's partitions
 _ROW_PARTITION_DDL = re.compile(r"\b(DROP|TRUNCATE|EXCHANGE)\s+PARTITION\b", re.I)
 _READ_COLUMNS = ["seq", "event_type", "command", "statement_kind", "default_db", "db_name", "table_name", "tables",
-                 "statement", "rows", "applied_db", "columns", "binlog_file", "binlog_pos"]
+                 "statement", "rows", "applied_db", "columns", "binlog_file", "binlog_pos", "event_time"]
 
 
 class StatementDML(MySQLError):
@@ -404,8 +404,15 @@ class ReplicaTables:
                              "the source's holds after it (delete the partition's rows from it), then SET GLOBAL "
                              f"sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL '{self.channel}'")
         db, name = target
-        if stmt is None or entry.columns is None:
-            return  # the next table map of the table says what changed
+        if entry.columns is None:
+            return  # no rows yet: the next table map of the table says what its columns are
+        if stmt is None or not stmt.complete:
+            clause = ddl.changes_columns(ev["statement"] or "")
+            if clause is not None and self._has_rows(entry):
+                raise self._inexact_alter(ev, entry, f"rpl_sql cannot read all of it (its {clause} clause among "
+                                                     "them), so it cannot know what the rows already there become")
+            if stmt is None:
+                return  # indexes, options, character sets: no column changes; a table map says if there were
         cols = [dict(c) for c in entry.columns]
         renames: dict[str, str] = {}
         defaults: dict[str, object] = {}
@@ -419,6 +426,8 @@ class ReplicaTables:
             op = a[0]
             if op == "add":
                 c, (has_default, default), after = a[1], a[2], a[3]
+                if isinstance(default, (ddl.Now, ddl.Unknown)) and self._has_rows(entry):
+                    default = self._computed_default(ev, entry, c, default)
                 if c.get("pk"):
                     for x in cols:
                         x.pop("pk", None)
@@ -463,6 +472,40 @@ class ReplicaTables:
         entry = self.cat.set_columns(entry, cols)
         if target != (db, name):
             self.cat.rename_table((db, name), target)
+
+    def _has_rows(self, entry: TableEntry) -> bool:
+        """Whether the replica table holds a row (from the Delta log's file statistics; True when unknown)."""
+        path = self.cat.data_path(entry)
+        if not DeltaTable.is_deltatable(path):
+            return False
+        actions = archive.open_table(path).get_add_actions(flatten=True)
+        if actions.num_rows == 0:
+            return False
+        counts = actions.column("num_records").to_pylist() if "num_records" in actions.schema.names else [None]
+        return any(n is None or n > 0 for n in counts)
+
+    def _computed_default(self, ev: dict, entry: TableEntry, c: dict, default: object) -> object:
+        """What a CURRENT_TIMESTAMP default puts in the rows already there: the ALTER's time on the source,
+        exact for a TIMESTAMP (UTC) without fractions; any other computed default stops the channel."""
+        when = ev.get("event_time")
+        if isinstance(default, ddl.Now) and c["type"] == "timestamp" and not c.get("fsp") and when is not None:
+            return when.strftime("%Y-%m-%d %H:%M:%S")
+        if isinstance(default, ddl.Now):
+            why = ("a DATETIME's CURRENT_TIMESTAMP is in the source session's time zone, which the binlog does not "
+                   "give" if c["type"] != "timestamp" else "the binlog gives the ALTER's time in whole seconds only")
+        else:
+            why = f"its value for the rows already there is computed by the source ({default.text})"
+        raise self._inexact_alter(ev, entry, f"column {c['name']}: {why}")
+
+    def _inexact_alter(self, ev: dict, entry: TableEntry, why: str) -> MySQLError:
+        """ALTER TABLE that rpl_sql cannot apply exactly to a table holding rows: the SQL thread stops before it."""
+        return MySQLError(
+            1105, "HY000", "ER_UNKNOWN_ERROR",
+            f"ALTER TABLE at seq {ev['seq']} changes the columns of the replica table {entry.db}.{entry.name} in a "
+            f"way rpl_sql cannot apply exactly: {why}: '{(ev['statement'] or '')[:300]}'. To go past it: SET GLOBAL "
+            f"sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL '{self.channel}'; the table then "
+            "takes the source's columns from its next row event, with NULL in the rows already there for the "
+            "columns this statement added or renamed")
 
     def _create_db(self, ev: dict) -> None:
         if ev["default_db"]:

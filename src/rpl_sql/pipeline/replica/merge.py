@@ -370,7 +370,7 @@ def _implicit(c: dict, d: Any) -> Any:
         if t in ("date", "datetime", "timestamp"):
             return None
         return "0" if t == "decimal" else 0
-    if t in ("tinyint", "smallint", "mediumint", "int", "bigint", "year"):
+    if t in ("tinyint", "smallint", "mediumint", "int", "bigint", "year") or (t == "bit" and isinstance(d, str)):
         return int(decimal_str(d))
     if t in ("float", "double"):
         return float(d)
