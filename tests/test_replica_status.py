@@ -19,17 +19,21 @@ from rpl_sql.pipeline.writer import IngestError
 from test_replica_service import start_service, status, wait_for
 
 
-@pytest.mark.parametrize("error, code", [
-    (pymysql.err.OperationalError(2003, "Can't connect to MySQL server on '127.0.0.1'"), 2003),
-    (pymysql.err.OperationalError(1045, "Access denied for user 'repl'"), 1045),
-    (ConnectionResetError(104, "Connection reset by peer"), 2003),
-    (OSError(28, "No space left on device"), 1026),
-    (DeltaError("Generic error: Failed to write: No space left on device (os error 28)"), 1026),
-    (IngestError("the events table refused the batch"), 13114),
+@pytest.mark.parametrize("error, code, errno", [
+    (pymysql.err.OperationalError(2003, "Can't connect to MySQL server on '127.0.0.1'"), 2003, None),
+    (pymysql.err.OperationalError(1045, "Access denied for user 'repl'"), 1045, None),
+    (ConnectionResetError(104, "Connection reset by peer"), 2003, None),
+    (OSError(28, "No space left on device"), 1026, 28),
+    (DeltaError("Generic error: Failed to write: No space left on device (os error 28)"), 1026, 28),
+    (OSError(122, "Disk quota exceeded"), 1026, 122),
+    (DeltaError("Generic error: Failed to write: Disk quota exceeded (os error 122)"), 1026, 122),
+    (IngestError("the events table refused the batch"), 13114, None),
 ])
-def test_receiver_errors_are_named_as_mysql_names_them(error, code):
+def test_receiver_errors_are_named_as_mysql_names_them(error, code, errno):
     got, message = _io_error(error)
     assert got == code and "\n" not in message
+    if errno is not None:
+        assert f"(errno: {errno} - " in message
 
 
 def test_errors_and_lag_in_the_status_tell_the_truth(tmp_path):

@@ -114,7 +114,8 @@ class ServiceError(Exception):
     """The service cannot run: no channel to run, or a channel already run by another service."""
 
 
-_NO_SPACE = ("No space left on device", "os error 28", "Errno 28")
+_NO_SPACE = {28: ("No space left on device", "os error 28", "Errno 28"),
+             122: ("Disk quota exceeded", "os error 122", "Errno 122")}
 
 
 def _io_error(e: Exception) -> tuple[int, str]:
@@ -122,8 +123,9 @@ def _io_error(e: Exception) -> tuple[int, str]:
     code when it sent one, 1026 (ER_ERROR_ON_WRITE) when the warehouse could not be written, 13114 when the
     events table refused the batch, else 2003 (the source could not be reached)."""
     text = f"{type(e).__name__}: {e}".split("\nstack backtrace:")[0]  # a Rust panic's trace is no message
-    if any(s in text for s in _NO_SPACE) or (isinstance(e, OSError) and e.errno in (28, 122)):
-        return 1026, f"Error writing file in the warehouse (errno: 28 - No space left on device): {text}"
+    for errno, marks in _NO_SPACE.items():
+        if any(s in text for s in marks) or (isinstance(e, OSError) and e.errno == errno):
+            return 1026, f"Error writing file in the warehouse (errno: {errno} - {marks[0]}): {text}"
     if isinstance(e, IngestError):
         return getattr(e, "code", 13114), text
     code = getattr(e, "args", [None])[0] if type(e).__module__.startswith("pymysql") else None  # the server's
