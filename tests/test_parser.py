@@ -538,3 +538,25 @@ def test_source_strings_longer_than_mysql_allows_are_1470(key, limit):
             parse(f"CHANGE REPLICATION SOURCE TO {key}='{value}'")
         assert (e.value.code, e.value.sqlstate) == (1470, "HY000")
         assert e.value.message == f"String '{value[:70]}' is too long for {key} (should be no longer than {limit})"
+
+
+@pytest.mark.parametrize("option, stored", [
+    ("SOURCE_PORT=99999999999999999999999", 4294967295),  # MySQL 8.0 keeps it in 32 bits; MariaDB shows the same
+    ("MASTER_PORT=70000", 70000),
+    ("SOURCE_PORT=0x10000000F", 15),
+    ("SOURCE_CONNECT_RETRY=4294967296", 0),
+    ("SOURCE_RETRY_COUNT=99999999999999999999999", 2**64 - 1),
+    ("SOURCE_LOG_POS=0", 4),
+    ("SOURCE_LOG_POS=18446744073709551616", 2**64 - 1),
+    ("SOURCE_DELAY=2147483647", 2147483647),
+])
+def test_numeric_source_options_are_kept_as_mysql_keeps_them(option, stored):
+    (_, value), = parse(f"CHANGE REPLICATION SOURCE TO {option}")[0].options
+    assert value == stored
+
+
+def test_a_source_delay_past_mysqls_maximum_is_1729():
+    with pytest.raises(MySQLError) as e:
+        parse("CHANGE REPLICATION SOURCE TO SOURCE_DELAY=2147483648")
+    assert (e.value.code, e.value.message) == (
+        1729, "The requested value 2147483648 for the master delay exceeds the maximum 2147483647")

@@ -41,6 +41,8 @@ CATALOGUE: dict[str, ErrorSpec] = {s.name: s for s in (
           "'%s' is deprecated and will be removed in a future release. Please use %s instead"),
     _spec(1470, "HY000", "ER_WRONG_STRING_LENGTH", "String '%-.70s' is too long for %s (should be no longer than %d)"),
     _spec(1525, "HY000", "ER_WRONG_VALUE", "Incorrect %s value: '%s'"),
+    _spec(1729, "HY000", "ER_MASTER_DELAY_VALUE_OUT_OF_RANGE",
+          "The requested value %s for the master delay exceeds the maximum %s"),
     _spec(1794, "HY000", "ER_REPLICA_CONFIGURATION",
           "Replica is not configured or failed to initialize properly. You must at least set --server-id to "
           "enable either a source or a replica. Additional error messages can be found in the MySQL error log."),

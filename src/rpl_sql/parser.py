@@ -279,6 +279,23 @@ def _uint(tok: Token) -> int:
     return int(tok, 16) if tok[:2] == "0x" else int(tok)
 
 
+# How MySQL 8.0 keeps a numeric CHANGE REPLICATION SOURCE option: its grammar reads an unsigned number
+# saturated at 2^64-1 (my_strtoll10), stored in a field of this many bits (Master_info's members)
+_UINT_BITS = {"SOURCE_PORT": 32, "SOURCE_CONNECT_RETRY": 32, "SOURCE_ZSTD_COMPRESSION_LEVEL": 32}
+_MAX_DELAY = 2**31 - 1  # MySQL's MASTER_DELAY_MAX
+
+
+def _option_uint(key: str, old: str | None, tok: Token) -> int:
+    """An option's value as MySQL 8.0 stores it: `SOURCE_PORT=99999999999999999999999` is 4294967295 (MariaDB
+    shows the same); a SOURCE_DELAY past its maximum is refused, and SOURCE_LOG_POS is at least 4."""
+    value = min(_uint(tok), 2**64 - 1)
+    if key == "SOURCE_DELAY" and value > _MAX_DELAY:
+        raise MySQLError.of("ER_MASTER_DELAY_VALUE_OUT_OF_RANGE", value, _MAX_DELAY)
+    if key == "SOURCE_LOG_POS":
+        return max(value, 4)
+    return value % 2 ** _UINT_BITS.get(key, 64)
+
+
 def _option_key(tok: Token) -> tuple[str, str | None]:
     """(canonical SOURCE_* key, the MASTER_* spelling if that was used)."""
     key = tok.upper()
@@ -373,7 +390,7 @@ class _Build(Transformer):
 
     def uint_option(self, c):
         (key, old), value = c
-        return key, _uint(value), old
+        return key, _option_uint(key, old, value), old
 
     def flag_option(self, c):
         (key, old), value = c
