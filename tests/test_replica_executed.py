@@ -142,3 +142,38 @@ def test_reset_replica_forgets_the_position_and_the_unapplied_events(warehouse, 
     while local.run_batch("a") is not None:
         pass
     assert session.state.channel("a").applier.executed_gtid_set == _gtid(src)  # read again, applied
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_the_spark_applier_counts_a_batch_executed_only_once_the_tables_hold_it(spark, warehouse, src, engine):
+    """`rpl-sql apply --tables` and `rpl-sql replica --master` (the Spark job): the same reproduction in one
+    batch. The tables refuse CREATE TABLE wedge.t1 (1049): the batch's applied commit is taken back, the
+    transactions before it count as executed and nothing after; the skip counter then goes past exactly it."""
+    from rpl_sql import MySQLError
+    from rpl_sql.pipeline.applier import apply
+    from rpl_sql.pipeline.binlog import ingest_channel
+
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('wedge.t%') "
+                    "FOR CHANNEL 'a';\nSTART REPLICA")
+    marks = []
+    for sql in ("CREATE DATABASE wedge", "CREATE TABLE wedge.t1 (id INT PRIMARY KEY)",
+                "INSERT INTO wedge.t1 VALUES (1)", "CREATE TABLE wedge.t2 (id INT PRIMARY KEY)",
+                "INSERT INTO wedge.t2 VALUES (2)"):
+        src.execute("SET SESSION binlog_format = ROW", sql)
+        marks.append((_gtid(src), src.binlog_end()))
+    ingest_channel(warehouse, "a")
+    with pytest.raises(MySQLError) as e:
+        apply(spark, warehouse, ["a"], tables=True, engine=engine)
+    assert e.value.code == 1049
+    row = status(session)
+    assert row["Executed_Gtid_Set"] == marks[0][0]
+    assert (row["Relay_Source_Log_File"], row["Exec_Source_Log_Pos"]) == marks[0][1]
+    session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a';\nSET GLOBAL sql_replica_skip_counter = 1;\n"
+                    "START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+    apply(spark, warehouse, ["a"], tables=True, engine=engine)
+    row = status(session)
+    assert (row["Skip_Counter"], row["Executed_Gtid_Set"]) == (0, marks[-1][0])
+    assert _rows(warehouse, "wedge", "t1") == [1] and _rows(warehouse, "wedge", "t2") == [2]

@@ -91,8 +91,9 @@ class BatchCommits:
                 break
         return None
 
-    def recover(self, channel: str, report: ChannelReport) -> None:
-        """Finish a batch that reached the applied table but not the state (crash between the two commits)."""
+    def recover(self, channel: str, report: ChannelReport, gate=None) -> None:
+        """Finish a batch that reached the applied table but not the state (crash between the two commits);
+        `gate(rec)` first, as for a new batch (the replica tables take it before it counts as executed)."""
         state = self.store.load().state
         ch = state.channel(channel)
         dt = self.table(create=False)
@@ -109,6 +110,8 @@ class BatchCommits:
         if rec.start != pos:
             raise ApplyError(f"the applied table is at seq {done} (batch from {rec.start}) but the applier position "
                              f"is {pos} (was the channel reset?)", channel)
+        if gate is not None:
+            gate(rec)
         self.commit_state(rec)
         report.recovered += 1
         report.add(rec)
@@ -139,6 +142,19 @@ class BatchCommits:
         if len(loose) >= COMPACT_EVERY or sum(t.nbytes for _, t in loose) >= COMPACT_KEEP_BYTES:
             self.compact(rec.channel)
         return done
+
+    def withdraw_applied(self, rec: BatchRecord) -> None:
+        """Take back the applied commit of a batch whose state was not committed (the replica tables refused
+        one of its events): its rows go and the channel's app transaction is back at the batch's start, so
+        recovery does not complete it and the events are applied again from there."""
+        where = ("(channel = '' OR channel IS NULL)" if not rec.channel
+                 else "channel = '" + rec.channel.replace("'", "''") + "'")
+        self._loose.pop(rec.channel, None)
+        delta_commit.write(self.table(create=True), APPLIED_SCHEMA.empty_table(), mode="overwrite",
+                           predicate=f"{where} AND seq > {rec.start} AND seq <= {rec.end}",
+                           metadata={"rpl_sql.operation": "APPLY WITHDRAW",
+                                     "rpl_sql.apply.withdrawn": f"{rec.channel}:{rec.start + 1}-{rec.end}"},
+                           app=(app_id(rec.channel), rec.start))
 
     def compact(self, channel: str) -> None:
         """Rewrite the channel's batches committed by this object since its last compaction into one file, in

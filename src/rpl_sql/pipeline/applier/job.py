@@ -158,14 +158,38 @@ class _Applier:
         self.tables, self.exec_mode = tables, exec_mode
         self.behind = _WriteStage()
 
+    def _replica_tables(self, state: ServerState, channel: str) -> ReplicaTables:
+        return ReplicaTables(self.warehouse, channel, lctn=state.lower_case_table_names, exec_mode=self.exec_mode)
+
     def materialize(self, channel: str) -> None:
         """Bring the channel's replica tables to its applier position (a no-op unless `tables`)."""
         if not self.tables:
             return
         state = self.store.load().state
         with _timed("replica tables", channel):
-            ReplicaTables(self.warehouse, channel, lctn=state.lower_case_table_names,
-                          exec_mode=self.exec_mode).catch_up(state.channel(channel).applier.seq)
+            self._replica_tables(state, channel).catch_up(state.channel(channel).applier.seq)
+
+    def gate(self, rec: BatchRecord) -> None:
+        """The replica tables take a batch between its applied commit and its state commit, so the executed
+        position means "in the tables", as the service's applier does (LocalApplier.gate). When they refuse an
+        event (1032, 1049, ... with its `seq`), the batch's applied commit is taken back, the transactions
+        before that event's are applied and counted as executed, and the error stops the run."""
+        if not self.tables:
+            return
+        state = self.store.load().state
+        tables = self._replica_tables(state, rec.channel)
+        try:
+            with _timed("replica tables", rec.channel):
+                tables.catch_up(rec.end)
+        except MySQLError as e:
+            failed = getattr(e, "seq", None)
+            if failed is None or not rec.start < failed <= rec.end:
+                raise
+            self.commits.withdraw_applied(rec)
+            local = LocalApplier(self.warehouse, store=self.store)
+            local.gate = lambda lo, last, out: tables.catch_up(last, handed=(lo, out), state=state)
+            local.run_batch(rec.channel, through=failed)  # commits up to the failing transaction, then raises
+            raise
 
     # ------------------------------------------------------------ channels
 
@@ -268,9 +292,12 @@ class _Applier:
             if landed.done(pos):
                 break
             if ch.skip_counter > 0:  # sql_replica_skip_counter: the same skip batch as the service's
-                rec, commits = LocalApplier(self.warehouse, store=self.store).run_batch(channel), ()
-                if rec is not None:
-                    completed(rec)
+                rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
+                if rec is None:
+                    break
+                completed(rec)
+                pos = rec.end
+                continue  # the events after the skipped ones, in this run
             else:
                 commits = landed.batch(pos, self.batch_size)
                 rec = self.batch(events, snap.files, state, ch, pos, version, commits, completed)
@@ -349,6 +376,7 @@ class _Applier:
                            else self._write(ev(), shapes, rec))
             with _timed("commit applied", ch.name):
                 self.commits.commit_applied(rec, actions)
+            self.gate(rec)
             with _timed("commit state", ch.name):
                 self.commits.commit_state(rec)
             if completed is not None:
@@ -676,7 +704,7 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     reports = {n: ChannelReport(n) for n in names}
     for n in names:  # recovery is bookkeeping of work already done: it runs whether or not the thread runs
         reports[n].start_seq = reports[n].end_seq = state.channel(n).applier.seq
-        job.commits.recover(n, reports[n])
+        job.commits.recover(n, reports[n], gate=job.gate)
         job.materialize(n)
     state = job.store.load().state
     if named:
