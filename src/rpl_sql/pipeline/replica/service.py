@@ -209,11 +209,16 @@ class ChannelLoops:
     def _receiver(self) -> None:
         backoff = 1.0
         st = self.status
+        started = False
         while not self.svc.stopping.is_set():
             if not self._io_wanted():
+                started = False
                 self._stopped("io", self.svc.state.versioned()[1])
                 self.svc.stopping.wait(STATE_EVERY)
                 continue
+            if not started and st.io == "No":  # START REPLICA [IO_THREAD]: MySQL's IO thread clears its last error
+                st.last_io_error, backoff = [0, "", ""], 1.0
+            started = True
             st.io, st.io_state = "Connecting", "Connecting to source"
 
             def follow() -> bool:
