@@ -63,8 +63,13 @@ def _datetime2(buf: bytes, pos: int, fsp: int):
 
 
 def _timestamp2(buf: bytes, pos: int, fsp: int):
-    t = _EPOCH(int.from_bytes(buf[pos:pos + 4], "big", signed=True))
+    """Seconds 0 is MySQL's zero TIMESTAMP ('0000-00-00 00:00:00'; the type starts at 00:00:01 UTC): None, as
+    other zero dates, not 1970-01-01."""
+    seconds = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
     micro, pos = _fsp(buf, pos + 4, fsp)
+    if seconds == 0:
+        return None, pos
+    t = _EPOCH(seconds)
     return (t.replace(microsecond=micro) if micro > 0 else t), pos
 
 
