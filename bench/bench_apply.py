@@ -217,8 +217,8 @@ def rules_script(r: int) -> str:
 
 def configure(warehouse: str, r: int) -> float:
     from rpl_sql import Session
-    from rpl_sql.state import ApplierPosition
-    from rpl_sql.store import DeltaStore
+    from rpl_sql.filters.state import ApplierPosition
+    from rpl_sql.storage.store import DeltaStore
 
     t = time.perf_counter()
     s = Session(warehouse)
@@ -287,7 +287,7 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     from rpl_sql.compile import compile_functions, sql_str
     from rpl_sql.spark.deltaread import read_snapshot, snapshot
     from rpl_sql.spark.env import jit_huge_methods, map_lookup_hash_min
-    from rpl_sql.store import DeltaStore
+    from rpl_sql.storage.store import DeltaStore
 
     state = DeltaStore(warehouse).load().state
     for applier in (False, True):
@@ -411,7 +411,7 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
     writing the three channels' applied events with those decisions (`arrow_write.write_applied`, as the
     write stage does: one channel after another, a thread per core). No Spark. The applier overlaps the two
     (the next channel is decided while one is written), so its wall time lies between the larger and the sum."""
-    from rpl_sql.delta import archive
+    from rpl_sql.storage.delta import archive
     from rpl_sql.pipeline.applier import arrow_write, job
     from rpl_sql.pipeline.applier.landed import summarized
     from rpl_sql.pipeline.writer import channel_commits

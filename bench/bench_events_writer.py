@@ -50,7 +50,7 @@ print(json.dumps({{"times": times, "files": len(w.dt.file_uris()),
 
 
 def run(every: int, args, tmp: str) -> dict:
-    code = CHILD.format(src=str(ROOT / "src"), every=every, commits=args.commits, rows=args.rows,
+    code = CHILD.format(src=str(ROOT), every=every, commits=args.commits, rows=args.rows,
                         databases=args.databases, wh=f"{tmp}/wh{every}")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -62,7 +62,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--databases", type=int, default=50)
     args = p.parse_args()
-    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(ROOT))
     from rpl_sql.pipeline.writer import COMPACT_EVERY
 
     k = max(1, args.commits // 10)

@@ -30,14 +30,14 @@ from pathlib import Path
 from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from deltalake import DeltaTable  # noqa: E402
 
-import rpl_sql.store as store_module  # noqa: E402
-from rpl_sql.delta import archive  # noqa: E402
-from rpl_sql.rules import CHANGE_REPLICATION_FILTER, FilterType  # noqa: E402
-from rpl_sql.store import DeltaStore  # noqa: E402
+import rpl_sql.storage.store as store_module  # noqa: E402
+from rpl_sql.storage.delta import archive  # noqa: E402
+from rpl_sql.filters.rules import CHANGE_REPLICATION_FILTER, FilterType  # noqa: E402
+from rpl_sql.storage.store import DeltaStore  # noqa: E402
 
 T0_MS = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC; copy k is committed k * 200 ms later
 

@@ -11,7 +11,7 @@ wild rules (bench_apply's rule set for ch1). Side by side, best of `--repeat` af
 - the impact of a filter change: `EXPLAIN CHANGE REPLICATION FILTER ... FOR CHANNEL 'ch1'` through a
   Session, which reads, counts and decides every landed event of the channel: first without Spark (one
   Arrow scan of the shape columns in this process), then in the same session registered in the Spark
-  session (the shapes counted by one Spark job, rpl_sql.spark.landed_shapes); each shape decided twice by
+  session (the shapes counted by one Spark job, rpl_sql.spark.shapes_job); each shape decided twice by
   the reference evaluator either way, and both give the same rows.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from bench_apply import channel_events, rules_script  # noqa: E402

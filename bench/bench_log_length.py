@@ -3,7 +3,7 @@ Prints, asserts nothing.
 
     .venv/bin/python bench/bench_log_length.py [--commits 1000,30000,100000] [--repeat 5]
 
-rpl_sql keeps every table's whole log (delta/commit.py), and the replica service commits to each of its tables
+rpl_sql keeps every table's whole log (storage/delta/commit.py), and the replica service commits to each of its tables
 about once a batch (4.7 commits a second per table at the replica bench's 5,000 rows/s). A table is given that
 many commits (copies of one real append commit, so the log is built in seconds, not days), checkpointed at the
 last one as the service's checkpoints every 100 versions would, and then timed through rpl_sql's commit helper
@@ -12,7 +12,7 @@ each the median of `--repeat`. With the checkpoint at the newest version there i
 grows is the listing of `_delta_log` (once, by hand: a two-commit table whose log held 100,000 other files was
 slower still, seconds per open).
 
-Then the same table with its log archived (delta/archive.py: what the replica service does once a minute to
+Then the same table with its log archived (storage/delta/archive.py: what the replica service does once a minute to
 commits older than the table's log retention), timed the same way beside it, and how long the archiving took;
 the archived files go back into the log before the next count.
 """
@@ -28,13 +28,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 
-from rpl_sql.delta import archive  # noqa: E402
-from rpl_sql.delta import commit as delta_commit  # noqa: E402
+from rpl_sql.storage.delta import archive  # noqa: E402
+from rpl_sql.storage.delta import commit as delta_commit  # noqa: E402
 
 
 def timed(f) -> float:

@@ -16,7 +16,7 @@
 4. Log growth: every minute of the lag run, each table's newest checkpoint (which grows with the tombstones
    it carries) and the files in its `_delta_log`. With `--log-retention SECONDS` every table is given that
    log retention (`delta.logRetentionDuration`, ten minutes by default; set with the service stopped, after a first
-   start made the tables), so the service's archiving (delta/archive.py) shows within the run. Also every
+   start made the tables), so the service's archiving (storage/delta/archive.py) shows within the run. Also every
    minute: the commits in the tables' archives (`_rpl_sql_log/`), their count and MB.
 5. With `--upkeep-every SECONDS --keep-days N`, `rpl-sql upkeep --keep-days N` runs beside the service that
    often, as a cron job would: the archives then stop growing (upkeep prunes the commits no reader needs).
@@ -35,15 +35,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from mariadb import MariaDBServer, binaries  # noqa: E402
 
 import rpl_sql  # noqa: E402
 from rpl_sql import service_status  # noqa: E402
-from rpl_sql.replica_catalog import Catalog  # noqa: E402
-from rpl_sql.store import DeltaStore  # noqa: E402
+from rpl_sql.storage.replica_catalog import Catalog  # noqa: E402
+from rpl_sql.storage.store import DeltaStore  # noqa: E402
 
 GEN = """
 CREATE PROCEDURE bench.gen(IN n INT, IN per_txn INT)
@@ -210,7 +210,7 @@ def checkpoint_kb(wh: str) -> dict[str, tuple[float, int]]:
 def set_log_retention(wh: str, seconds: int) -> None:
     from deltalake import DeltaTable
 
-    from rpl_sql.delta import log as deltalog
+    from rpl_sql.storage.delta import log as deltalog
 
     for table in deltalog.tables(wh):
         DeltaTable(table).alter.set_table_properties({"delta.logRetentionDuration": f"interval {seconds} seconds"})

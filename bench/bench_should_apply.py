@@ -51,12 +51,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from rpl_sql.compile import compile_functions  # noqa: E402
-from rpl_sql.evaluate import RowEvent, decide_row  # noqa: E402
-from rpl_sql.rules import FilterType as T, fold, like_tokens  # noqa: E402
-from rpl_sql.state import ServerState  # noqa: E402
+from rpl_sql.filters.evaluate import RowEvent, decide_row  # noqa: E402
+from rpl_sql.filters.rules import FilterType as T, fold, like_tokens  # noqa: E402
+from rpl_sql.filters.state import ServerState  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 CHANNELS = ("", "src_eu", "src_us")
@@ -103,9 +103,9 @@ def split(total: int, weights: dict) -> dict:
 
 
 def make_rules(r: int, modules=None) -> ServerState:
-    """R rules per channel; `modules`: (rpl_sql.rules, rpl_sql.state) of another revision (compiler_at's), whose
+    """R rules per channel; `modules`: the rules and state modules of another revision (compiler_at's), whose
     compiler takes only its own classes."""
-    rules_mod, state_mod = modules or (sys.modules["rpl_sql.rules"], sys.modules["rpl_sql.state"])
+    rules_mod, state_mod = modules or (sys.modules["rpl_sql.filters.rules"], sys.modules["rpl_sql.filters.state"])
     T_, Filters_, ServerState_, Channel_ = (rules_mod.FilterType, rules_mod.Filters, state_mod.ServerState,
                                             state_mod.Channel)
     rnd = random.Random(r)
@@ -260,27 +260,39 @@ def check_py_decider(state, decider, keys):
 
 # ---------------------------------------------------------------- A/B against another revision
 
-def _compile_path(ref: str) -> str:
-    """Where the compiler sits at `ref`: a package since the subpackage layout, one module before."""
+# Where the compiler sits at a revision, newest layout first: (its path, the folder holding the rpl_sql package
+# or None for a one-module compiler, that revision's rules and state modules)
+_LAYOUTS = (
+    ("rpl_sql/compile/__init__.py", "", "rpl_sql.filters.rules", "rpl_sql.filters.state"),
+    ("src/rpl_sql/compile/__init__.py", "src", "rpl_sql.rules", "rpl_sql.state"),
+    ("src/rpl_sql/compile.py", None, None, None),
+    ("rpl_sql/compile.py", None, None, None),
+)
+
+
+def _layout(ref: str) -> tuple:
     import subprocess
 
-    for path in ("src/rpl_sql/compile/__init__.py", "src/rpl_sql/compile.py", "rpl_sql/compile.py"):
-        if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:{path}"],
+    for layout in _LAYOUTS:
+        if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{ref}:{layout[0]}"],
                           capture_output=True).returncode == 0:
-            return path
+            return layout
     raise SystemExit(f"no compiler at {ref}")
 
 
 def src_at(ref: str, prefix: str) -> str:
-    """A new temporary directory holding `src/rpl_sql` as of git revision `ref` (`git archive`)."""
+    """A new temporary directory that holds the rpl_sql package of git revision `ref` (`git archive`) and can
+    go on sys.path or PYTHONPATH as it is."""
     import subprocess
     import tempfile
 
+    root = _layout(ref)[1] or ""
     tmp = tempfile.mkdtemp(prefix=prefix)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src/rpl_sql"], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, f"{root}/rpl_sql" if root else "rpl_sql",
+                              *([] if root else ["grammar", "pyspark_rpl_sql.py"])],
+                             check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-    return tmp
+    return os.path.join(tmp, root) if root else tmp
 
 
 def compiler_at(ref: str):
@@ -291,20 +303,20 @@ def compiler_at(ref: str):
     import importlib.util
     import subprocess
 
-    path = _compile_path(ref)
-    if path.endswith("/__init__.py"):
-        tmp = src_at(ref, "rpl_sql-compile-at-")
+    path, root, rules, state = _layout(ref)
+    if root is not None:
+        tree = src_at(ref, "rpl_sql-compile-at-")
         ours = {k: v for k, v in sys.modules.items() if k == "rpl_sql" or k.startswith("rpl_sql.")}
         for k in ours:
             del sys.modules[k]
-        sys.path.insert(0, os.path.join(tmp, "src"))
+        sys.path.insert(0, tree)
         try:
             mod = importlib.import_module("rpl_sql.compile")
             # its own rules and state classes: make_rules builds the states it is given with them
-            mod.rpl_modules = (importlib.import_module("rpl_sql.rules"), importlib.import_module("rpl_sql.state"))
+            mod.rpl_modules = (importlib.import_module(rules), importlib.import_module(state))
             return mod
         finally:
-            sys.path.remove(os.path.join(tmp, "src"))
+            sys.path.remove(tree)
             for k in [k for k in sys.modules if k == "rpl_sql" or k.startswith("rpl_sql.")]:
                 del sys.modules[k]
             sys.modules.update(ours)
@@ -418,7 +430,7 @@ def spark_sql_shell(sizes: list[int], repeat: int, rows: int, ref: str | None) -
     import pyspark
 
     from rpl_sql.spark.env import local_spark
-    from rpl_sql.store import DeltaStore
+    from rpl_sql.storage.store import DeltaStore
 
     spark = local_spark(app_name="bench_should_apply_data")
     data = ensure_data(spark, rows)
@@ -431,7 +443,7 @@ def spark_sql_shell(sizes: list[int], repeat: int, rows: int, ref: str | None) -
     print("| rules/channel | export | " + " | ".join(k for k in SHELL_QUERIES if k != "bare") + " | bare s |")
     print("|---|---|" + "---|" * len(SHELL_QUERIES))
     for r in sizes:
-        for label, src in ([(ref, os.path.join(tree, "src"))] if ref else []) + [("this checkout", str(ROOT / "src"))]:
+        for label, src in ([(ref, tree)] if ref else []) + [("this checkout", str(ROOT))]:
             tmp = tempfile.mkdtemp(prefix="bench_shell_")
             try:
                 store = DeltaStore(os.path.join(tmp, "wh"))

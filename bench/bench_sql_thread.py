@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SERVICE_MALLOC_CONF  # noqa: E402
 
@@ -107,7 +107,7 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if k != MALLOC_CONF_VAR}
             if conf is not None:
                 env[MALLOC_CONF_VAR] = conf
-            code = CHILD.format(src=str(ROOT / "src"), wh=f"{tmp}/wh{i}", batches=args.batches, rows=args.rows,
+            code = CHILD.format(src=str(ROOT), wh=f"{tmp}/wh{i}", batches=args.batches, rows=args.rows,
                                key=args.key)
             procs[name] = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
         results = {name: json.loads(pr.communicate()[0].strip().splitlines()[-1]) for name, pr in procs.items()}

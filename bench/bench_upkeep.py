@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 from rpl_sql import Session  # noqa: E402
-from rpl_sql.delta.upkeep import upkeep  # noqa: E402
+from rpl_sql.storage.upkeep import upkeep  # noqa: E402
 
 
 def measure(wh: Path) -> dict[str, float]:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from deltalake import DeltaTable
 
-from rpl_sql import server
-from rpl_sql.evaluate import RowEvent, TableRef, rewrite_db, statement_event
+from rpl_sql.server import execute as server
+from rpl_sql.filters.evaluate import RowEvent, TableRef, rewrite_db, statement_event
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, events_path
 
 

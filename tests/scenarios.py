@@ -17,7 +17,7 @@ import yaml
 
 from rpl_sql import Session
 from rpl_sql.errors import MySQLError, StartupError
-from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef
+from rpl_sql.filters.evaluate import RowEvent, StatementEvent, TableRef
 
 CASES = Path(__file__).parent / "spec" / "cases.md"
 

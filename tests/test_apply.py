@@ -23,19 +23,20 @@ from hypothesis import given, settings, strategies as st
 from deltalake import DeltaTable, write_deltalake
 from landed import evaluator_event, expected_applied
 
-from rpl_sql import MySQLError, Session, server
-from rpl_sql.applier_state import ApplyError, BatchRecord, GtidSet, applier_status, record_batch, slot_signature
-from rpl_sql.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, statement_event
+from rpl_sql import MySQLError, Session
+from rpl_sql.server import execute as server
+from rpl_sql.server.applier_state import ApplyError, BatchRecord, GtidSet, applier_status, record_batch, slot_signature
+from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, statement_event
 from rpl_sql.pipeline.applier import job as A
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, app_id, derive_hits
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
-from rpl_sql.rules import TYPES, Filters
-from rpl_sql.rules import FilterType as T
+from rpl_sql.filters.rules import TYPES, Filters
+from rpl_sql.filters.rules import FilterType as T
 from rpl_sql.spark.deltaread import read_delta
-from rpl_sql.state import ApplierPosition, Channel, ServerState
-from rpl_sql.statements import ShowReplicaStatus
-from rpl_sql.store import DeltaStore
+from rpl_sql.filters.state import ApplierPosition, Channel, ServerState
+from rpl_sql.language.statements import ShowReplicaStatus
+from rpl_sql.storage.store import DeltaStore
 
 UUID1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 UUID2 = "5f22fa47-71ca-11e1-9e33-c80aa9429563"

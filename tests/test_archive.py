@@ -1,4 +1,5 @@
-"""Commits older than a table's log retention leave `_delta_log` for `_rpl_sql_log/` (delta/archive.py): delta-rs
+"""Commits older than a table's log retention leave `_delta_log` for `_rpl_sql_log/`
+(storage/delta/archive.py): delta-rs
 still reads every version from the kept checkpoint on, and rpl_sql's own readers of the history (filter
 changes, AS OF, the applier's ingest windows, upkeep's vacuum) still see every commit."""
 from __future__ import annotations
@@ -14,9 +15,9 @@ import pytest
 from deltalake import DeltaTable
 
 from rpl_sql import MySQLError, Session
-from rpl_sql.delta import archive
-from rpl_sql.delta import commit as delta_commit
-from rpl_sql.delta.upkeep import upkeep_table
+from rpl_sql.storage.delta import archive
+from rpl_sql.storage.delta import commit as delta_commit
+from rpl_sql.storage.upkeep import upkeep_table
 
 
 def _age(table: str, seconds: float, below: int | None = None) -> None:
@@ -165,7 +166,7 @@ def test_upkeep_archives_and_its_vacuum_still_reads_the_whole_log(tmp_path):
 def test_a_catalog_keeps_its_channel_after_a_users_alter_and_archiving(tmp_path):
     """The channel comes from the newest commit that names it: a property change (as docs/pipeline.md shows)
     names none, and archiving may leave only such commits in the log."""
-    from rpl_sql.replica_catalog import Catalog, all_tables, catalog_path
+    from rpl_sql.storage.replica_catalog import Catalog, all_tables, catalog_path
 
     wh = str(tmp_path / "wh")
     cat = Catalog(wh, "north")
@@ -190,7 +191,7 @@ def test_upkeep_prunes_the_archive_to_what_the_filter_history_walks(tmp_path):
     """`rpl-sql upkeep --keep-days` deletes the archived state commits that changed no filter (the service's
     per-batch commits): the filter history, AS OF after the horizon and the next change's baseline stay."""
     from rpl_sql.cli.maintenance import upkeep_main
-    from rpl_sql.delta.upkeep import _log_files
+    from rpl_sql.storage.upkeep import _log_files
 
     wh = tmp_path / "wh"
     s = Session(str(wh))
@@ -238,11 +239,11 @@ def test_upkeep_keeps_the_events_an_applier_has_not_passed(tmp_path):
     ingest position) stays; a channel without an applier position keeps them all."""
     from dataclasses import replace
 
-    from rpl_sql.delta.upkeep import upkeep
+    from rpl_sql.storage.upkeep import upkeep
     from rpl_sql.pipeline.events import events_path
     from rpl_sql.pipeline.retention import needed_commits
     from rpl_sql.pipeline.writer import channel_commits, committed_position
-    from rpl_sql.state import ApplierPosition
+    from rpl_sql.filters.state import ApplierPosition
 
     wh = str(tmp_path / "wh")
     s = Session(wh)
@@ -279,7 +280,7 @@ def test_the_applied_events_and_catalogs_keep_each_channels_newest_commit(tmp_pa
     from rpl_sql.pipeline.applier.shapes import META_KEY
     from rpl_sql.pipeline.events import applied_path
     from rpl_sql.pipeline.retention import needed_commits
-    from rpl_sql.replica_catalog import CHANNEL_KEY, catalog_path
+    from rpl_sql.storage.replica_catalog import CHANNEL_KEY, catalog_path
 
     wh = str(tmp_path / "wh")
     table = {"applied": applied_path(wh), "catalog": catalog_path(wh, "north"),

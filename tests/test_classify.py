@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rpl_sql.classify import dispatch as classify_module
-from rpl_sql.lexer import expand_executable_comments
+from rpl_sql.language.lexer import expand_executable_comments
 from rpl_sql.classify import KINDS, StatementInfo, classify
-from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, TRANSACTION_CONTROL, RowEvent, StatementEvent,
+from rpl_sql.filters.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, TRANSACTION_CONTROL, RowEvent, StatementEvent,
                               TableRef, decide)
-from rpl_sql.rules import Filters
-from rpl_sql.startup import parse_startup
+from rpl_sql.filters.rules import Filters
+from rpl_sql.server.startup import parse_startup
 from scenarios import SCENARIOS
 from test_evaluate import F, SECTION10
 
@@ -835,9 +835,9 @@ def test_generated_dml_matches_the_oracle_in_both_readers(case):
 def test_executable_comments_run_for_the_same_releases_as_in_the_shell():
     """One emulated release for both readers: a logged statement and a typed one agree on /*!NNNNN */."""
     from rpl_sql.classify import classify
-    from rpl_sql.lexer import MYSQL_VERSION_ID
-    from rpl_sql.parser import parse_statement
-    from rpl_sql.statements import OtherSQL
+    from rpl_sql.language.lexer import MYSQL_VERSION_ID
+    from rpl_sql.language.parser import parse_statement
+    from rpl_sql.language.statements import OtherSQL
 
     for version, runs in ((MYSQL_VERSION_ID, True), (MYSQL_VERSION_ID + 10, False)):
         logged = classify(f"/*!{version} DROP TABLE t1 */").command

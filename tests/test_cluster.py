@@ -22,10 +22,10 @@ from test_spark_sql_cli import (FILTER_QUERY, ROW_EVENTS, SETUP, byte_order, cel
                                 function_sections, run_spark_sql, script_literal, wheel_venv)
 
 from rpl_sql import Session
-from rpl_sql.evaluate import RowEvent, decide
+from rpl_sql.filters.evaluate import RowEvent, decide
 from rpl_sql.spark.env import (DEFAULT_MASTER, HUGE_METHODS_FLAG, THROUGHPUT_GC_FLAG, session_settings,
                                spark_defaults)
-from rpl_sql.store import DeltaStore
+from rpl_sql.storage.store import DeltaStore
 
 def test_settings_come_from_the_command_then_spark_defaults_then_rpl_sql(tmp_path):
     """spark-submit's order: --master/--conf over spark-defaults.conf over the environment; rpl_sql's own

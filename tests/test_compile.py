@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from rpl_sql.compile import codes
 from rpl_sql.compile import (LABELS, MAP_HASH_MIN, SET_MAP_MIN, TRUE_CODES, compile_functions, fold_sql, spark_hash,
                              sql_str)
-from rpl_sql.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, StatementEvent, TableRef,
+from rpl_sql.filters.evaluate import (COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, StatementEvent, TableRef,
                               decide_row, decide_statement, rewrite_db, statement_event)
-from rpl_sql.rules import Filters, FilterType, fold, normalize_values
-from rpl_sql.state import Channel, ServerState
+from rpl_sql.filters.rules import Filters, FilterType, fold, normalize_values
+from rpl_sql.filters.state import Channel, ServerState
 
 T = FilterType
 pytestmark = pytest.mark.spark
@@ -46,8 +46,8 @@ def lookup(state: ServerState, channel: str | None):
 def explain_decision(state: ServerState, channel: str, event) -> tuple:
     """(verdict, decided_by) of EXPLAIN REPLICATION FILTER's DECISION row: required equal to the reference's
     here, so the compiled filter_decided_by is compared with what EXPLAIN shows on every generated event."""
-    from rpl_sql import server
-    from rpl_sql.statements import ExplainReplicationFilter
+    from rpl_sql.server import execute as server
+    from rpl_sql.language.statements import ExplainReplicationFilter
 
     if isinstance(event, RowEvent):
         stmt = ExplainReplicationFilter(channel=channel, table=(event.db, event.table))
@@ -505,7 +505,7 @@ def test_spark_hash_is_sparks_hash(spark, pairs):
 
 
 def test_labels_cover_reference_labels():
-    from rpl_sql.evaluate import LABELS as REF
+    from rpl_sql.filters.evaluate import LABELS as REF
 
     assert set(LABELS.values()) <= set(REF)
     assert set(REF) - set(LABELS.values()) == {"REPLICATE_REWRITE_DB"}  # a rewrite never decides

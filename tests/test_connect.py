@@ -135,7 +135,7 @@ print("RESULT " + json.dumps(out))
 
 def test_register_views_and_functions_over_connect(connect_url):
     from rpl_sql import Session
-    from rpl_sql.evaluate import RowEvent, decide, rewrite_db
+    from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db
 
     url, tmp = connect_url
     wh = str(tmp / "wh")
@@ -151,7 +151,7 @@ def test_register_views_and_functions_over_connect(connect_url):
     assert out["session_class"].startswith("pyspark.sql.connect")
 
 
-    from rpl_sql.performance_schema import applier_filters
+    from rpl_sql.server.performance_schema import applier_filters
 
     session = Session(wh)
     # the state the views and functions were built from, before the client's later changes

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rpl_sql import MySQLError, Session
-from rpl_sql.delta.log import find_damage
+from rpl_sql.storage.delta.log import find_damage
 
 SETUP = ("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c';"
          "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (a) FOR CHANNEL 'c';"

@@ -23,7 +23,7 @@ from rpl_sql.pipeline.debezium import ingest_debezium
 from rpl_sql.pipeline.debezium_types import RowDecoder
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica.materialize import materialize
-from rpl_sql.replica_catalog import Catalog
+from rpl_sql.storage.replica_catalog import Catalog
 
 EPOCH = dt.datetime(1970, 1, 1)
 UTC = dt.timezone.utc

@@ -1,4 +1,4 @@
-"""Tests for the reference evaluator rpl_sql.evaluate (spec/filter-evaluation.md §4-§10, cases.md).
+"""Tests for the reference evaluator rpl_sql.filters.evaluate (spec/filter-evaluation.md §4-§10, cases.md).
 
 Layout:
   1. §10 worked examples (all 69 rows; ids are the row numbers)
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import (COMMANDS, DATABASE_COMMANDS, LABELS, TRANSACTION_CONTROL, Decision, RowEvent,
+from rpl_sql.filters.evaluate import (COMMANDS, DATABASE_COMMANDS, LABELS, TRANSACTION_CONTROL, Decision, RowEvent,
                               StatementEvent, TableRef, decide, decision_key, hit_rules, rewrite_db, statement_event)
-from rpl_sql.rules import TABLE_TYPES, Filters, FilterType, fold
+from rpl_sql.filters.rules import TABLE_TYPES, Filters, FilterType, fold
 
 T = FilterType
 DO_DB, IGNORE_DB, DO_TABLE, IGNORE_TABLE = T.DO_DB, T.IGNORE_DB, T.DO_TABLE, T.IGNORE_TABLE

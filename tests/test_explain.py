@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import rpl_sql
-from rpl_sql import server
+from rpl_sql.server import execute as server
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import RowEvent, TableRef, decide, statement_event
-from rpl_sql.parser import parse, route
-from rpl_sql.rules import FilterType as T
-from rpl_sql.statements import ExplainReplicationFilter
+from rpl_sql.filters.evaluate import RowEvent, TableRef, decide, statement_event
+from rpl_sql.language.parser import parse, route
+from rpl_sql.filters.rules import FilterType as T
+from rpl_sql.language.statements import ExplainReplicationFilter
 
 from test_compile import _as_sql_statement, channel_sets, make_events, states
 

@@ -7,7 +7,7 @@ import pytest
 from test_spark_sql_cli import HOSTILE, SETUP, naive_literal, script_literal
 
 from rpl_sql import Session
-from rpl_sql.evaluate import RowEvent
+from rpl_sql.filters.evaluate import RowEvent
 from rpl_sql.spark.export import harden
 
 

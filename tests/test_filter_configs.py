@@ -20,16 +20,17 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import rpl_sql
-from rpl_sql import server
-from rpl_sql.configs import debezium, dms, mariadb, option_files
-from rpl_sql.configs import patterns as P
+from rpl_sql.server import execute as server
+from rpl_sql.configs import dms, mariadb, option_files
+from rpl_sql.configs import debezium_lists as debezium
+from rpl_sql.configs import pattern_tokens as P
 from rpl_sql.configs.model import NotExpressible, from_state
-from rpl_sql.configs.statements import write_statements
-from rpl_sql.evaluate import RowEvent, TableRef, decide, statement_event
-from rpl_sql.parser import parse
-from rpl_sql.rules import Filters, FilterType as T, normalize_values
-from rpl_sql.startup import parse_startup, read_option_file
-from rpl_sql.state import Channel, ServerState, is_gr_channel
+from rpl_sql.configs.as_statements import write_statements
+from rpl_sql.filters.evaluate import RowEvent, TableRef, decide, statement_event
+from rpl_sql.language.parser import parse
+from rpl_sql.filters.rules import Filters, FilterType as T, normalize_values
+from rpl_sql.server.startup import parse_startup, read_option_file
+from rpl_sql.filters.state import Channel, ServerState, is_gr_channel
 
 from scenarios import SCENARIOS, to_event
 from test_compile import channel_sets, instantiate, make_events, values_for

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rpl_sql
-from rpl_sql import server
-from rpl_sql.evaluate import RowEvent, TableRef, decide, hit_rules, statement_event
-from rpl_sql.rules import FilterType as T
-from rpl_sql.state_table import state_from_table, state_to_table
+from rpl_sql.server import execute as server
+from rpl_sql.filters.evaluate import RowEvent, TableRef, decide, hit_rules, statement_event
+from rpl_sql.filters.rules import FilterType as T
+from rpl_sql.storage.state_table import state_from_table, state_to_table
 
 from test_compile import channel_sets, make_events, states
 

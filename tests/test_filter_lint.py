@@ -1,4 +1,4 @@
-"""Filter lint (rpl_sql.lint): every warning fires on a rule set where it should and stays quiet on a close
+"""Filter lint (rpl_sql.filters.lint): every warning fires on a rule set where it should and stays quiet on a close
 one where it should not; SHOW REPLICATION FILTER WARNINGS with hits over landed events; `rpl-sql lint` on
 a script and an option file (hostile names in the rules)."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rpl_sql
-from rpl_sql.cli.lint import apply_script
-from rpl_sql.lint import CODES, lint_state
-from rpl_sql.state import initial_state
+from rpl_sql.cli.lint_command import apply_script
+from rpl_sql.filters.lint import CODES, lint_state
+from rpl_sql.filters.state import initial_state
 
 
 def codes(script: str) -> list[tuple[str, str, str]]:
@@ -130,8 +130,8 @@ NAMES = st.sampled_from(["shop", "crm", "Shop", "a_b", "a%b", "x"])
 def test_a_table_rule_rpl005_flags_never_decides_a_row_event(pairs, rules, lctn):
     """What RPL005 says of a table rule under a rewrite holds in the reference evaluator: no row event of any
     database is decided by that rule."""
-    from rpl_sql.evaluate import RowEvent, decide
-    from rpl_sql.rules import FilterType
+    from rpl_sql.filters.evaluate import RowEvent, decide
+    from rpl_sql.filters.rules import FilterType
 
     pairs = list({p[0].lower() if lctn else p[0]: p for p in pairs}.values())  # one pair per source
     by_type: dict[str, list[str]] = {}

@@ -11,9 +11,9 @@ import pytest
 
 from rpl_sql import MySQLError, Session, SparkRequired, SparkSQLError
 from rpl_sql.cli.shell import Shell
-from rpl_sql.render import display_width, format_table
-from rpl_sql.parser import ParseError, parse_statement, route
-from rpl_sql.statements import OtherSQL, ShowWarnings
+from rpl_sql.display.render import display_width, format_table
+from rpl_sql.language.parser import ParseError, parse_statement, route
+from rpl_sql.language.statements import OtherSQL, ShowWarnings
 
 TYPOS = [  # text, near, hint
     ("RESET REPLCA", "REPLCA", "RESET REPLICA"),
@@ -145,8 +145,8 @@ def test_fuzzed_statements_are_mysql_errors_or_need_spark_and_change_nothing(tmp
             outcomes["mysql"] += 1
         except SparkRequired:
             outcomes["spark"] += 1
-            from rpl_sql.lexer import expand_executable_comments, split_statements
-            from rpl_sql.parser import strip_vertical
+            from rpl_sql.language.lexer import expand_executable_comments, split_statements
+            from rpl_sql.language.parser import strip_vertical
 
             # the statement that needed Spark is one the grammar does not own
             owners = [route(expand_executable_comments(strip_vertical(s))).owner for s, _ in split_statements(text)]

@@ -16,7 +16,7 @@ from deltalake import write_deltalake
 
 import rpl_sql
 from rpl_sql.errors import MySQLError
-from rpl_sql.evaluate import RowEvent, TableRef, decide, statement_event
+from rpl_sql.filters.evaluate import RowEvent, TableRef, decide, statement_event
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
 
 NAMES = ["shop", "Shop", "crm", "tmp_1", "tmpx1", "we'ird", "b`q", "c,d", "ü", "x%y", "a\\b", "hr"]
@@ -153,7 +153,7 @@ def test_the_tables_key_is_equal_exactly_when_the_lists_are():
 
     import pyarrow as pa
 
-    from rpl_sql.landed_shapes import _tables_key
+    from rpl_sql.storage.landed_shapes import _tables_key
     from rpl_sql.pipeline.events import TABLES_TYPE
 
     parts = [None, "", "a", "1:a", "=", "N", "a=1:N", "中", "x" * 12]
@@ -171,10 +171,10 @@ def test_the_tables_key_is_equal_exactly_when_the_lists_are():
 @pytest.mark.spark
 def test_a_session_with_spark_counts_the_shapes_in_spark_as_arrow_does(spark, tmp_path):
     """Once a session has Spark, EXPLAIN CHANGE and the lint count the landed shapes with a Spark job
-    (rpl_sql.spark.landed_shapes): the same shapes and counts as the Arrow scan, windows included, and the
+    (rpl_sql.spark.shapes_job): the same shapes and counts as the Arrow scan, windows included, and the
     same impact rows, on hostile names and statements with NULL, empty and repeated table lists."""
-    from rpl_sql import landed_shapes as arrow_side
-    from rpl_sql.spark import landed_shapes as spark_side
+    from rpl_sql.storage import landed_shapes as arrow_side
+    from rpl_sql.spark import shapes_job as spark_side
 
     rnd = random.Random(5)
     wh = str(tmp_path / "wh")
@@ -212,9 +212,9 @@ def test_the_impact_in_spark_equals_the_reference_impact_under_lctn(spark, tmp_p
     """EXPLAIN CHANGE in a session with Spark decides the shapes with the compiled functions of both filter
     sets in one job: with lower_case_table_names=1 (the test above covers 0) its rows equal the reference
     evaluator's impact (random rules and changes, hostile names), and equal deciding every event twice."""
-    from rpl_sql import impact as core
-    from rpl_sql import landed_shapes
-    from rpl_sql.parser import parse
+    from rpl_sql.server import impact as core
+    from rpl_sql.storage import landed_shapes
+    from rpl_sql.language.parser import parse
 
     rnd = random.Random(100 + lctn)
     wh = str(tmp_path / "wh")

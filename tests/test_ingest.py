@@ -22,15 +22,15 @@ import pytest
 from deltalake import DeltaTable
 
 import rpl_sql
-from rpl_sql import server
-from rpl_sql.applier_state import ApplyError
+from rpl_sql.server import execute as server
+from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
 from rpl_sql.pipeline.writer import (ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict,
                                      committed_position)
 from rpl_sql.pipeline.binlog import BACKLOG_COMMIT_SECONDS, BinlogIngest, _log_key, ingest_all, ingest_channel
 from rpl_sql.cli.commands import ingest_main as main
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.rules import FilterType
+from rpl_sql.filters.rules import FilterType
 
 from landed import evaluator_event, landed
 from mariadb import two_channels

@@ -1,12 +1,12 @@
-"""rpl_sql.lexer: one reading of MySQL text for the shell, the statement parser and the binlog classifier."""
+"""rpl_sql.language.lexer: one reading of MySQL text for the shell, the statement parser and the binlog classifier."""
 from __future__ import annotations
 
 import pytest
 
-from rpl_sql.lexer import MYSQL_VERSION_ID, expand_executable_comments, pieces, split_statements
-from rpl_sql.parser import parse_statement
+from rpl_sql.language.lexer import MYSQL_VERSION_ID, expand_executable_comments, pieces, split_statements
+from rpl_sql.language.parser import parse_statement
 from rpl_sql.classify import classify
-from rpl_sql.statements import StartReplica
+from rpl_sql.language.statements import StartReplica
 
 NEWER, OLDER = MYSQL_VERSION_ID + 10, MYSQL_VERSION_ID - 10
 

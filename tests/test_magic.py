@@ -80,18 +80,6 @@ CHANGE REPLICATION FILTER REPLICATE_DO_DB = (db3) FOR CHANNEL 'ch1';
     assert res.success and ("ch1", "REPLICATE_DO_DB", "sticky") in [r[:3] for r in Session(str(wh)).filters()]
 
 
-def test_the_earlier_extension_name_still_loads():
-    from IPython.core.interactiveshell import InteractiveShell
-
-    ip = InteractiveShell.instance()
-    try:
-        assert "rpl_sql" not in ip.magics_manager.magics["cell"]
-        ip.run_line_magic("load_ext", "rpl_sql.magic")
-        assert "rpl_sql" in ip.magics_manager.magics["cell"] and "rpl_sql" in ip.magics_manager.magics["line"]
-    finally:
-        InteractiveShell.clear_instance()
-
-
 def test_a_session_the_magic_starts_draws_no_progress_bar(monkeypatch):
     """Spark draws its console progress bar into the cell's output: a SparkSession started by a cell has none
     (and one the notebook started has its bar stopped when rpl_sql registers: spark.env.hide_console_progress)."""

@@ -66,7 +66,7 @@ def test_demo_notebook(kernel_env):
     import nbformat
 
     from rpl_sql import MySQLError, Session
-    from rpl_sql.evaluate import RowEvent, decide, rewrite_db
+    from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db
 
     nbclient, tmp = kernel_env
     nb = nbformat.read(NOTEBOOK, as_version=4)
@@ -94,7 +94,7 @@ def test_demo_notebook(kernel_env):
     assert "Warning (Code 1287): 'CHANGE MASTER' is deprecated" in streams["stderr"]
 
 
-    from rpl_sql.performance_schema import applier_filters
+    from rpl_sql.server.performance_schema import applier_filters
 
     session = Session(str(tmp / "wh"))
     # the state the middle cells saw: another client, the failing cell and apply_events made one commit each after

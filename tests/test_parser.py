@@ -1,4 +1,4 @@
-"""rpl_sql.parser: statement forms, classification, splitting and MySQL's error reporting."""
+"""rpl_sql.language.parser: statement forms, classification, splitting and MySQL's error reporting."""
 from __future__ import annotations
 
 import pytest
@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.lexer import split_statements
-from rpl_sql.parser import RESERVED_WORDS, ParseError, parse, parse_statement
-from rpl_sql.rules import FilterType as F
-from rpl_sql.statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
+from rpl_sql.language.lexer import split_statements
+from rpl_sql.language.parser import RESERVED_WORDS, ParseError, parse, parse_statement
+from rpl_sql.filters.rules import FilterType as F
+from rpl_sql.language.statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
                                 ShowReplicaStatus, ShowReplicationFilterHistory, StartReplica, StopReplica)
 
 SYNTAX = ("You have an error in your SQL syntax; check the manual that corresponds to your MySQL server "

@@ -19,12 +19,12 @@ import pytest
 from deltalake import DeltaTable
 
 import rpl_sql
-from rpl_sql.applier_state import ApplyError
+from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.spark.deltaread import read_delta
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.pipeline.binlog import ingest_channel
-from rpl_sql.rules import TYPES
+from rpl_sql.filters.rules import TYPES
 
 from landed import expected_applied, landed
 from mariadb import two_channels

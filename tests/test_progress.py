@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from rpl_sql.progress import Progress, bar
+from rpl_sql.display.progress import Progress, bar
 
 
 class Terminal(io.StringIO):

@@ -13,8 +13,8 @@ import rpl_sql
 from mariadb import MariaDBServer, _require, two_channels
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.binlog import ingest_channel
-from rpl_sql.replica_catalog import Catalog
-from rpl_sql.store import DeltaStore
+from rpl_sql.storage.replica_catalog import Catalog
+from rpl_sql.storage.store import DeltaStore
 
 
 def session_state(warehouse):

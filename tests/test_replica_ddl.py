@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from mariadb import running
-from rpl_sql.replica_catalog import Catalog
+from rpl_sql.storage.replica_catalog import Catalog
 from test_replica_service import caught_up, fresh_pair, start_service, status, wait_for
 
 

@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 
 import rpl_sql
 from mariadb import running
-from rpl_sql.replica_catalog import Catalog
+from rpl_sql.storage.replica_catalog import Catalog
 from test_replica_service import caught_up, start_service, status, wait_for
 
 

@@ -248,7 +248,7 @@ def test_a_batch_of_keys_the_table_lacks_is_appended_and_one_that_touches_held_k
 ], ids=["text key", "no key, text first"])
 def test_key_lookups_of_local_tables_read_files_without_delta_rs_pre_buffered_dataset(tmp_path, monkeypatch, cols):
     """Keys that statistics cannot narrow (text, whole rows) are read from the version's files as well, not
-    through delta-rs' dataset, whose pre-buffered reads kept memory (delta/scan.py); after an ALTER too."""
+    through delta-rs' dataset, whose pre-buffered reads kept memory (storage/delta/scan.py); after an ALTER too."""
     p = str(tmp_path / "t t%")
     create(p, cols, "c", 0)
     def forbid():

@@ -13,11 +13,11 @@ import pytest
 
 import rpl_sql
 from mariadb import MariaDBServer, _require
-from rpl_sql.delta import archive
-from rpl_sql.delta import log as deltalog
+from rpl_sql.storage.delta import archive
+from rpl_sql.storage.delta import log as deltalog
 from rpl_sql.pipeline.replica.service import SERVICE_ALLOCATORS
-from rpl_sql.replica_catalog import Catalog
-from rpl_sql.store import DeltaStore
+from rpl_sql.storage.replica_catalog import Catalog
+from rpl_sql.storage.store import DeltaStore
 from test_replica import _normal, _ours
 
 
@@ -60,7 +60,7 @@ def start_service(warehouse, *args, capture=False, env=None):
 
 def service_running(warehouse, channel="a") -> bool:
     """The service has written its first heartbeat (until then SHOW REPLICA STATUS shows the flags)."""
-    from rpl_sql import service_status
+    from rpl_sql.storage import service_status
 
     st = service_status.read_status(warehouse, channel)
     return st is not None and st.live()
@@ -202,8 +202,8 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
         # tombstones for ten minutes only
         from deltalake import DeltaTable
 
-        from rpl_sql.delta import log as deltalog
-        from rpl_sql.delta.commit import TABLE_CONFIG
+        from rpl_sql.storage.delta import log as deltalog
+        from rpl_sql.storage.delta.commit import TABLE_CONFIG
 
         tables = deltalog.tables(str(warehouse))
         assert len(tables) >= 6, tables
@@ -484,7 +484,7 @@ def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(wareh
 
     from deltalake import DeltaTable
 
-    from rpl_sql.evaluate import RowEvent, decide
+    from rpl_sql.filters.evaluate import RowEvent, decide
     from rpl_sql.pipeline.events import applied_path, events_path
 
     src, _ = servers

@@ -13,7 +13,7 @@ from deltalake.exceptions import DeltaError
 
 import rpl_sql
 from mariadb import MariaDBServer, _require, running
-from rpl_sql import service_status
+from rpl_sql.storage import service_status
 from rpl_sql.pipeline.replica.service import _io_error
 from rpl_sql.pipeline.writer import IngestError
 from test_replica_service import start_service, status, wait_for

@@ -1,4 +1,4 @@
-"""Tests for rpl_sql.rules: the wildcard matcher (spec filter-evaluation.md §3), case folding (§2)
+"""Tests for rpl_sql.filters.rules: the wildcard matcher (spec filter-evaluation.md §3), case folding (§2)
 and the filter object basics (§1, performance-schema.md §3)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from functools import lru_cache
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rpl_sql.rules import (LONG_LIST, TABLE_TYPES, TYPES, Filters, FilterType, Slot, first_equal, first_like,
+from rpl_sql.filters.rules import (LONG_LIST, TABLE_TYPES, TYPES, Filters, FilterType, Slot, first_equal, first_like,
                            first_pair, fold, format_rule, like, like_tokens, normalize_values)
 
 T = FilterType
@@ -261,7 +261,7 @@ def test_first_pair_is_the_first_rewrite_of_the_folded_database(pairs, dbs, lctn
 
 
 def test_an_equal_list_read_again_keeps_its_index_and_answers():
-    from rpl_sql.rules import _index
+    from rpl_sql.filters.rules import _index
 
     patterns = tuple(f"app{i}.%" for i in range(LONG_LIST))
     reread = tuple(p.encode().decode() for p in patterns)  # equal, new objects: as after a state load

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 
-from rpl_sql.delta.scan import Followed, files_in_range, read_range
+from rpl_sql.storage.delta.scan import Followed, files_in_range, read_range
 
 SCHEMA = pa.schema([("channel", pa.string()), ("seq", pa.int64()), ("v", pa.string()), ("extra", pa.string())])
 

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rpl_sql
-from rpl_sql import credentials
-from rpl_sql.lexer import SECRET, redact
-from rpl_sql.parser import parse
+from rpl_sql.storage import credentials
+from rpl_sql.language.lexer import SECRET, redact
+from rpl_sql.language.parser import parse
 
 PASSWORD = "Zq9-s3cr3t!pw"
 CLI = [sys.executable, "-m", "rpl_sql.cli"]

@@ -6,8 +6,8 @@ import itertools
 import pytest
 
 from rpl_sql import MySQLError, Session, StartupError
-from rpl_sql.performance_schema import REPLICA_STATUS_COLUMNS, SLAVE_STATUS_COLUMNS
-from rpl_sql.startup import parse_startup, read_option_file
+from rpl_sql.server.performance_schema import REPLICA_STATUS_COLUMNS, SLAVE_STATUS_COLUMNS
+from rpl_sql.server.startup import parse_startup, read_option_file
 
 
 @pytest.fixture

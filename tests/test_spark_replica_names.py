@@ -79,7 +79,7 @@ TABLES = [  # (db, name, columns, the one row that tells it apart)
 def hostile_replica(wh: str, channel: str = "a", tables=TABLES, seq: int = 1) -> None:
     from deltalake import write_deltalake
 
-    from rpl_sql.replica_catalog import Catalog
+    from rpl_sql.storage.replica_catalog import Catalog
 
     cat = Catalog.load(wh, channel)
     for db, tbl, cols, row in tables:
@@ -121,7 +121,7 @@ def test_every_hostile_table_is_read_under_its_own_spark_name(spark, warehouse):
             spark.sql(query).collect()
 
     # a table dropped from the catalog goes, and its namesake of the other case takes the plain name
-    from rpl_sql.replica_catalog import Catalog
+    from rpl_sql.storage.replica_catalog import Catalog
 
     cat = Catalog.load(warehouse, "a")
     cat.drop_table("Case", "T")

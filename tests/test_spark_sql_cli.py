@@ -22,7 +22,7 @@ from sparkjvm import spark_jvm_env
 
 from rpl_sql import Session
 from rpl_sql.compile.literals import sql_str
-from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef, decide, rewrite_db
+from rpl_sql.filters.evaluate import RowEvent, StatementEvent, TableRef, decide, rewrite_db
 
 # Hostile names: quote, `;`, backslash, unicode (BMP and not), `$`, and `${...}` (CLI variable syntax).
 SETUP = r"""
@@ -167,7 +167,7 @@ REPLICA_QUERY = "SELECT id, note, amount FROM shop.orders ORDER BY id"
 def replica_rows(wh: Path, rows, seq: int) -> None:
     """Insert `rows` into the replica table shop.orders of channel 'a' (as the replica service would)."""
     from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create
-    from rpl_sql.replica_catalog import Catalog
+    from rpl_sql.storage.replica_catalog import Catalog
 
     cols = [{"name": "id", "type": "int", "pk": True}, {"name": "note", "type": "text"},
             {"name": "amount", "type": "decimal", "precision": 9, "scale": 2}]
@@ -229,9 +229,9 @@ def test_exported_script_in_spark_sql(tmp_path):
 
     assert first["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert first["global"] == [[cell(v) for v in r[:3]] for r in session.global_filters()]
-    from rpl_sql.performance_schema import channel_rows
+    from rpl_sql.server.performance_schema import channel_rows
     assert first["channels"] == byte_order([[cell(v) for v in r] for r in channel_rows(before)])
-    from rpl_sql.performance_schema import rule_hit_rows
+    from rpl_sql.server.performance_schema import rule_hit_rows
     assert byte_order(first["rule_hits"]) == byte_order([[cell(v) for v in r[:4]] for r in rule_hit_rows(before)])
     assert len(first["rule_hits"]) >= 3
     changes = session.store.filter_changes()
@@ -329,9 +329,9 @@ def test_export_header_and_stale_check(tmp_path):
 def test_data_source_reads_live_state(spark, warehouse):
     from pyspark.sql.types import StructType
 
-    from rpl_sql import performance_schema as pfs
+    from rpl_sql.server import performance_schema as pfs
     from rpl_sql.session import HISTORY_COLUMNS
-    from rpl_sql.performance_schema import CHANNELS_SCHEMA, channel_rows
+    from rpl_sql.server.performance_schema import CHANNELS_SCHEMA, channel_rows
     from rpl_sql.spark.datasource import HISTORY_SCHEMA, DefaultSource
 
     spark.dataSource.register(DefaultSource)  # explicit: discovery depends on how rpl_sql was installed

@@ -66,8 +66,8 @@ def test_mixed_script_and_stale_refresh(spark, tmp_path):
 
 
 def test_rule_hits_view_and_data_source(spark, tmp_path):
-    from rpl_sql.evaluate import RowEvent
-    from rpl_sql.performance_schema import rule_hit_rows
+    from rpl_sql.filters.evaluate import RowEvent
+    from rpl_sql.server.performance_schema import rule_hit_rows
 
     wh = str(tmp_path / "wh")
     s = rpl_sql.register(spark, wh)

@@ -1,14 +1,14 @@
-"""rpl_sql.state: channel names have one key everywhere, and lower_case_table_names arrives as a value."""
+"""rpl_sql.filters.state: channel names have one key everywhere, and lower_case_table_names arrives as a value."""
 from __future__ import annotations
 
 import pytest
 
 from rpl_sql import StartupError
-from rpl_sql.parser import parse_statement
+from rpl_sql.language.parser import parse_statement
 from rpl_sql.pipeline.binlog import BinlogIngest
 from rpl_sql.pipeline.writer import app_id
-from rpl_sql.startup import parse_startup
-from rpl_sql.state import channel_key
+from rpl_sql.server.startup import parse_startup
+from rpl_sql.filters.state import channel_key
 
 
 @pytest.mark.parametrize("name", ["CH1", "Ch1", "ch1"])
@@ -44,9 +44,9 @@ def test_a_bad_lower_case_table_names_value_is_refused(value):
 def test_matching_bundles_lctn_and_the_filter_mode_for_the_evaluator(lctn, mode):
     from dataclasses import replace
 
-    from rpl_sql.evaluate import RowEvent, StatementEvent, TableRef, decide
-    from rpl_sql.rules import Filters, FilterType, Matching
-    from rpl_sql.state import ServerState
+    from rpl_sql.filters.evaluate import RowEvent, StatementEvent, TableRef, decide
+    from rpl_sql.filters.rules import Filters, FilterType, Matching
+    from rpl_sql.filters.state import ServerState
 
     state = replace(ServerState(), lower_case_table_names=lctn, filter_mode=mode)
     assert state.matching == Matching(lctn, mode)

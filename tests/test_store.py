@@ -1,4 +1,4 @@
-"""Tests for rpl_sql.store: the control-plane state in one Delta table written by delta-rs (no Spark).
+"""Tests for rpl_sql.storage.store: the control-plane state in one Delta table written by delta-rs (no Spark).
 
 Round trips of any state, optimistic concurrency (stale snapshots, two processes racing), the commit
 history and the filter-change audit trail.
@@ -22,12 +22,12 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION_FILTER_FOR_CHANNEL, STARTUP_OPTIONS,
+from rpl_sql.filters.rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION_FILTER_FOR_CHANNEL, STARTUP_OPTIONS,
                            STARTUP_OPTIONS_FOR_CHANNEL, TYPES, Filters, FilterType, Slot, format_rule)
-from rpl_sql.state import GR_CHANNELS, ApplierPosition, Channel, ServerState, initial_state
-from rpl_sql.state_table import SCHEMA, state_from_table, state_to_table
-import rpl_sql.store as store_module
-from rpl_sql.store import Commit, ConcurrentCommit, DeltaStore, FilterChange, Snapshot
+from rpl_sql.filters.state import GR_CHANNELS, ApplierPosition, Channel, ServerState, initial_state
+from rpl_sql.storage.state_table import SCHEMA, state_from_table, state_to_table
+import rpl_sql.storage.store as store_module
+from rpl_sql.storage.store import Commit, ConcurrentCommit, DeltaStore, FilterChange, Snapshot
 
 T = FilterType
 NOW = 1_700_000_000_000_000
@@ -372,8 +372,8 @@ def test_checkpoints(warehouse):
 WORKER = textwrap.dedent("""
     import os, sys, time
     from dataclasses import replace
-    from rpl_sql.rules import FilterType, CHANGE_REPLICATION_FILTER
-    from rpl_sql.store import DeltaStore
+    from rpl_sql.filters.rules import FilterType, CHANGE_REPLICATION_FILTER
+    from rpl_sql.storage.store import DeltaStore
 
     warehouse, tag, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store = DeltaStore(warehouse)
@@ -630,7 +630,7 @@ def test_store_does_not_pull_in_pandas(warehouse):
     code = textwrap.dedent(f"""
         import sys
         from dataclasses import replace
-        import rpl_sql.store as store
+        import rpl_sql.storage.store as store
         before = set(sys.modules)
         s = store.DeltaStore({warehouse!r})
         s.transact(lambda st: (replace(st, started_at=1), None), {{"statement": "x"}})

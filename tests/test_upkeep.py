@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rpl_sql import MySQLError, Session
-from rpl_sql.delta.upkeep import upkeep
+from rpl_sql.storage.upkeep import upkeep
 
 
 def _many(wh: Path, n: int) -> Session:
@@ -64,7 +64,7 @@ def test_upkeep_removes_leftovers_and_keeps_the_history(tmp_path):
 
 def test_upkeep_keeps_files_the_history_still_needs(tmp_path, monkeypatch):
     """Commits written before changes were recorded keep their data files whatever --keep-days says."""
-    import rpl_sql.store as store
+    import rpl_sql.storage.store as store
 
     monkeypatch.setattr(store, "CHANGES_MAX_BYTES", 0)  # as if written by an older rpl_sql
     wh = tmp_path / "wh"
@@ -132,7 +132,7 @@ def test_upkeep_compacts_the_events_table_keeping_rows_and_positions(tmp_path):
 def test_compaction_tiers_rewrite_one_tier_not_the_whole_table():
     """A growing table is compacted toward the smallest tier, or the tier above the highest one with `fanout`
     files waiting: never toward the largest target just because files exist under it."""
-    from rpl_sql.delta.upkeep import compaction_tier
+    from rpl_sql.storage.upkeep import compaction_tier
 
     mb = 1 << 20
     assert compaction_tier([], 128 * mb, 2 * mb, 8) == 2 * mb
@@ -150,7 +150,7 @@ def test_compacting_a_growing_table_keeps_its_rows_and_leaves_bigger_files(tmp_p
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from rpl_sql.delta.upkeep import compact_growing_table, compact_table
+    from rpl_sql.storage.upkeep import compact_growing_table, compact_table
 
     def rows(lo, n):
         return pa.table({"id": list(range(lo, lo + n)), "v": [f"{i:040d}" for i in range(lo, lo + n)]})
@@ -182,7 +182,7 @@ def test_compacting_a_growing_table_keeps_its_rows_and_leaves_bigger_files(tmp_p
 def _write(path: str, tag: str, *, create: bool = False) -> None:
     import pyarrow as pa
 
-    from rpl_sql.delta import commit as delta_commit
+    from rpl_sql.storage.delta import commit as delta_commit
 
     delta_commit.write(path, pa.table({"tag": [tag]}), mode="overwrite", metadata={"rpl_sql.operation": "TEST"},
                        create=create)
@@ -206,8 +206,8 @@ def test_tables_rpl_sql_creates_keep_tombstones_ten_minutes_and_vacuum_reads_the
     every batch); upkeep --keep-days still finds and deletes it, from the JSON commits rpl_sql keeps."""
     from deltalake import DeltaTable
 
-    from rpl_sql.delta import commit as delta_commit
-    from rpl_sql.delta.upkeep import upkeep_table
+    from rpl_sql.storage.delta import commit as delta_commit
+    from rpl_sql.storage.upkeep import upkeep_table
 
     assert delta_commit.TABLE_CONFIG["delta.deletedFileRetentionDuration"] == "interval 10 minutes"
     monkeypatch.setitem(delta_commit.TABLE_CONFIG, "delta.deletedFileRetentionDuration", "interval 1 seconds")
@@ -232,7 +232,7 @@ def test_vacuum_keeps_every_file_a_version_since_the_horizon_reads(tmp_path):
     removed before the horizon, restored and removed again after it is kept."""
     from deltalake import DeltaTable
 
-    from rpl_sql.delta.upkeep import upkeep_table
+    from rpl_sql.storage.upkeep import upkeep_table
 
     path = str(tmp_path / "t")
     _write(path, "A", create=True)  # v0
@@ -257,8 +257,8 @@ def test_upkeep_vacuums_what_its_own_compaction_removed(tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from rpl_sql.delta import commit as delta_commit
-    from rpl_sql.delta.upkeep import upkeep_table
+    from rpl_sql.storage.delta import commit as delta_commit
+    from rpl_sql.storage.upkeep import upkeep_table
 
     path = str(tmp_path / "t")
     _write(path, "0", create=True)
@@ -274,7 +274,7 @@ def test_upkeep_removes_only_what_rpl_sql_processes_that_are_gone_left(tmp_path,
     in rpl_sql's own folder only a gone process's log and Spark scratch directory go."""
     import tempfile
 
-    from rpl_sql import scratch
+    from rpl_sql.storage import scratch
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     uuid = "0562ba22-2903-4fe6-972e-705363d85abc"
@@ -301,7 +301,7 @@ def test_upkeep_removes_only_what_rpl_sql_processes_that_are_gone_left(tmp_path,
 def _small_files(path: str, n: int) -> None:
     import pyarrow as pa
 
-    from rpl_sql.delta import commit as delta_commit
+    from rpl_sql.storage.delta import commit as delta_commit
 
     delta_commit.write(path, pa.table({"i": [0]}), mode="append", metadata={"rpl_sql.operation": "T"}, create=True)
     for i in range(1, n):
@@ -315,7 +315,7 @@ def test_two_compactions_of_a_table_take_turns_and_never_rewrite_the_same_files(
 
     from deltalake import DeltaTable
 
-    from rpl_sql.delta.upkeep import compact_table
+    from rpl_sql.storage.upkeep import compact_table
 
     path = str(tmp_path / "t")
     _small_files(path, 8)
@@ -335,7 +335,7 @@ def test_upkeep_goes_on_when_a_writer_commits_first(tmp_path, monkeypatch):
     refuses the compaction, and upkeep reports it and does the rest of its work instead of failing."""
     from deltalake import DeltaTable
 
-    from rpl_sql.delta import upkeep as upkeep_mod
+    from rpl_sql.storage import upkeep as upkeep_mod
 
     path = str(tmp_path / "t")
     _small_files(path, 6)
@@ -361,7 +361,7 @@ def test_an_upkeep_compaction_beside_the_events_writers_own_leaves_every_row_onc
     from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
-    from rpl_sql.delta.upkeep import compact_table
+    from rpl_sql.storage.upkeep import compact_table
     from rpl_sql.pipeline import writer as W
     from rpl_sql.pipeline.events import events_path
     from rpl_sql.pipeline.writer import Batch, EventsWriter

@@ -1,0 +1,689 @@
+"""MySQL 8.0 replication statements -> rpl_sql.language.statements nodes (spec/statements.md §0-7).
+
+`route` decides who runs a statement (rpl_sql, Spark, or neither: a typo is a MySQL error with a hint);
+replication statements are parsed with the Lark grammar in grammar/replication.lark and must be exactly right
+(1064 with MySQL's position otherwise); any other statement is handed on as OtherSQL, Spark's to judge. Text
+is read by `rpl_sql.language.lexer`. Deliberate choices where MySQL is ambiguous or rpl_sql stricter (FOR CHANNEL takes
+a string only, numeric option values, on/off options): docs/design/README.md#rpl_sqllanguageparser.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import NamedTuple
+
+from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
+
+from rpl_sql.errors import CATALOGUE, MySQLError
+from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS
+from rpl_sql.language.lexer import SECRET, expand_executable_comments, pieces, split_statements
+from rpl_sql.filters.rules import FilterType
+from rpl_sql.filters.state import channel_key
+from rpl_sql.language.statements import (
+    ChangeReplicationFilter,
+    ChangeReplicationSource,
+    ExplainChangeReplicationFilter,
+    ExplainReplicationFilter,
+    OtherSQL,
+    ResetReplica,
+    SetDefaultConnection,
+    SetReplicationVariable,
+    SetSkipCounter,
+    ShowReplicaStatus,
+    ShowReplicationFilterHistory,
+    ShowReplicationFilters,
+    ShowReplicationFilterWarnings,
+    ShowVariables,
+    ShowWarnings,
+    StartReplica,
+    Statement,
+    StopReplica,
+    WaitForGtidSet,
+)
+
+# MySQL 8.0's reserved words (manual: "Keywords and Reserved Words in MySQL 8.0", the (R) entries,
+# up to 8.0.31's INTERSECT). Unquoted, they cannot be names.
+RESERVED_WORDS = frozenset("""
+ACCESSIBLE ADD ALL ALTER ANALYZE AND AS ASC ASENSITIVE BEFORE BETWEEN BIGINT BINARY BLOB BOTH BY
+CALL CASCADE CASE CHANGE CHAR CHARACTER CHECK COLLATE COLUMN CONDITION CONSTRAINT CONTINUE CONVERT
+CREATE CROSS CUBE CUME_DIST CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP CURRENT_USER CURSOR
+DATABASE DATABASES DAY_HOUR DAY_MICROSECOND DAY_MINUTE DAY_SECOND DEC DECIMAL DECLARE DEFAULT
+DELAYED DELETE DENSE_RANK DESC DESCRIBE DETERMINISTIC DISTINCT DISTINCTROW DIV DOUBLE DROP DUAL
+EACH ELSE ELSEIF EMPTY ENCLOSED ESCAPED EXCEPT EXISTS EXIT EXPLAIN
+FALSE FETCH FIRST_VALUE FLOAT FLOAT4 FLOAT8 FOR FORCE FOREIGN FROM FULLTEXT FUNCTION
+GENERATED GET GRANT GROUP GROUPING GROUPS HAVING HIGH_PRIORITY HOUR_MICROSECOND HOUR_MINUTE HOUR_SECOND
+IF IGNORE IN INDEX INFILE INNER INOUT INSENSITIVE INSERT INT INT1 INT2 INT3 INT4 INT8 INTEGER
+INTERSECT INTERVAL INTO IO_AFTER_GTIDS IO_BEFORE_GTIDS IS ITERATE JOIN JSON_TABLE KEY KEYS KILL
+LAG LAST_VALUE LATERAL LEAD LEADING LEAVE LEFT LIKE LIMIT LINEAR LINES LOAD LOCALTIME LOCALTIMESTAMP
+LOCK LONG LONGBLOB LONGTEXT LOOP LOW_PRIORITY
+MASTER_BIND MASTER_SSL_VERIFY_SERVER_CERT MATCH MAXVALUE MEDIUMBLOB MEDIUMINT MEDIUMTEXT MIDDLEINT
+MINUTE_MICROSECOND MINUTE_SECOND MOD MODIFIES NATURAL NOT NO_WRITE_TO_BINLOG NTH_VALUE NTILE NULL
+NUMERIC OF ON OPTIMIZE OPTIMIZER_COSTS OPTION OPTIONALLY OR ORDER OUT OUTER OUTFILE OVER
+PARTITION PERCENT_RANK PRECISION PRIMARY PROCEDURE PURGE
+RANGE RANK READ READS READ_WRITE REAL RECURSIVE REFERENCES REGEXP RELEASE RENAME REPEAT REPLACE
+REQUIRE RESIGNAL RESTRICT RETURN REVOKE RIGHT RLIKE ROW ROWS ROW_NUMBER
+SCHEMA SCHEMAS SECOND_MICROSECOND SELECT SENSITIVE SEPARATOR SET SHOW SIGNAL SMALLINT SPATIAL
+SPECIFIC SQL SQLEXCEPTION SQLSTATE SQLWARNING SQL_BIG_RESULT SQL_CALC_FOUND_ROWS SQL_SMALL_RESULT
+SSL STARTING STORED STRAIGHT_JOIN SYSTEM
+TABLE TERMINATED THEN TINYBLOB TINYINT TINYTEXT TO TRAILING TRIGGER TRUE
+UNDO UNION UNIQUE UNLOCK UNSIGNED UPDATE USAGE USE USING UTC_DATE UTC_TIME UTC_TIMESTAMP
+VALUES VARBINARY VARCHAR VARCHARACTER VARYING VIRTUAL WHEN WHERE WHILE WINDOW WITH WRITE
+XOR YEAR_MONTH ZEROFILL _FILENAME
+""".split())
+
+_NEAR_LIMIT = 80  # MySQL prints the rest of the statement with '%-.80s'
+
+
+class ParseError(MySQLError):
+    """1064 ER_PARSE_ERROR, located as MySQL locates it.
+
+    `near` is the statement text from the offending token on ('' at end of input), cut to
+    80 characters; `line` and `column` (1-based) are within the statement; `statement_line`
+    is the script line where the statement starts.
+    """
+
+    def __init__(self, near: str, line: int, column: int = 1, statement_line: int = 1):
+        spec = CATALOGUE["ER_PARSE_ERROR"]
+        super().__init__(spec.code, spec.sqlstate, spec.name, spec.template % (near, line))
+        self.near = near
+        self.line = line
+        self.column = column
+        self.statement_line = statement_line
+
+    @property
+    def script_line(self) -> int:
+        """The script line of the offending token."""
+        return self.statement_line + self.line - 1
+
+
+# ---------------------------------------------------------------- classifying
+
+def _leading_words(code: str, count: int) -> list[tuple[str, int, int, str]]:
+    """The first `count` words (upper-cased if ASCII) with their offsets and what follows each: 'other'
+    when punctuation such as '.' touches it, else ''; stops at the first piece that is not a word."""
+    words: list[tuple[str, int, int, str]] = []
+    for kind, s, e in pieces(code):
+        if words and s == words[-1][2] and kind == "other":
+            words[-1] = (*words[-1][:3], "other")
+        if kind in ("space", "comment", "marker"):
+            continue
+        if kind != "word" or len(words) == count:
+            break
+        word = code[s:e]
+        words.append((word.upper() if word.isascii() else word, s, e, ""))
+    return words
+
+
+# Statements rpl_sql owns begin with one of these; SHOW and RESET only before a replication word (Spark has
+# its own SHOW ... and RESET <config key>). Spark has no CHANGE, START or STOP statement at all.
+LEADERS = ("CHANGE", "START", "STOP", "RESET", "SHOW")
+REPLICA_WORDS = ("REPLICA", "SLAVE", "REPLICATION", "MASTER", "SOURCE")
+# What a Spark SQL statement can start with (Spark 4's statement rule, SQL scripting, Delta's commands): a
+# first word outside this set that is close to one of LEADERS is taken as a misspelt replication statement.
+SPARK_LEADERS = frozenset("""
+    SELECT WITH FROM VALUES TABLE MAP REDUCE INSERT UPDATE DELETE MERGE USE SET RESET CREATE REPLACE ALTER DROP
+    SHOW DESC DESCRIBE EXPLAIN COMMENT REFRESH CACHE UNCACHE CLEAR LOAD TRUNCATE REPAIR MSCK ADD LIST ANALYZE
+    DECLARE EXECUTE CALL BEGIN IF WHILE REPEAT LOOP FOR CASE LEAVE ITERATE SIGNAL RESIGNAL GRANT REVOKE LOCK
+    UNLOCK EXPORT IMPORT DFS OPTIMIZE VACUUM RESTORE CONVERT GENERATE FSCK COPY
+""".split())
+# SET forms of MySQL's and MariaDB's replication system variables: owned, so they never reach Spark.
+_SET_REPLICATION = re.compile(
+    r"\s*SET\s+(?:(?P<scope>GLOBAL|SESSION|LOCAL|PERSIST|PERSIST_ONLY)\s+|@@(?:(?P<scope2>GLOBAL|SESSION|LOCAL)\.)?)?"
+    r"(?:(?P<conn>`(?:[^`]|``)*`|[A-Za-z0-9_$]+)\.)?"
+    r"(?P<var>replicate_\w*|sql_(?:replica|slave)_skip_counter|default_master_connection)\b"
+    r"(?P<rest>.*)", re.IGNORECASE | re.DOTALL)
+_SET_VALUE = re.compile(r"\s*:?=\s*(?P<value>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|[A-Za-z0-9_$]+)\s*$",
+                        re.DOTALL)
+_SHOW_VARIABLES = re.compile(r"\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?VARIABLES\b\s*(?P<rest>.*)$",
+                             re.IGNORECASE | re.DOTALL)
+# waiting for executed GTIDs: a SELECT of MySQL's or MariaDB's function alone is the replica's to answer
+_WAIT_GTIDS = re.compile(
+    r"\s*SELECT\s+(?P<fn>WAIT_FOR_EXECUTED_GTID_SET|MASTER_GTID_WAIT)\s*\(\s*"
+    r"(?P<set>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")\s*(?:,\s*(?P<timeout>-?[0-9]+(?:\.[0-9]*)?)\s*)?\)\s*$",
+    re.IGNORECASE | re.DOTALL)
+# MariaDB's dynamic filter variables (as in its multi-source replication), and the filter each sets
+SET_FILTER_VARIABLES = ("replicate_do_db", "replicate_ignore_db", "replicate_do_table", "replicate_ignore_table",
+                        "replicate_wild_do_table", "replicate_wild_ignore_table", "replicate_rewrite_db")
+# `/*spark*/` before a statement sends it to Spark as written, whatever it looks like.
+FORCE_SPARK = re.compile(r"\s*/\*\s*spark\s*\*/", re.IGNORECASE)
+
+
+def _distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (swapping neighbours counts one): `STPO` is 1 from `STOP`."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _closest(word: str, choices: tuple[str, ...]) -> str | None:
+    """The choice that `word` is a likely typo of (distance 1, or 2 for choices of 6+ letters), if any."""
+    if word in choices or len(word) < 3 or not word.isascii():
+        return None
+    best, best_d = None, None
+    for c in choices:
+        if abs(len(c) - len(word)) > 2:  # the distance is at least the length difference: never close enough
+            continue
+        d = _distance(word, c)
+        if best_d is None or d < best_d:
+            best, best_d = c, d
+    return best if best is not None and best_d <= (2 if len(best) >= 6 else 1) else None
+
+
+@dataclass(frozen=True)
+class Route:
+    """Who runs a statement: 'grammar' (rpl_sql), 'spark', 'unsupported' (a replication statement rpl_sql
+    does not implement, named by `what`) or 'typo' (a misspelt replication keyword at offset `near`; `hint`
+    is the likely start of the statement)."""
+
+    owner: str
+    near: int = 0
+    hint: str = ""
+    what: str = ""
+
+
+def route(code: str) -> Route:
+    """Decide who runs `code` from its first words, without parsing it."""
+    if FORCE_SPARK.match(code):
+        return Route("spark")
+    m = _SET_REPLICATION.match(code)
+    if m:
+        var = m.group("var").lower()
+        if var in SET_FILTER_VARIABLES or var == "default_master_connection" or var.endswith("_skip_counter"):
+            return Route("grammar")
+        return Route("unsupported", what=f"SET {var}",
+                     hint="set filters with CHANGE REPLICATION FILTER ... [FOR CHANNEL '...']")
+    if _SHOW_VARIABLES.match(code) or _WAIT_GTIDS.match(code):
+        return Route("grammar")
+    w = _leading_words(code, 2)
+    if not w:
+        return Route("spark")
+    first, second = w[0][0], (w[1][0] if len(w) > 1 else "")
+    if first in ("CHANGE", "START", "STOP"):
+        return Route("grammar")
+    if first in ("RESET", "SHOW"):
+        if second in ("REPLICA", "SLAVE") or (first == "SHOW" and second in ("REPLICATION", "WARNINGS")):
+            return Route("grammar")
+        if second in ("MASTER", "BINARY", "BINLOG", "RELAYLOG", "REPLICAS"):
+            return Route("unsupported", what=f"{first} {second}",
+                         hint="rpl_sql is a replica: it has no binary log of its own")
+        fix = _closest(second, REPLICA_WORDS) if second and w[1][3] != "other" else None
+        if fix:  # not a dotted config key (RESET spark.sql.x): a misspelt RESET REPLICA, SHOW REPLICA ...
+            return Route("typo", w[1][1], f"{first} {fix}")
+        return Route("spark")
+    if first == "EXPLAIN":  # EXPLAIN REPLICATION FILTER / EXPLAIN CHANGE REPLICATION FILTER; Spark's EXPLAIN <query>
+        if second in ("REPLICATION", "CHANGE"):
+            return Route("grammar")
+        fix = _closest(second, ("REPLICATION",)) if second and second not in SPARK_LEADERS and \
+            second not in ("EXTENDED", "CODEGEN", "COST", "FORMATTED", "LOGICAL") else None
+        if fix:
+            return Route("typo", w[1][1], f"EXPLAIN {fix}")
+        return Route("spark")
+    if first in SPARK_LEADERS:
+        return Route("spark")
+    fix = _closest(first, LEADERS)
+    if fix:
+        rest = second if not second or second in REPLICA_WORDS else _closest(second, REPLICA_WORDS)
+        if rest is not None:
+            return Route("typo", w[0][1], f"{fix} {rest}".strip())
+    return Route("spark")
+
+
+# ---------------------------------------------------------------- building nodes
+
+EXPLAIN_COMMAND = re.compile(r"[A-Za-z_]+")
+EXPLAIN_COMMANDS = COMMANDS | {DROP_TEMPORARY_IF_EXISTS, "XA_PREPARE"}
+
+class _Span(NamedTuple):
+    """Source offsets of START's unsupported clauses, turned into text once the text is known."""
+
+    start: int
+    end: int
+
+
+def _span(children) -> _Span:
+    bounds = [(c.start_pos, c.end_pos) if isinstance(c, Token) else c for c in children if c is not None]
+    return _Span(min(b[0] for b in bounds), max(b[1] for b in bounds))
+
+
+_UNESCAPE = {q: re.compile(r"\\(.)|" + q + q, re.DOTALL) for q in "'\""}
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
+
+
+def _string(tok: Token) -> str:
+    """A string literal's value: MySQL escapes, except that \\% and \\_ keep their backslash."""
+    quote = tok[0]
+    return _UNESCAPE[quote].sub(lambda m: quote if m[1] is None else _ESCAPES.get(m[1], m[1]), tok[1:-1])
+
+
+def _no_newline(value: str, shown: str | None = None) -> str:
+    """MySQL's TEXT_STRING_sys_nonewline: patterns, channel names and most option strings (`shown` in the
+    error instead of a secret value)."""
+    if "\n" in value:
+        raise MySQLError.of("ER_WRONG_VALUE", "argument contains not-allowed LF", value if shown is None else shown)
+    return value
+
+
+# MySQL 8.0's checks of CHANGE REPLICATION SOURCE strings, in bytes (HOSTNAME_LENGTH, USERNAME_LENGTH)
+_MAX_BYTES = {"SOURCE_HOST": 255, "SOURCE_USER": 96}
+
+
+def _uint(tok: Token) -> int:
+    return int(tok, 16) if tok[:2] == "0x" else int(tok)
+
+
+# How MySQL 8.0 keeps a numeric CHANGE REPLICATION SOURCE option: its grammar reads an unsigned number
+# saturated at 2^64-1 (my_strtoll10), stored in a field of this many bits (Master_info's members)
+_UINT_BITS = {"SOURCE_PORT": 32, "SOURCE_CONNECT_RETRY": 32, "SOURCE_ZSTD_COMPRESSION_LEVEL": 32}
+_MAX_DELAY = 2**31 - 1  # MySQL's MASTER_DELAY_MAX
+
+
+def _option_uint(key: str, old: str | None, tok: Token) -> int:
+    """An option's value as MySQL 8.0 stores it: `SOURCE_PORT=99999999999999999999999` is 4294967295 (MariaDB
+    shows the same); a SOURCE_DELAY past its maximum is refused, and SOURCE_LOG_POS is at least 4."""
+    value = min(_uint(tok), 2**64 - 1)
+    if key == "SOURCE_DELAY" and value > _MAX_DELAY:
+        raise MySQLError.of("ER_MASTER_DELAY_VALUE_OUT_OF_RANGE", value, _MAX_DELAY)
+    if key == "SOURCE_LOG_POS":
+        return max(value, 4)
+    return value % 2 ** _UINT_BITS.get(key, 64)
+
+
+def _option_key(tok: Token) -> tuple[str, str | None]:
+    """(canonical SOURCE_* key, the MASTER_* spelling if that was used)."""
+    key = tok.upper()
+    if key == "GET_MASTER_PUBLIC_KEY":
+        return "GET_SOURCE_PUBLIC_KEY", key
+    if key.startswith("MASTER_"):
+        return "SOURCE_" + key[len("MASTER_"):], key
+    return key, None
+
+
+def _sql_quoted(part: str) -> str:
+    return "'" + part.replace("'", "''") + "'"
+
+
+class _Build(Transformer):
+    """Rule callbacks, run by the LALR parser as it reduces (no parse tree is built)."""
+
+    def start(self, c):
+        return c[0]
+
+    # -- CHANGE REPLICATION FILTER
+
+    def change_filter(self, c):
+        return ChangeReplicationFilter(filters=tuple(c[:-1]), channel=c[-1])
+
+    def do_db(self, c):
+        return FilterType.DO_DB, c[0]
+
+    def ignore_db(self, c):
+        return FilterType.IGNORE_DB, c[0]
+
+    def do_table(self, c):
+        return FilterType.DO_TABLE, c[0]
+
+    def ignore_table(self, c):
+        return FilterType.IGNORE_TABLE, c[0]
+
+    def wild_do_table(self, c):
+        return FilterType.WILD_DO_TABLE, c[0]
+
+    def wild_ignore_table(self, c):
+        return FilterType.WILD_IGNORE_TABLE, c[0]
+
+    def rewrite_db(self, c):
+        return FilterType.REWRITE_DB, c[0]
+
+    db_list = table_list = pattern_list = pair_list = server_id_list = thread_list = staticmethod(tuple)
+
+    def table(self, c):
+        return f"{c[0]}.{c[1]}"
+
+    def pattern(self, c):
+        value = _no_newline(_string(c[0]))
+        if "." not in value:
+            raise MySQLError.of("ER_INVALID_RPL_WILD_TABLE_FILTER_PATTERN")
+        return value
+
+    def pair(self, c):
+        return c[0], c[1]
+
+    def ident(self, c):
+        tok = c[0]
+        return tok[1:-1].replace("``", "`") if tok.type == "QUOTED_IDENT" else str(tok)
+
+    def channel(self, c):
+        return channel_key(_no_newline(_string(c[0])))
+
+    # -- CHANGE REPLICATION SOURCE / CHANGE MASTER
+
+    def change_source(self, c, legacy=False):
+        options = c[:-1]
+        return ChangeReplicationSource(
+            options=tuple((key, value) for key, value, _ in options), channel=c[-1], legacy=legacy,
+            legacy_options=tuple(old for _, _, old in options if old))
+
+    def change_master(self, c):
+        return self.change_source(c, legacy=True)
+
+    def string_key(self, c):
+        return _option_key(c[0])
+
+    uint_key = flag_key = heartbeat_key = ciphersuites_key = string_key
+
+    def string_option(self, c):
+        (key, old), value = c[0], _string(c[1])
+        limit = _MAX_BYTES.get(key)
+        if limit is not None and len(value.encode("utf-8", "surrogatepass")) > limit:
+            raise MySQLError.of("ER_WRONG_STRING_LENGTH", value, old or key, limit)
+        if key == "SOURCE_COMPRESSION_ALGORITHMS":
+            return key, value, old
+        return key, _no_newline(value, SECRET if key == "SOURCE_PASSWORD" else None), old
+
+    def uint_option(self, c):
+        (key, old), value = c
+        return key, _option_uint(key, old, value), old
+
+    def flag_option(self, c):
+        (key, old), value = c
+        return key, int(_uint(value) != 0), old
+
+    def heartbeat_option(self, c):
+        (key, old), value = c
+        return key, (float(value) if value.type == "DECIMAL" else _uint(value)), old
+
+    def nullable_string_option(self, c):
+        (key, old), value = c
+        return key, (None if value.type == "NULL" else _no_newline(_string(value))), old
+
+    def ignore_server_ids(self, c):
+        return "IGNORE_SERVER_IDS", tuple(_uint(t) for t in c[0]), None
+
+    def privilege_checks_user(self, c):
+        value = c[0]
+        return "PRIVILEGE_CHECKS_USER", (None if isinstance(value, Token) and value.type == "NULL" else value), None
+
+    def account(self, c):
+        user, host = (_string(p) if isinstance(p, Token) and p.type == "STRING" else str(p) for p in c)
+        return f"{_sql_quoted(user)}@{_sql_quoted('%' if c[1] is None else host)}"
+
+    def pk_check(self, c):
+        return c[0].upper()
+
+    def require_table_primary_key_check(self, c):
+        return "REQUIRE_TABLE_PRIMARY_KEY_CHECK", c[0], None
+
+    def anon_gtids(self, c):
+        tok = c[0]
+        return _string(tok) if tok.type == "STRING" else tok.upper()
+
+    def assign_gtids_to_anonymous_transactions(self, c):
+        return "ASSIGN_GTIDS_TO_ANONYMOUS_TRANSACTIONS", c[0], None
+
+    # -- RESET / START / STOP / SHOW
+
+    def replica(self, c):
+        return c[0].upper() == "SLAVE"
+
+    def reset_replica(self, c):
+        legacy, all_, channel = c
+        return ResetReplica(all=all_ is not None, channel=channel, legacy=legacy)
+
+    def thread(self, c):
+        return "SQL" if c[0].upper() == "SQL_THREAD" else "IO"
+
+    def start_replica(self, c):
+        legacy, threads, *clauses, channel = c
+        clauses = [x for x in clauses if x is not None]
+        return StartReplica(threads=frozenset(threads or ()), channel=channel, legacy=legacy,
+                            unsupported=_span(clauses) if clauses else None)
+
+    until = until_condition = user = password = default_auth = plugin_dir = staticmethod(_span)
+
+    def stop_replica(self, c):
+        legacy, threads, channel = c
+        return StopReplica(threads=frozenset(threads or ()), channel=channel, legacy=legacy)
+
+    def show_replica_status(self, c):
+        legacy, channel = c
+        return ShowReplicaStatus(channel=channel, legacy=legacy)
+
+    def explain_change(self, c):
+        change, window = c
+        return ExplainChangeReplicationFilter(change=change, **(window or {}))
+
+    def last_events(self, c):
+        return {"last": _uint(c[0])}
+
+    def since(self, c):
+        return {"since": _no_newline(_string(c[0]))}
+
+    def show_filter_warnings(self, c):
+        return ShowReplicationFilterWarnings(channel=c[0])
+
+    def show_filter_history(self, c):
+        channel, limit = c
+        return ShowReplicationFilterHistory(channel=channel, limit=limit)
+
+    def show_warnings(self, c):
+        return ShowWarnings(limit=c[0])
+
+    # -- EXPLAIN REPLICATION FILTER
+
+    def explain_filter(self, c):
+        channel, as_of, event = c
+        return ExplainReplicationFilter(channel=channel, as_of=as_of, **event)
+
+    def show_filters(self, c):
+        global_, channel, as_of = c
+        if global_ is not None and channel is not None:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", "SHOW REPLICATION GLOBAL FILTERS (the global filters "
+                                "belong to no channel: drop FOR CHANNEL)")
+        return ShowReplicationFilters(channel=channel, global_=global_ is not None, as_of=as_of)
+
+    def show_filter_hits(self, c):
+        channel, as_of = c
+        return ShowReplicationFilters(channel=channel, hits=True, as_of=as_of)
+
+    def as_of(self, c):
+        tok = c[0]
+        return _uint(tok) if tok.type == "UINT" else _no_newline(_string(tok))
+
+    def explain_row(self, c):
+        return {"table": (c[0], c[1])}
+
+    def explain_statement(self, c):
+        text, db, tables = c
+        value = _no_newline(_string(text)).strip()
+        if EXPLAIN_COMMAND.fullmatch(value):  # a command name (evaluate.COMMANDS), as should_apply_statement takes
+            if value.upper() not in EXPLAIN_COMMANDS:
+                raise MySQLError.of("ER_WRONG_ARGUMENTS", f"EXPLAIN REPLICATION FILTER (unknown command '{value}'; "
+                                    f"one of {', '.join(sorted(EXPLAIN_COMMANDS))}, or the statement's SQL text)")
+            return {"command": value.upper(), "default_db": db, "tables": tables or ()}
+        if tables is not None:
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", "EXPLAIN REPLICATION FILTER (TABLES go with a command name "
+                                "such as 'UPDATE'; SQL text names its own tables)")
+        return {"sql": value, "default_db": db}
+
+    def explain_db(self, c):
+        return c[0]
+
+    def explain_tables(self, c):
+        return tuple(c)
+
+    def explain_table(self, c):
+        first, second, read = c
+        return (first, second, read is None) if second is not None else (None, first, read is None)
+
+    def limit(self, c):
+        return _uint(c[0])
+
+
+class _AlwaysLexNames:
+    """Postlexer that makes every lexer state try names, so keywords match as whole words."""
+
+    always_accept = ("IDENT", "NEAR_DOT_IDENT")
+
+    def process(self, stream):
+        return stream
+
+
+def _reserved_to_error(tok: Token) -> Token:
+    """A reserved word where a name is expected gets a type no rule accepts: 1064 right there."""
+    if tok.isascii() and tok.upper() in RESERVED_WORDS:
+        tok.type = "RESERVED_WORD"
+    return tok
+
+
+def grammar_text(name: str = "replication.lark") -> str:
+    """A Lark grammar: inside an installed wheel (rpl_sql/grammar/, setup.py puts it there), else grammar/ at
+    the top of the checkout this package runs from."""
+    packaged = resources.files("rpl_sql") / "grammar" / name
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    return (Path(__file__).resolve().parents[2] / "grammar" / name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _lark() -> Lark:
+    grammar = grammar_text()
+    return Lark(grammar, parser="lalr", lexer="contextual", transformer=_Build(),
+                postlex=_AlwaysLexNames(), lexer_callbacks={"IDENT": _reserved_to_error},
+                g_regex_flags=re.ASCII, maybe_placeholders=True, cache=True)
+
+
+def _variable_statement(code: str, text: str, line: int) -> Statement:
+    """SET of a replication variable, or SHOW VARIABLES: a few fixed shapes, matched without the grammar."""
+    m = _SHOW_VARIABLES.match(code)
+    if m:
+        rest = m.group("rest").strip().rstrip(";").strip()
+        if not rest:
+            return ShowVariables(text=text, line=line)
+        like = re.fullmatch(r"LIKE\s+('(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")", rest, re.IGNORECASE | re.DOTALL)
+        if not like:
+            raise _near(text, code.index(rest), line)
+        return ShowVariables(text=text, line=line, like=_string(Token("STRING", like.group(1))))
+    m = _SET_REPLICATION.match(code)
+    var, scope = m.group("var").lower(), (m.group("scope") or m.group("scope2") or "").upper()
+    rest = m.group("rest").rstrip().rstrip(";")
+    v = _SET_VALUE.fullmatch(rest)
+    if not v:
+        raise _near(text, m.start("rest") + len(rest) - len(rest.lstrip()) if rest.strip() else len(code), line)
+    raw = v.group("value")
+    value = None if raw.upper() == "DEFAULT" else _string(Token("STRING", raw)) if raw[0] in "'\"" else raw
+    conn = m.group("conn")
+    if conn is not None:
+        conn = conn[1:-1].replace("``", "`") if conn.startswith("`") else conn
+        conn = channel_key(conn)
+    if var == "default_master_connection":
+        if scope in ("GLOBAL", "PERSIST", "PERSIST_ONLY"):
+            raise _at_line(MySQLError.of("ER_LOCAL_VARIABLE", var), line)
+        return SetDefaultConnection(text=text, line=line, connection=channel_key(value or ""))
+    if scope not in ("GLOBAL", "PERSIST", "PERSIST_ONLY"):
+        raise _at_line(MySQLError.of("ER_GLOBAL_VARIABLE", var), line)
+    if var.endswith("_skip_counter"):
+        if value is None:
+            value = "0"
+        if raw[0] in "'\"" or not value.isdigit() or int(value) > 2 ** 32 - 1:
+            raise _at_line(MySQLError(1232, "42000", "ER_WRONG_TYPE_FOR_VAR",
+                                      f"Incorrect argument type to variable '{var}'"), line)
+        return SetSkipCounter(text=text, line=line, value=int(value), connection=conn)
+    return SetReplicationVariable(text=text, line=line, variable=var, connection=conn, value=value)
+
+
+def _at_line(err: MySQLError, line: int) -> MySQLError:
+    err.statement_line = line
+    return err
+
+
+def _near(text: str, pos: int, statement_line: int) -> ParseError:
+    """The 1064 MySQL reports for an unexpected token at offset `pos` of `text`."""
+    line = text.count("\n", 0, pos) + 1
+    return ParseError(text[pos:pos + _NEAR_LIMIT], line, pos - (text.rfind("\n", 0, pos) + 1) + 1, statement_line)
+
+
+def _parse_error(err: UnexpectedInput, text: str, statement_line: int) -> ParseError:
+    tok = getattr(err, "token", None)
+    if isinstance(err, UnexpectedToken) and tok.type == "$END":
+        return ParseError("", text.count("\n") + 1, len(text) - text.rfind("\n"), statement_line)
+    pos = tok.start_pos if isinstance(err, UnexpectedToken) else err.pos_in_stream
+    return ParseError(text[pos:pos + _NEAR_LIMIT], err.line, err.column, statement_line)
+
+
+def parse_statement(text: str, line: int = 1) -> Statement:
+    """One statement: a replication statement's node, or OtherSQL for anything else.
+
+    Raises ParseError (1064), or MySQLError 3067 / 1525 for a bad wild pattern or a line
+    feed in a pattern, channel name or option string; either carries `statement_line`.
+    """
+    code = expand_executable_comments(text)
+    where = route(code)
+    if where.owner == "spark":
+        return OtherSQL(text=text, line=line)
+    if where.owner == "unsupported":
+        err = _at_line(MySQLError.of("ER_NOT_SUPPORTED_YET", where.what), line)
+        err.hint = where.hint
+        err.add_note(err.hint)
+        raise err
+    if where.owner == "typo":
+        err = _near(text, where.near, line)
+        err.hint = (f"did you mean {where.hint} ...? (to send this text to Spark as it is, "
+                    "start it with /*spark*/)")
+        err.add_note(err.hint)
+        raise err
+    if _SET_REPLICATION.match(code) or _SHOW_VARIABLES.match(code):
+        return _variable_statement(code, text, line)
+    m = _WAIT_GTIDS.match(code)
+    if m:
+        timeout = float(m["timeout"]) if m["timeout"] is not None else None
+        fn = m["fn"].upper()
+        if fn == "MASTER_GTID_WAIT" and timeout is not None and timeout < 0:
+            timeout = None  # MariaDB: a negative timeout waits as long as it takes
+        return WaitForGtidSet(text=text, line=line, gtids=_string(m["set"]), timeout=timeout, function=fn)
+    try:
+        stmt = _lark().parse(code)
+    except UnexpectedInput as err:
+        raise _parse_error(err, text, line) from None
+    except MySQLError as err:
+        err.statement_line = line
+        raise
+    stmt = dataclasses.replace(stmt, text=text, line=line)
+    if isinstance(stmt, StartReplica) and stmt.unsupported is not None:
+        start, end = stmt.unsupported
+        stmt = dataclasses.replace(stmt, unsupported=text[start:end])
+    return stmt
+
+
+def check_utf8(text: str) -> None:
+    """Text that cannot be UTF-8 (a lone surrogate, as Python decodes invalid bytes) is MySQL's 1300; so is a NUL,
+    which no MySQL name, pattern or option may hold."""
+    nul = text.find("\0")
+    if nul >= 0:
+        raise _at_line(MySQLError.of("ER_INVALID_CHARACTER_STRING", "utf8mb4", "00"), text.count("\n", 0, nul) + 1)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = text[e.start:e.end]
+        shown = "".join(f"{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else f"{ord(c):04X}" for c in bad)
+        raise _at_line(MySQLError.of("ER_INVALID_CHARACTER_STRING", "utf8mb4", shown),
+                       text.count("\n", 0, e.start) + 1) from None
+
+
+def parse(text: str) -> list[Statement]:
+    """A whole script, all or nothing: the first bad replication statement raises."""
+    check_utf8(text)
+    return [parse_statement(strip_vertical(stmt), line) for stmt, line in split_statements(text)]
+
+
+def strip_vertical(text: str) -> str:
+    """A statement without the ``\\G`` terminator that asks the shell for vertical output."""
+    return text[:-2].rstrip() if text.endswith("\\G") else text

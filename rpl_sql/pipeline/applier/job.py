@@ -1,0 +1,734 @@
+"""The applier job: what a MySQL replica's SQL thread does, done in Spark over the Delta events table.
+
+Per channel and batch: decide each distinct shape once (from the ingest commits' summaries, by the reference
+evaluator; in a pass over the events, by the compiled SQL, checked against the evaluator), write the applied
+events in one Delta commit (app transaction `rpl_sql.apply/<channel>` = the batch's last seq, its bookkeeping
+in the commit metadata), then one state commit with COUNTER, the applier position and the executed GTIDs. A
+crash between the two commits is completed from the metadata on the next run. Design:
+docs/design/README.md#rpl_sqlpipelineapplier.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rpl_sql.server.applier_state import (  # noqa: F401
+    ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature)
+from rpl_sql.compile import LABELS, TRUE_CODES
+from rpl_sql.storage.delta import archive
+from rpl_sql.errors import MySQLError
+from rpl_sql.filters.evaluate import Decision, hit_rules, rewrite_db
+from rpl_sql.pipeline.applier.arrow_write import filesystem, write_applied
+from rpl_sql.pipeline.applier.commits import BatchCommits
+from rpl_sql.pipeline.applier.landed import summarized
+from rpl_sql.pipeline.applier.local import LocalApplier
+from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress
+from rpl_sql.pipeline.applier.shapes import (
+    DATA_DIR,
+    SHAPE_KEYS,
+    VERIFY_BUDGET,
+    VERIFY_MAX_SHAPES,
+    Shape,
+    batch_record,
+    decide_shapes,
+    decision_columns,
+    derive_hits,
+    not_running,
+    reference,
+    shape_frame,
+    with_shape_key,
+)
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE, applied_path, events_path
+from rpl_sql.pipeline.replica.materialize import ReplicaTables
+from rpl_sql.pipeline.summary import Summary, merge, tables_key
+from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
+from rpl_sql.pipeline.writer import SourceFilterConflict, channel_commits
+from rpl_sql.filters.rules import TYPES, FilterType
+from rpl_sql.spark import deltaread
+from rpl_sql.spark.deltaread import DeltaFile
+from rpl_sql.spark.env import configured_master, local_spark, session_conf
+from rpl_sql.spark.functions import FunctionInstaller
+from rpl_sql.filters.state import Channel, ServerState, channel_key, is_gr_channel
+from rpl_sql.storage.store import DeltaStore, resolve_warehouse
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("auto", "arrow", "spark")  # who writes the applied events: pyarrow in the driver, or Spark
+
+# ---------------------------------------------------------------- the job
+
+@contextlib.contextmanager
+def _timed(what: str, channel: str):
+    t = time.perf_counter()
+    yield
+    log.debug("channel '%s': %s %.2fs", channel, what, time.perf_counter() - t)
+
+
+class _LogOnce:
+    """The run's events table, whose log windows (channel_commits reads growing ones) are read once for all
+    the channels (each read decodes every commit's metadata, summaries included)."""
+
+    def __init__(self, table):
+        self.table = table
+        self._windows: dict[int | None, list] = {}
+
+    def version(self) -> int:
+        return self.table.version()
+
+    def history(self, limit: int | None = None) -> list:
+        if limit not in self._windows:
+            self._windows[limit] = archive.history(self.table, limit)
+        return self._windows[limit]
+
+
+class _WriteStage:
+    """One batch at a time written and committed on a thread of its own, while the driver decides the next
+    batch or channel: the JVM writes while Python decides (each batch's commits still come in order, and a
+    failure surfaces at the next hand-over, before anything after it is committed). The write sets only the
+    session's Parquet output settings, which nothing the driver does meanwhile reads."""
+
+    def __init__(self):
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
+
+    def busy(self) -> bool:
+        return self._pending is not None
+
+    def submit(self, work: Callable[[], None]) -> None:
+        """Run `work` once the batch before it is done (raising that batch's error instead, if it failed)."""
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="rpl_sql-apply-write")
+        self._pending = self._pool.submit(work)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait for the batch in flight (its commits are as good as any), then end the thread."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+
+
+class _Applier:
+    """One applier run: per channel, batches of events decided in Spark, then the two commits (BatchCommits).
+
+    About 430 lines: the batch loop and the Spark steps it orders (aggregate shapes, decide, verify against
+    the evaluator, write) share the run's snapshot, session and installed functions; they are methods so the
+    crash tests can stop a run between any two of them.
+    """
+
+    def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[ApplyProgress], None] | None,
+                 verify: str, tables: bool = False, exec_mode: str = "STRICT", engine: str = "auto"):
+        if batch_size is not None and batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        if verify not in ("auto", "all", "none"):
+            raise ValueError("verify must be 'auto', 'all' or 'none'")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}")
+        self.engine = engine_for(spark) if engine == "auto" else engine
+        self.spark = spark
+        self.warehouse = warehouse
+        self.store = DeltaStore(warehouse)
+        self.batch_size = batch_size
+        self.progress = progress
+        self.verify = verify
+        self.events = events_path(warehouse)
+        self.applied = applied_path(warehouse)
+        self.commits = BatchCommits(self.store, self.applied)
+        self._config_key = None
+        self._installer: FunctionInstaller | None = None
+        self._commits: dict[str, list[tuple[int, dict]]] = {}  # per channel: its ingest commits this run
+        self.tables, self.exec_mode = tables, exec_mode
+        self.behind = _WriteStage()
+
+    def _replica_tables(self, state: ServerState, channel: str) -> ReplicaTables:
+        return ReplicaTables(self.warehouse, channel, lctn=state.lower_case_table_names, exec_mode=self.exec_mode)
+
+    def materialize(self, channel: str) -> None:
+        """Bring the channel's replica tables to its applier position (a no-op unless `tables`)."""
+        if not self.tables:
+            return
+        state = self.store.load().state
+        with _timed("replica tables", channel):
+            self._replica_tables(state, channel).catch_up(state.channel(channel).applier.seq)
+
+    def gate(self, rec: BatchRecord) -> None:
+        """The replica tables take a batch between its applied commit and its state commit, so the executed
+        position means "in the tables", as the service's applier does (LocalApplier.gate). When they refuse an
+        event (1032, 1049, ... with its `seq`), the batch's applied commit is taken back, the transactions
+        before that event's are applied and counted as executed, and the error stops the run."""
+        if not self.tables:
+            return
+        state = self.store.load().state
+        tables = self._replica_tables(state, rec.channel)
+        try:
+            with _timed("replica tables", rec.channel):
+                tables.catch_up(rec.end)
+        except MySQLError as e:
+            failed = getattr(e, "seq", None)
+            if failed is None or not rec.start < failed <= rec.end:
+                raise
+            self.commits.withdraw_applied(rec)
+            local = LocalApplier(self.warehouse, store=self.store)
+            local.gate = lambda lo, last, out: tables.catch_up(last, handed=(lo, out), state=state)
+            local.run_batch(rec.channel, through=failed)  # commits up to the failing transaction, then raises
+            raise
+
+    # ------------------------------------------------------------ channels
+
+    def targets(self, state: ServerState, channels: Iterable[str] | None) -> tuple[list[str], bool]:
+        """The channels to run and whether they were named (named ones must exist and run: checked first)."""
+        if channels is None:
+            return [c.name for c in state.configured_channels()], False
+        names = []
+        for raw in channels:
+            name = channel_key(raw)
+            if is_gr_channel(name):
+                raise MySQLError.of("ER_REPLICA_CHANNEL_OPERATION_NOT_ALLOWED", "rpl-sql apply", name)
+            ch = state.channel(name)
+            if ch is None:
+                raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", name)
+            if not ch.configured:
+                raise MySQLError.of("ER_BAD_REPLICA")
+            if name not in names:
+                names.append(name)
+        return names, True
+
+    # ------------------------------------------------------------ Spark side
+
+    def _ensure_spark(self):
+        if self.spark is None:
+            self.spark = local_spark(app_name="rpl_sql-apply", **{"spark.ui.showConsoleProgress": "false"})
+        elif callable(self.spark):  # a factory: start Spark only now that there is work
+            self.spark = self.spark()
+        return self.spark
+
+    def _functions(self, state: ServerState, channel: str) -> None:
+        """The applier's compiled SQL functions for `channel` and every channel with the same filters
+        (recompiled only when that changes).
+
+        Its own set (compile_functions(applier=True)), so a session's `should_apply` & co. are left alone. Only
+        these channels: every query that calls a SQL function analyses and optimises its whole body (at 10,000
+        rules a shape query's planning took 1.40 s with 3 channels' code, 0.50 s with one channel's).
+        """
+        def rules(c: Channel) -> tuple:
+            return tuple(s.values for s in c.filters.slots)
+
+        mine = rules(state.channel(channel))
+        same = tuple(c for c in state.channels if rules(c) == mine)
+        key = (state.matching, mine, tuple(c.name for c in same))
+        if key != self._config_key:
+            if self._installer is None or self._installer.spark is not self.spark:
+                self._installer = FunctionInstaller(self.spark, applier=True)
+            with _timed("compile + register functions", "*"):
+                self._installer.install(replace(state, channels=same))
+            self._config_key = key
+
+    def run_channel(self, channel: str, report: ChannelReport, events_table) -> None:
+        """Apply the channel's events landed up to `events_table`'s version (the run's DeltaTable of them)."""
+        version = events_table.version()
+        snap = deltaread.snapshot(self.events, version, {"channel": [channel]}, table=events_table.table)
+        stats_max = [f.max_values.get("seq") for f in snap.files]
+        known_max = max(stats_max) if snap.files and all(m is not None for m in stats_max) else None
+        t0 = time.perf_counter()
+        state = self.store.load().state
+        if not snap.files or (known_max is not None and known_max <= state.channel(channel).applier.seq):
+            report.status = "up to date" if snap.files else "no events"
+            return
+        @functools.cache
+        def events():  # a DataFrame only when Spark reads the events: a pass, or the spark engine's write
+            from pyspark.sql import functions as F
+
+            return deltaread.read_snapshot(self._ensure_spark(), snap).withColumn("channel", F.lit(channel))
+
+        after = state.channel(channel).applier.seq
+        # the log's commits are read once a run, for the summaries and the source-filtered ranges
+        self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
+                                                                     history=events_table.history) if v <= version]
+        landed = summarized(self._commits[channel], after)
+        counts = [0, 0]  # batches and events done, by the batches' completions
+        pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
+
+        def completed(rec: BatchRecord) -> None:  # on the write stage, after the batch's two commits
+            self.materialize(channel)
+            counts[0] += 1
+            counts[1] += rec.events
+            report.batches += 1
+            report.add(rec)
+            report.status = "applied"
+            report.seconds = time.perf_counter() - t0
+            if self.progress is not None:
+                pending = None if known_max is None else max(0, known_max - rec.end)
+                self.progress(ApplyProgress(channel, counts[0], rec.end, counts[1], pending, report.seconds))
+
+        while True:
+            state = self.store.load().state
+            ch = state.channel(channel)
+            if ch is None or not ch.configured or not ch.sql_running:
+                self.behind.wait()
+                report.status, report.note = "stopped", "SQL thread stopped during the run"
+                break
+            if ch.skip_counter > 0 and self.behind.busy():
+                self.behind.wait()  # the skip batch reads the state those commits leave
+                continue
+            pos = ch.applier.seq if pos is None or ch.skip_counter > 0 else pos
+            if landed.done(pos):
+                break
+            if ch.skip_counter > 0:  # sql_replica_skip_counter: the same skip batch as the service's
+                rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
+                if rec is None:
+                    break
+                completed(rec)
+                pos = rec.end
+                continue  # the events after the skipped ones, in this run
+            else:
+                commits = landed.batch(pos, self.batch_size)
+                rec = self.batch(events, snap.files, state, ch, pos, version, commits, completed)
+            if rec is None:
+                break
+            pos = rec.end
+            if self.batch_size is None and (not commits or landed.complete):
+                break  # else the summaries ended before the events did: the pass takes the rest
+
+    def _batch_end(self, events, lo: int) -> int | None:
+        """The last seq of a batch of about batch_size events after `lo`, extended to its transaction's end."""
+        from pyspark.sql import functions as F
+
+        if self.batch_size is None:
+            return None
+        hi = lo + self.batch_size
+        row = events.where(F.col("seq") == hi).select("gtid").limit(1).collect()
+        if not row:
+            return None  # fewer events left than a batch: take them all
+        gtid = row[0]["gtid"]
+        if gtid is None:
+            return hi
+        last = events.where((F.col("seq") > hi) & (F.col("gtid") == gtid)).agg(F.max("seq")).collect()[0][0]
+        return hi if last is None else last
+
+    def batch(self, events: Callable[[], Any], files: tuple[DeltaFile, ...], state: ServerState, ch: Channel, lo: int,
+              version: int, commits: tuple[Summary, ...] = (), completed: Callable[[BatchRecord], None] | None = None
+              ) -> BatchRecord | None:
+        """Decide one batch after seq `lo` (the events of `commits`, decided from their summaries, or without
+        any, of a pass over the events: `events()`, the channel's as a DataFrame; `files`, their Delta files)
+        and hand its write and two commits, then `completed`, to the write stage; its record, or None when there
+        is nothing after `lo`."""
+        if commits:
+            hi = commits[-1].last_seq
+        else:
+            with _timed("batch end", ch.name):
+                hi = self._batch_end(events(), lo)
+
+        @functools.cache
+        def ev():
+            from pyspark.sql import functions as F
+
+            out = events().where(F.col("seq") > lo)
+            return with_shape_key(out if hi is None else out.where(F.col("seq") <= hi))
+        # The pass decides each shape with the compiled functions in the query that finds it (the compiled
+        # functions implement MySQL's semantics only); the summaries' shapes are decided by the evaluator.
+        sql = state.filter_mode == "mysql" and not commits
+        if sql:
+            self._functions(state, ch.name)
+        if commits:
+            log.debug("channel '%s': seqs %d..%d from %d commit summaries", ch.name, lo + 1, hi, len(commits))
+        with _timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name):
+            shapes, gtids, (last_file, last_pos) = (self._summarized(commits) if commits
+                                                    else self._aggregate(ev(), ch, sql))
+        if not shapes:
+            return None
+        total = sum(s.count for s in shapes)
+        first, last = min(s.min_seq for s in shapes), max(s.max_seq for s in shapes)
+        if first != lo + 1 or last - lo != total:
+            raise ApplyError(f"events {lo + 1}..{last} are not gapless ({total} events, first seq {first}): "
+                             f"ingest must write seq 1, 2, 3, ... per channel", ch.name)
+        bad = [s for s in shapes if s.kind.startswith("unknown:")]
+        if bad:
+            raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
+        with _timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name):
+            self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
+        dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
+
+        rec = batch_record(ch, shapes, settled, settled_rules, channel=ch.name, start=lo, end=last, events=total,
+                           gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
+                           source_dropped=dropped)
+
+        def write_and_commit() -> None:
+            with _timed("write", ch.name):
+                actions = (self._write_arrow(files, shapes, rec) if self.engine == "arrow"
+                           else self._write(ev(), shapes, rec))
+            with _timed("commit applied", ch.name):
+                self.commits.commit_applied(rec, actions)
+            self.gate(rec)
+            with _timed("commit state", ch.name):
+                self.commits.commit_state(rec)
+            if completed is not None:
+                completed(rec)
+        self.behind.submit(write_and_commit)
+        return rec
+
+    def _settle_source_filtering(self, state: ServerState, ch: Channel, lo: int, hi: int
+                                 ) -> tuple[int, dict[FilterType, int], dict[FilterType, dict]]:
+        """Events the ingest dropped at the source in (lo, hi]: re-decided with the filters in force now.
+
+        Returns (events dropped, their COUNTER hits, their per-rule hits), which go into this batch's record:
+        counted once, with the batch. Raises ApplyError, before any commit, when the current filters would apply
+        a dropped event.
+        """
+        batches = source_filtered(self.warehouse, ch.name, after_seq=lo, through_seq=hi,
+                                  commits=self._commits.get(ch.name))
+        if not batches:
+            return 0, {}, {}
+        try:
+            _, hits, rules = settle_source_filtering(state, ch.name, batches)
+        except SourceFilterConflict as e:
+            raise ApplyError(str(e), ch.name) from None
+        return sum(n for b in batches for n in b.dropped.values()), hits, rules
+
+    def _aggregate(self, ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
+        """One Spark action: the distinct shapes with counts and (SQL) verdicts, the batch's GTIDs and the
+        binlog file/position of its last event.
+
+        The compiled functions run on the aggregated rows, so they cost per shape, not per event. GTIDs come
+        back as intervals per source (MySQL) or the last seq_no per domain (MariaDB), never as one row per
+        transaction.
+        """
+        from pyspark.sql import functions as F
+
+        shapes = shape_frame(ev)
+        if sql:  # one decision code per shape: the verdict and the label are both read off it
+            shapes = shapes.select("*", *decision_columns(ch.name))
+        # GTIDs and the last position, per (binlog file, GTID source, 64 transaction numbers): MySQL numbers as
+        # 64-bit masks (exact, with gaps), MariaDB as the last seq_no per domain; ~1 row per 64 transactions.
+        # Fixed-width buffers here too (max_by of a long, bit_or), as in shape_frame.
+        # Parsed with substring_index only: split() (a regex) on every GTID cost more than the rest of the pass.
+        g = F.col("gtid")
+        mysql = g.contains(":")
+        dashes = F.length(g) - F.length(F.replace(g, F.lit("-"), F.lit("")))
+        num = F.when(mysql, F.substring_index(g, ":", -1)).otherwise(F.substring_index(g, "-", -1)).try_cast("bigint")
+        gsel = ev.select("seq", "binlog_file", "binlog_pos", mysql.alias("my"),
+                         F.when(mysql, F.expr(
+                             "substring(gtid, 1, length(gtid) - length(substring_index(gtid, ':', -1)) - 1)"))
+                         .otherwise(F.substring_index(g, "-", 1)).alias("key"),
+                         num.alias("gn"),
+                         F.when(~mysql, F.substring_index(F.substring_index(g, "-", 2), "-", -1).try_cast("bigint"))
+                         .alias("server"),
+                         (g.isNotNull() & ~mysql & (dashes != 2)).alias("bad_shape"))
+        gt = (gsel.groupBy("binlog_file", "my", "key",
+                           F.when(F.col("my"), F.expr("gn div 64")).alias("word"))
+              .agg(F.expr("bit_or(CASE WHEN my THEN shiftleft(1L, CAST(pmod(gn, 64) AS INT)) END)").alias("mask"),
+                   F.max("gn").alias("mx"), F.max_by("server", "gn").alias("srv"),
+                   F.max("seq").alias("last_seq"), F.max_by("binlog_pos", "seq").alias("last_pos"),
+                   F.sum(F.when(F.col("my").isNotNull() & (
+                       F.col("gn").isNull() | (F.col("gn") < 1) | F.col("bad_shape")
+                       | (~F.col("my") & (F.col("server").isNull() | F.col("key").try_cast("bigint").isNull()))),
+                       1).otherwise(0)).alias("bad")))
+        rows = (shapes.withColumn("_set", F.lit("shape"))
+                .unionByName(gt.withColumn("_set", F.lit("gtid")), allowMissingColumns=True)
+                .toArrow().to_pylist())  # tens of thousands of shapes: Arrow, not pickled Rows
+        out: list[Shape] = []
+        words: dict[str, set[tuple[int, int]]] = {}
+        mariadb: dict[int, tuple[int, int]] = {}
+        last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
+        for r in rows:
+            if r["_set"] == "shape":
+                out.append(_shape(r, ch.name, sql))
+                continue
+            if r["last_seq"] is not None and r["last_seq"] > last[0]:
+                last = (r["last_seq"], r["binlog_file"], r["last_pos"])
+            if r["my"] is None:
+                continue
+            if r["bad"]:
+                raise ApplyError(f"{r['bad']} events carry a GTID that is neither 'uuid:n' nor 'domain-server-n' "
+                                 f"(source {r['key']!r})", ch.name)
+            if r["my"]:
+                words.setdefault(r["key"].lower(), set()).add((r["word"], r["mask"] & (2 ** 64 - 1)))
+            else:
+                d = int(r["key"])
+                if d not in mariadb or r["mx"] > mariadb[d][1]:
+                    mariadb[d] = (int(r["srv"]), int(r["mx"]))
+        mysql_iv = {k: _word_intervals(v) for k, v in words.items()}
+        return out, GtidSet(mysql_iv, mariadb), last[1:]
+
+    def _summarized(self, commits: tuple[Summary, ...]) -> tuple[list[Shape], GtidSet, tuple]:
+        """What _aggregate finds, from the commits' summaries, undecided (_decide asks the evaluator: for 46,000
+        shapes that took half the time of a Spark query over the compiled functions, which also had the
+        evaluator name the rule of every hit): their shapes merged in Arrow, their GTID sets' union and the last
+        commit's position. No Spark: _write's join computes the key hashes on both of its sides."""
+        merged = merge([c.shapes for c in commits])
+        query = pc.fill_null(pc.equal(merged.column("event_type"), "query"), False)
+        tkeys = pc.if_else(query, tables_key(merged.column("tables")), pa.scalar(None, pa.string()))
+        cols = [merged.column(k).to_pylist() for k in ("event_type", "db_name", "table_name", "command",
+                                                        "default_db", "tables", "n", "lo", "hi")]
+        out: dict[tuple, Shape] = {}  # grouped by SHAPE_KEYS, as shape_frame groups (a row event's tables: NULL)
+        for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in zip(*cols, tkeys.to_pylist()):
+            key = (et, db, tbl, cmd, ddb, tk)
+            s = out.get(key)
+            if s is None:
+                out[key] = Shape(key, tables if tk is not None else None, n, lo, hi)
+            else:
+                s.count, s.min_seq, s.max_seq = s.count + n, min(s.min_seq, lo), max(s.max_seq, hi)
+        gtids = functools.reduce(GtidSet.union, (c.gtids for c in commits), GtidSet())
+        return list(out.values()), gtids, (commits[-1].last_file, commits[-1].last_pos)
+
+    def _decide(self, state: ServerState, ch: Channel, shapes: list[Shape], sql: bool) -> None:
+        """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
+        lctn, matching = state.lower_case_table_names, state.matching
+        if not sql:
+            decide_shapes(ch.name, ch.filters, shapes, matching)
+            return
+        decided: dict[int, Decision] = {}  # id(shape) -> the evaluator's decision, for _verify to reuse
+        for s in shapes:
+            s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
+                                 s.apply, s.decided_by, lctn)
+            if s.hits:  # which rule: the evaluator names it (SQL returns the deciding type only)
+                d = reference(ch.name, ch.filters, s, matching)
+                s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
+                if state.filter_mode == "mysql":  # then it is the decision _verify checks against
+                    decided[id(s)] = d
+        self._verify(ch, shapes, lctn, decided)
+
+    @staticmethod
+    def _applied_db(ch: Channel, s: Shape, lctn: int) -> str | None:
+        return rewrite_db(ch.filters, s.db, lctn)
+
+    def _verify(self, ch: Channel, shapes: list[Shape], lctn: int, decided: dict[int, Decision]) -> None:
+        if self.verify == "none":
+            return
+        rules = sum(len(ch.filters.values(t)) for t in TYPES) + 1
+        todo = sorted(shapes, key=lambda s: -s.count)
+        if self.verify == "auto":  # the most frequent shapes, within a budget of evaluator rule checks
+            todo = todo[:min(VERIFY_MAX_SHAPES, max(256, VERIFY_BUDGET // rules))]
+        for s in todo:
+            d = decided.get(id(s)) or reference(ch.name, ch.filters, s, lctn)
+            got = (s.apply, s.decided_by, sorted(h.value for h in s.hits), s.applied_db)
+            want = (d.apply, d.decided_by, sorted(h.value for h in d.hits), self._applied_db(ch, s, lctn))
+            if got != want:
+                raise ApplyError(f"the compiled functions disagree with the reference evaluator on the "
+                                 f"{s.describe()} (seq {s.min_seq}): SQL {got}, evaluator {want}", ch.name)
+
+    def _write(self, ev, shapes: list[Shape], rec: BatchRecord) -> list:
+        """Write the applied events (of all the batch's `shapes`) as Parquet under the applied table; the
+        delta-rs add actions for them.
+
+        Each event joins its shape's verdict on one 64-bit hash of the key columns, which Spark computes alike on
+        both sides (joined on three exact text keys instead, a channel's write took 0.6-0.9 s more). Two shapes
+        sharing a hash can only add rows (an event always meets its own shape), so a count above the record's
+        says so: the files are deleted and written again, joined on the key columns null-safe (slower, exact).
+        """
+        from pyspark.sql import functions as F
+
+        applied = [s for s in shapes if s.apply]
+        if not applied:
+            return []
+        keyed = with_shape_key(self.spark.createDataFrame(pa.table({
+            **{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(SHAPE_KEYS[:5])},
+            "tables": pa.array([s.tables if s.kind == "query" else None for s in applied], TABLES_TYPE),
+            "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
+            "decided_by": pa.array([s.decided_by for s in applied], pa.string())})))
+        cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
+                F.col(n) if n in ev.columns or EVENTS_SCHEMA.field(n).type != pa.string() else
+                F.lit(None).cast("string").alias(n)
+                for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it; a text
+        # column that events landed by an older rpl_sql lack (`columns`) is NULL, as it would have been
+        rel_dir, target = self._target(rec)
+        for exact in (False, True):
+            if exact:
+                v = keyed.select(*[F.col(k).alias("v_" + k) for k in SHAPE_KEYS], "applied_db", "decided_by")
+                cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
+            else:
+                v = keyed.select(_key_hash(*SHAPE_KEYS).alias("v_h"), "applied_db", "decided_by")
+                cond = [_key_hash(*SHAPE_KEYS) == v["v_h"]]
+            out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")
+            with session_conf(self.spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+                                           "spark.sql.parquet.compression.codec": "snappy"}):
+                out.write.mode("errorifexists").parquet(target)
+            actions, rows = _add_actions(target, rel_dir)
+            if rows == rec.applied:
+                return actions
+            if exact or rows < rec.applied:
+                break
+            log.info("channel '%s': shapes share a key hash; writing the batch again, joined on the key columns",
+                     rec.channel)
+            fs, base = filesystem(target)
+            fs.delete_dir(base)
+        raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
+                         f"nothing committed", rec.channel)
+
+    def _target(self, rec: BatchRecord) -> tuple[str, str]:
+        """(directory relative to the applied table, its full path) for a batch's new files."""
+        hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
+        rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
+        return rel_dir, f"{self.applied.rstrip('/')}/{rel_dir}"
+
+    def _write_arrow(self, files: tuple[DeltaFile, ...], shapes: list[Shape], rec: BatchRecord) -> list:
+        """`_write` by pyarrow in this process (arrow_write); the add actions for the files."""
+        if not rec.applied:
+            return []
+        rel_dir, target = self._target(rec)
+        fs, base = filesystem(target)
+        rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs,
+                             threads=min(8, os.cpu_count() or 2))
+        actions, written = _add_actions(target, rel_dir)
+        if rows != rec.applied or written != rows:
+            fs.delete_dir(base)
+            raise ApplyError(f"wrote {written} applied events, expected {rec.applied} (batch {rec.start + 1}.."
+                             f"{rec.end}); nothing committed", rec.channel)
+        return actions
+
+
+def engine_for(spark) -> str:
+    """The engine `auto` means for `spark` (a session; a factory or None start local_spark's master)."""
+    if spark is None or callable(spark) and not hasattr(spark, "conf"):
+        return engine_for_master(configured_master())
+    try:
+        return engine_for_master(spark.conf.get("spark.master", None))
+    except Exception:  # Spark Connect may refuse to show it: a remote server is a cluster to us
+        return engine_for_master(None)
+
+
+def engine_for_master(master: str | None) -> str:
+    """'arrow' on a local master; 'spark' on a cluster (or an unknown master), where the executors write."""
+    return "arrow" if master is not None and master.startswith("local") else "spark"
+
+
+def _key_hash(*cols):
+    """The 64-bit key _write joins a shape's verdict on (a test makes it collide)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(*cols)
+
+
+def _shape(r: dict, channel: str, sql: bool) -> Shape:
+    """A shape_frame row as a Shape, with its SQL verdict when `sql`."""
+    s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"])
+    if sql and s.kind in ("row", "query"):
+        if r["code"] not in LABELS:
+            raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", channel)
+        s.apply, s.decided_by, s.applied_db = r["code"] in TRUE_CODES, LABELS[r["code"]], r["adb"]
+    return s
+
+
+def _word_intervals(words: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """GTID numbers from (word, 64-bit mask) pairs (number = 64 * word + bit) as merged intervals."""
+    out: list[tuple[int, int]] = []
+    for word, mask in sorted(words):
+        base, pos, x = 64 * word, 0, mask
+        while x:
+            tz = (x & -x).bit_length() - 1
+            x >>= tz
+            pos += tz
+            ones = (~x & (x + 1)).bit_length() - 1
+            out.append((base + pos, base + pos + ones - 1))
+            x >>= ones
+            pos += ones
+    return _merge(out)
+
+
+def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
+    """AddActions (with numRecords and seq/channel stats from the footers) for the Parquet files Spark wrote."""
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction
+    from pyarrow import fs as pafs
+
+    fs, base = filesystem(target)
+    infos = [i for i in fs.get_file_info(pafs.FileSelector(base, recursive=False))
+             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+             and not i.base_name.startswith(("_", "."))]
+    actions, total = [], 0
+    for info in sorted(infos, key=lambda i: i.base_name):
+        with fs.open_input_file(info.path) as fh:
+            md = pq.ParquetFile(fh).metadata
+        if md.num_rows == 0:
+            continue
+        total += md.num_rows
+        stats: dict[str, Any] = {"numRecords": md.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+        names = [md.schema.column(i).path for i in range(md.num_columns)]
+        for col in ("channel", "seq"):
+            if col not in names:
+                continue
+            j = names.index(col)
+            rgs = [md.row_group(k).column(j).statistics for k in range(md.num_row_groups)]
+            if all(s is not None and s.has_min_max and s.has_null_count for s in rgs):
+                stats["minValues"][col] = min(s.min for s in rgs)
+                stats["maxValues"][col] = max(s.max for s in rgs)
+                stats["nullCount"][col] = sum(s.null_count for s in rgs)
+        mtime = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
+        actions.append(AddAction(f"{rel_dir}/{info.base_name}", info.size, {}, mtime, True, json.dumps(stats)))
+    return actions, total
+
+
+def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[str] | None = None, *,
+          batch_size: int | None = None, progress: Callable[[ApplyProgress], None] | None = None,
+          verify: str = "auto", tables: bool = False, exec_mode: str = "STRICT", engine: str = "auto") -> ApplyReport:
+    """Run the applier over the events landed so far (the events table as of the start of the run).
+
+    `spark`: a SparkSession, a function returning one, or None to start a local one (either only if some
+    channel has events to apply).
+    `channels`: names to run (each must exist, be configured and have its SQL thread running, else MySQL's
+    error); None = every configured channel, skipping those whose SQL thread is stopped.
+    `batch_size`: events per batch (extended to the end of the last transaction, or where the ingest commits
+    carry summaries, of the last commit); None = one batch per channel (two where the summaries stop short
+    of the last event).
+    `progress`: called with a `ApplyProgress` after each batch. `verify`: 'auto' | 'all' | 'none' -- how many of the
+    shapes the compiled SQL decided (events without summaries) the reference evaluator re-checks. `tables`:
+    also keep the replica tables (`pipeline.replica`) after each batch, with `exec_mode` 'STRICT' (MySQL's
+    errors 1032/1062 stop) or 'IDEMPOTENT'. `engine`: who writes the applied events -- 'arrow' (pyarrow in
+    this process: no Spark at all for events the ingest summarised), 'spark' (the session's executors), or
+    'auto': 'arrow' on a local master, 'spark' on a cluster. Half-done batches of a crashed run are completed
+    first.
+    """
+    from deltalake.exceptions import TableNotFoundError
+
+    t0 = time.perf_counter()
+    job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify, tables, exec_mode, engine)
+    state = job.store.load().state
+    names, named = job.targets(state, channels)
+    reports = {n: ChannelReport(n) for n in names}
+    for n in names:  # recovery is bookkeeping of work already done: it runs whether or not the thread runs
+        reports[n].start_seq = reports[n].end_seq = state.channel(n).applier.seq
+        job.commits.recover(n, reports[n], gate=job.gate)
+        job.materialize(n)
+    state = job.store.load().state
+    if named:
+        for n in names:
+            if not state.channel(n).sql_running:
+                raise not_running(n)
+    try:
+        events_table = _LogOnce(archive.open_table(job.events))
+    except TableNotFoundError:
+        events_table = None
+    try:
+        for n in names:
+            rep = reports[n]
+            ch = state.channel(n)
+            if not ch.sql_running:
+                rep.status, rep.note = "not running", "START REPLICA SQL_THREAD to apply"
+                continue
+            if events_table is None:
+                rep.status = "no events"
+                continue
+            job.run_channel(n, rep, events_table)
+    finally:
+        job.behind.close()
+    return ApplyReport(list(reports.values()), time.perf_counter() - t0)
+
+

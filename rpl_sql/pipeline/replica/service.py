@@ -1,0 +1,691 @@
+"""The replica service: per channel a receiver and an applier that follow the source continuously.
+
+    rpl-sql replica --warehouse WH [--channel a ...]
+
+The receiver follows the source binlog (`BinlogIngest` with `follow`), landing whole transactions with the
+position in the same commit, and reconnects with backoff when the source goes away. The applier applies
+what landed in small batches (`LocalApplier`: the reference evaluator, no Spark) and brings the replica
+tables up to it (`ReplicaTables`). Both obey START/STOP REPLICA [IO_THREAD | SQL_THREAD] from any client
+(they read the state table several times a second), and report through `service_status` every heartbeat.
+An error stops that channel's thread as in MySQL: the IO thread retries, the SQL thread stops with
+Last_SQL_Errno/Last_SQL_Error (START REPLICA SQL_THREAD clears them and tries again). SIGTERM/SIGINT stop
+at a transaction boundary; SIGKILL loses nothing, since every step is an atomic commit carrying its position.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Callable
+
+from rpl_sql.storage import service_status
+from rpl_sql.server.applier_state import ApplyError
+from rpl_sql.storage.delta import archive
+from rpl_sql.storage.delta import log as deltalog
+from rpl_sql.storage.delta.scan import Followed
+from rpl_sql.errors import MySQLError
+from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.pipeline.applier.local import LocalApplier
+from rpl_sql.pipeline.applier.report import ChannelReport
+from rpl_sql.pipeline.binlog import BinlogIngest, SourceChanged
+from rpl_sql.pipeline.events import events_path
+from rpl_sql.pipeline.replica.materialize import ReplicaTables
+from rpl_sql.pipeline.writer import ChannelLock, IngestError, IngestReport
+from rpl_sql.pipeline.writer import app_id as ingest_app_id
+from rpl_sql.spark.env import local_spark
+from rpl_sql.filters.state import ServerState, channel_key
+from rpl_sql.storage.store import DeltaStore, resolve_warehouse
+
+log = logging.getLogger(__name__)
+
+STATE_EVERY = 0.2      # seconds between reads of the state table (START/STOP reach the loops within this)
+HEARTBEAT = 0.5        # seconds between status files
+ARCHIVE_EVERY = 60.0  # seconds between moves of every table's expired commits out of its log (storage/delta/archive)
+MAX_BACKOFF = 30.0
+# Events per SQL-thread batch at most (fewer when fewer wait). Catching up 100,000 row events, batches of 10,000
+# took 7.4 s against 12.7 s in batches of 5,000 (each batch merges into the replica tables once); one batch
+# takes about 0.7 s, which bounds how long STOP REPLICA SQL_THREAD waits.
+BATCH_SIZE = 10_000
+# MB of resident memory above which a SQL-thread process is replaced by a fresh one, as Celery's
+# worker_max_memory_per_child (delta-rs's allocator keeps what it once used: the process grew from 210 to
+# 380-450 MB over ten minutes at 5,000 rows/s). Off unless asked: at 320 MB each replacement stalled the SQL
+# thread for seconds on 2 cores (lag p99 3.54 -> 6.31 s) and the two processes of a handoff raised the peak.
+SQL_THREAD_MAX_MEMORY: int | None = None
+# The allocator linked into deltalake (jemalloc, configured by this variable) keeps much of what the SQL
+# thread's merges free: with its defaults the process grows for as long as it runs. One arena and freed pages
+# handed back after 200 ms about halve that growth at 1.06x the time; without thread caches as well (delta-rs
+# runs a hundred runtime threads, each caching freed memory for itself), the service rose about 1 MB a minute
+# over minutes 1-10, a third of before, and still 2.6 from minute 10 to 20 (bench/bench_replica.py;
+# docs/benchmarks.md, "Where the memory goes").
+# Read once, when deltalake loads: set for the SQL-thread processes when they start, and for `rpl-sql replica`
+# itself by running it again with it; a value the user set wins.
+MALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"
+SERVICE_MALLOC_CONF = "narenas:1,tcache:false,dirty_decay_ms:200,muzzy_decay_ms:0"
+# pyarrow's own allocations (parquet reads, the batches handed to deltalake) go to glibc's malloc rather than
+# pyarrow's default mimalloc: in a thirty-minute run mimalloc's 1 GiB arena in the SQL-thread process went from
+# 20 to 55 MB while pyarrow held 0-2 MB at each count, the whole of that process's growth. glibc then keeps
+# free space in its arenas instead (33 to 70 MB with an arena per thread; a 52 MB step at minute 27 with two),
+# unless its mmap threshold is fixed: large blocks are then mapped and unmapped, and the threshold for
+# trimming an arena's top no longer rises with them (docs/benchmarks.md, "pyarrow's allocator"). Read when
+# pyarrow and glibc first allocate: set like MALLOC_CONF_VAR.
+SERVICE_ALLOCATORS = {MALLOC_CONF_VAR: SERVICE_MALLOC_CONF, "ARROW_DEFAULT_MEMORY_POOL": "system",
+                      "MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}
+
+
+def set_service_allocators() -> None:
+    """Put `SERVICE_ALLOCATORS` in this process's environment (for what it starts or runs again); a value
+    already set wins."""
+    for var, value in SERVICE_ALLOCATORS.items():
+        os.environ.setdefault(var, value)
+
+
+def _malloc_trim():
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def return_freed_memory() -> None:
+    """Hand back to the system what pyarrow's pool and glibc's malloc (one and the same in the service,
+    `SERVICE_ALLOCATORS`) hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds
+    a call). The service's RSS was about 25 MB lower at minutes 10 and 20 and rose more slowly, lag unchanged
+    (bench/bench_replica.py; docs/benchmarks.md, "Returning freed memory")."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+class ServiceError(Exception):
+    """The service cannot run: no channel to run, or a channel already run by another service."""
+
+
+_NO_SPACE = {28: ("No space left on device", "os error 28", "Errno 28"),
+             122: ("Disk quota exceeded", "os error 122", "Errno 122")}
+
+
+def _io_error(e: Exception) -> tuple[int, str]:
+    """Last_IO_Errno and Last_IO_Error of a receiver failure, as MySQL would name it: the source's own error
+    code when it sent one, 1026 (ER_ERROR_ON_WRITE) when the warehouse could not be written, 13114 when the
+    events table refused the batch, else 2003 (the source could not be reached)."""
+    text = f"{type(e).__name__}: {e}".split("\nstack backtrace:")[0]  # a Rust panic's trace is no message
+    for errno, marks in _NO_SPACE.items():
+        if any(s in text for s in marks) or (isinstance(e, OSError) and e.errno == errno):
+            return 1026, f"Error writing file in the warehouse (errno: {errno} - {marks[0]}): {text}"
+    if isinstance(e, IngestError):
+        return getattr(e, "code", 13114), text
+    code = getattr(e, "args", [None])[0] if type(e).__module__.startswith("pymysql") else None  # the server's
+    return (code if isinstance(code, int) and not isinstance(code, bool) else 2003), text
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%y%m%d %H:%M:%S")
+
+
+class _State:
+    """The state table, re-read at most every STATE_EVERY seconds (shared by a channel's two loops)."""
+
+    def __init__(self, store: DeltaStore):
+        self.store, self.at, self.value, self.version = store, 0.0, None, -1
+        self.lock = threading.Lock()
+
+    def get(self) -> ServerState:
+        return self.versioned()[0]
+
+    def invalidate(self) -> None:
+        """The next read goes to the table (after this process committed to it)."""
+        with self.lock:
+            self.at = 0.0
+
+    def versioned(self) -> tuple[ServerState, int]:
+        """The state and its table version (-1 before the first commit)."""
+        with self.lock:
+            now = time.monotonic()
+            if self.value is None or now - self.at >= STATE_EVERY:
+                snap = self.store.load()
+                self.value, self.version, self.at = snap.state, -1 if snap.version is None else snap.version, now
+            return self.value, self.version
+
+
+class ChannelLoops:
+    """One channel's receiver and applier threads and what they report."""
+
+    def __init__(self, service: "ReplicaService", channel: str):
+        self.svc, self.channel = service, channel
+        self.status = service_status.ChannelStatus(channel, pid=os.getpid(), host=socket.gethostname())
+        old = service_status.read_status(service.warehouse, channel)
+        if old is not None:  # errors outlive the service, as MySQL keeps them until START REPLICA
+            self.status.last_io_error, self.status.last_sql_error = old.last_io_error, old.last_sql_error
+        applier = self._applier_process if service.processes else \
+            self._applier_spark if service.master else self._applier
+        self.threads = [threading.Thread(target=self._receiver, name=f"io-{channel}", daemon=True),
+                        threading.Thread(target=applier, name=f"sql-{channel}", daemon=True)]
+        self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
+        self.error_version = -1  # the state version of this SQL thread's own stop on an error
+
+    def _stopped(self, thread: str, version: int) -> None:
+        """The thread is stopped as of state `version`; said at once (STOP REPLICA is waiting for it)."""
+        st = self.status
+        changed = False
+        if thread == "sql":
+            changed = st.sql != "No" or st.sql_version != version
+            st.sql, st.sql_state, st.seconds_behind = "No", "", None
+            st.sql_version = version
+        else:
+            changed = st.io != "No" or st.io_version != version
+            st.io, st.io_state = "No", ""
+            st.io_version = version
+        if changed:
+            self.svc.publish(self)
+
+    # ------------------------------------------------------------ receiver (IO thread)
+
+    def _io_wanted(self) -> bool:
+        state, version = self.svc.state.versioned()
+        ch = state.channel(self.channel)
+        st = self.status
+        if ch is not None and ch.reset_at != st.reset_at:  # RESET REPLICA: forget what was read, and the errors
+            st.read_file, st.read_pos, st.retrieved_gtid_set, st.reset_at = "", 0, "", ch.reset_at
+            st.last_io_error, st.last_sql_error = [0, "", ""], [0, "", ""]
+        wanted = not self.svc.stopping.is_set() and ch is not None and ch.configured and ch.io_running
+        if wanted:
+            st.io_version = version
+        return wanted
+
+    def _receiver(self) -> None:
+        backoff = 1.0
+        st = self.status
+        started = False
+        while not self.svc.stopping.is_set():
+            if not self._io_wanted():
+                started = False
+                self._stopped("io", self.svc.state.versioned()[1])
+                self.svc.stopping.wait(STATE_EVERY)
+                continue
+            if not started and st.io == "No":  # START REPLICA [IO_THREAD]: MySQL's IO thread clears its last error
+                st.last_io_error, backoff = [0, "", ""], 1.0
+            started = True
+            st.io, st.io_state = "Connecting", "Connecting to source"
+
+            def follow() -> bool:
+                nonlocal backoff
+                if st.io != "Yes":  # connected: the last failure is over (MySQL clears it on a good connect)
+                    st.last_io_error, backoff = [0, "", ""], 1.0
+                st.io, st.io_state = "Yes", "Waiting for source to send event"
+                return self._io_wanted()
+
+            def progress(r: IngestReport) -> None:  # every HEARTBEAT, on the receiver's thread
+                return_freed_memory()
+                st.source_server_id, st.source_uuid = r.source_server_id, r.source_uuid
+                if r.end:
+                    st.read_file, st.read_pos = r.end[0], int(r.end[1])
+                if r.gtid_set or r.gtid:
+                    st.retrieved_gtid_set = r.gtid_set or r.gtid
+
+            try:
+                BinlogIngest(self.svc.warehouse, self.channel, batch_rows=self.svc.batch_rows,
+                             batch_seconds=self.svc.batch_seconds, follow=follow, progress=progress,
+                             progress_every=HEARTBEAT).run()
+                backoff = 1.0
+            except SourceChanged as e:  # fatal, as MySQL's receiver: the IO thread stops and says why
+                st.last_io_error = [e.code, str(e)[:1000], _stamp()]
+                st.io, st.io_state = "No", ""
+                log.error("channel %r: receiver stopped: %s", self.channel, e)
+                self._stop_thread("io", f"IO thread error {e.code} FOR CHANNEL '{self.channel}'")
+            except Exception as e:  # the source went away, refused us, or the events table said no
+                code, message = _io_error(e)
+                st.last_io_error = [code, message[:1000], _stamp()]
+                st.io, st.io_state = "Connecting", f"Reconnecting after a failed read (retry in {backoff:.0f} s)"
+                log.warning("channel %r: receiver: %s; retrying in %.0f s", self.channel, e, backoff)
+                self.svc.stopping.wait(backoff)
+                backoff = min(MAX_BACKOFF, backoff * 2)
+        self._stopped("io", self.svc.state.versioned()[1])
+
+    # ------------------------------------------------------------ applier (SQL thread)
+
+    def _applier(self) -> None:
+        st = self.status
+        local = LocalApplier(self.svc.warehouse, batch_size=self.svc.batch_size)
+        started = False
+        tables: ReplicaTables | None = None
+        while not self.svc.stopping.is_set():
+            state, version = self.svc.state.versioned()
+            ch = state.channel(self.channel)
+            if ch is None or not ch.configured or not ch.sql_running or version <= self.error_version:
+                started = False  # (a state read before this thread's own error stopped it is not a START)
+                self._stopped("sql", version)
+                self.svc.stopping.wait(STATE_EVERY)
+                continue
+            st.sql_version = version  # acting on this version: a STOP committed later waits for the loop
+            if not started or tables.lctn != state.lower_case_table_names:
+                tables = ReplicaTables(self.svc.warehouse, self.channel, lctn=state.lower_case_table_names,
+                                       exec_mode=self.svc.exec_mode)
+                local.stop_before = tables.statement_conflict  # statement-format DML stops the batch before it
+            # a batch is executed (position, GTIDs) once the replica tables hold it, not before
+            local.gate = lambda lo, last, out, t=tables, s=state: t.catch_up(last, handed=(lo, out), state=s)
+            try:
+                if not started:  # START clears the last error (MySQL); recovery of a crashed batch first
+                    st.last_sql_error = [0, "", ""]
+                    st.sql, st.sql_state = "Yes", "Applying batch"
+                    self.svc.publish(self)
+                    local.commits.recover(self.channel, ChannelReport(self.channel))
+                    tables.catch_up(self.svc.store.load().state.channel(self.channel).applier.seq)
+                    started = True
+                rec = local.run_batch(self.channel)
+                if rec is None:
+                    st.sql_state = "Replica has read all relay log; waiting for more updates"
+                    st.seconds_behind = 0
+                    self.svc.stopping.wait(self.svc.poll)
+                    continue
+                st.sql_state = "Applying batch"
+                return_freed_memory()
+                st.sql_version = version
+                if local.last_event_time is not None:
+                    st.seconds_behind = max(0, int(time.time() - local.last_event_time)) if local.more else 0
+            except Exception as e:  # ours (ApplyError, MySQL's errors) or a bug: the SQL thread stops and says why
+                self._sql_error(e)
+                started = False
+        self._stopped("sql", self.svc.state.versioned()[1])
+
+    # ------------------------------------------------------------ applier on a Spark cluster (--master)
+
+    def _applier_spark(self) -> None:
+        """The SQL thread with Spark deciding (`--master`): whenever events wait, the Spark job (`rpl-sql
+        apply`) applies them batch by batch on the cluster and keeps the replica tables; it is asked between
+        batches whether to go on, so STOP REPLICA waits for at most one batch."""
+        st = self.status
+        spark = None
+        started = False
+        events = Followed(events_path(self.svc.warehouse))
+
+        class Interrupted(Exception):
+            pass
+
+        while not self.svc.stopping.is_set():
+            state, version = self.svc.state.versioned()
+            ch = state.channel(self.channel)
+            if ch is None or not ch.configured or not ch.sql_running or version <= self.error_version:
+                started = False
+                self._stopped("sql", version)
+                self.svc.stopping.wait(STATE_EVERY)
+                continue
+            st.sql_version = version
+            try:
+                if not started:
+                    st.last_sql_error = [0, "", ""]
+                    st.sql, st.sql_state = "Yes", "Applying batch"
+                    self.svc.publish(self)
+                    started = True
+                dt = events.table()
+                landed = (dt.transaction_version(ingest_app_id(self.channel)) or 0) if dt is not None else 0
+                if landed <= ch.applier.seq:
+                    st.sql_state = "Replica has read all relay log; waiting for more updates"
+                    st.seconds_behind = 0
+                    self.svc.stopping.wait(self.svc.poll)
+                    continue
+                if spark is None:
+                    st.sql_state = "Starting Spark"
+                    spark = self.svc.spark()
+                st.sql_state = "Applying batch"
+
+                def between(_progress) -> None:
+                    now, _ = self.svc.state.versioned()
+                    c = now.channel(self.channel)
+                    if self.svc.stopping.is_set() or c is None or not c.sql_running:
+                        raise Interrupted()
+
+                apply(spark, self.svc.warehouse, [self.channel], batch_size=self.svc.batch_size, progress=between,
+                      tables=True, exec_mode=self.svc.exec_mode)
+                st.sql_version = version
+            except Interrupted:
+                continue
+            except Exception as e:
+                self._sql_error(e)
+                started = False
+        self._stopped("sql", self.svc.state.versioned()[1])
+
+    def _applier_process(self) -> None:
+        """The SQL thread in a child process (decoding and applying then use a second core instead of sharing
+        this process's GIL with the receiver); its status comes back over a pipe and is published from here.
+        A child that dies is started again, as an error the SQL thread reports. A child whose memory passed
+        `sql_thread_max_memory` is replaced: its successor starts (imports, connects) while it applies, then
+        it stops after its batch and the successor takes the channel's SQL-thread lock."""
+        ctx = multiprocessing.get_context("spawn")  # no fork: delta-rs' runtime threads do not survive one
+        set_service_allocators()  # read by the children's allocators
+        st = self.status
+        children = [_Child.start(ctx, self)]  # the first applies; a second is its successor
+        while children:
+            if self.svc.stopping.is_set():
+                for c in children:
+                    c.ask_stop()
+            for c in list(children):
+                msg = c.receive(0.1 / len(children))
+                if msg is _Child.ENDED:
+                    children.remove(c)
+                    if c.retiring or self.svc.stopping.is_set():
+                        continue
+                    st.last_sql_error = [13117, f"the SQL thread's process ended (exit code {c.proc.exitcode}); "
+                                                "started again", _stamp()]
+                    st.sql, st.sql_state, st.seconds_behind = "No", "", None
+                    self.svc.publish(self)
+                    log.error("channel %r: the SQL thread's process ended (exit code %s)", self.channel,
+                              c.proc.exitcode)
+                    if all(o.retiring for o in children):  # no successor waiting to take over: a new one
+                        self.svc.stopping.wait(1.0)
+                        if not self.svc.stopping.is_set():
+                            children.append(_Child.start(ctx, self, successor=bool(children)))
+                elif msg is None or c.retiring:
+                    continue
+                elif "recycle" in msg:
+                    if len(children) == 1:
+                        log.info("channel %r: the SQL thread's process holds %d MB; replacing it", self.channel,
+                                 msg["recycle"])
+                        children.append(_Child.start(ctx, self, successor=True))
+                elif "ready" in msg:
+                    if c is not children[0]:  # the successor is up: its predecessor stops after its batch
+                        children[0].retiring = True
+                        children[0].ask_stop()
+                else:
+                    for k, v in msg.items():
+                        setattr(st, k, v)
+                    self.svc.publish(self)
+        self._stopped("sql", self.svc.state.versioned()[1])
+
+    def _sql_error(self, e: Exception) -> None:
+        """What a MySQL SQL thread does on an error: stop (in the state, as STOP REPLICA SQL_THREAD) and say why
+        (with a traceback in the log for anything that is not one of rpl_sql's own errors: a bug)."""
+        if not isinstance(e, (ApplyError, MySQLError, IngestError)):
+            log.error("channel %r: SQL thread", self.channel, exc_info=e)
+        code = e.code if isinstance(e, MySQLError) else 13117
+        msg = e.message if isinstance(e, MySQLError) else \
+            str(e) if isinstance(e, (ApplyError, IngestError)) else f"{type(e).__name__}: {e}"
+        st = self.status
+        st.last_sql_error = [code, f"Error executing row event: '{msg}'"[:2000] if code in (1032, 1062) else msg,
+                             _stamp()]
+        st.sql, st.sql_state, st.seconds_behind = "No", "", None
+        log.error("channel %r: SQL thread stopped: %s", self.channel, msg)
+
+        version = self._stop_thread("sql", f"SQL thread error {code} FOR CHANNEL '{self.channel}'")
+        if version is not None:
+            st.sql_version = self.error_version = version
+        self.svc.publish(self)
+
+    def _stop_thread(self, thread: str, why: str) -> int | None:
+        """STOP REPLICA IO_THREAD | SQL_THREAD committed for the channel, as a MySQL thread that stops on an
+        error; the version committed (None when it was stopped already)."""
+        flag = f"{thread}_running"
+
+        def stop(state: ServerState):
+            ch = state.channel(self.channel)
+            if ch is None or not getattr(ch, flag):
+                return state, None
+            return state.with_channel(replace(ch, **{flag: False})), None
+
+        _, version = self.svc.store.transact(stop, {"operation": f"STOP REPLICA {thread.upper()}_THREAD",
+                                                    "statement": why})
+        self.svc.state.invalidate()
+        return version
+
+
+class ReplicaService:
+    """Runs the channels' loops until `stop()` (or SIGTERM/SIGINT when run from the main thread)."""
+
+    def __init__(self, warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, *,
+                 batch_size: int = BATCH_SIZE, batch_rows: int = 5000, batch_seconds: float = 0.2, poll: float = 0.1,
+                 exec_mode: str = "STRICT", processes: bool = True, master: str | None = None,
+                 spark_conf: dict[str, str] | None = None, verbose: bool = False,
+                 sql_thread_max_memory: int | None = SQL_THREAD_MAX_MEMORY):
+        self.warehouse = resolve_warehouse(warehouse)
+        self.sql_thread_max_memory = sql_thread_max_memory  # MB; a SQL-thread process above it is replaced
+        self.processes = processes  # each channel's SQL thread in a process of its own
+        # master: the SQL threads decide with the Spark job on this cluster instead of in Python
+        self.master, self.spark_conf, self.verbose = master, dict(spark_conf or {}), verbose
+        self._spark = None
+        self._spark_lock = threading.Lock()
+        self.store = DeltaStore(self.warehouse)
+        self.state = _State(self.store)
+        self.wanted = [channel_key(c) for c in channels] if channels else None
+        self.batch_size, self.batch_rows, self.batch_seconds = batch_size, batch_rows, batch_seconds
+        self.poll, self.exec_mode = poll, exec_mode.upper()
+        self.stopping = threading.Event()
+        self.write_lock = threading.Lock()
+        self.loops: list[ChannelLoops] = []
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def settings(self) -> dict:
+        """What a SQL-thread process needs to run like this service's own thread."""
+        return {"batch_size": self.batch_size, "poll": self.poll, "exec_mode": self.exec_mode,
+                "master": self.master, "spark_conf": self.spark_conf, "verbose": self.verbose,
+                "sql_thread_max_memory": self.sql_thread_max_memory}
+
+    def spark(self):
+        """The SparkSession on `master` (one per process, started on first use)."""
+        with self._spark_lock:
+            if self._spark is None:
+                self._spark = local_spark(app_name="rpl_sql-replica", master=self.master, verbose=self.verbose,
+                                          **{"spark.ui.showConsoleProgress": "false", **self.spark_conf})
+            return self._spark
+
+    def channels(self) -> list[str]:
+        """The channels this service runs (named ones must exist and be configured: MySQL's errors)."""
+        state = self.store.load().state
+        if self.wanted is None:
+            names = [c.name for c in state.configured_channels()]
+            if not names:
+                raise ServiceError("no channel is configured: CHANGE REPLICATION SOURCE TO SOURCE_HOST=... FOR "
+                                   "CHANNEL 'name' first")
+            return names
+        for n in self.wanted:
+            ch = state.channel(n)
+            if ch is None:
+                raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", n)
+            if not ch.configured:
+                raise MySQLError.of("ER_BAD_REPLICA")
+        return list(self.wanted)
+
+    def run(self, on_start: Callable[[ServerState, list[str]], None] | None = None) -> None:
+        """Start every channel's loops and write heartbeats until stopped; then wait for the loops to end.
+        `on_start(state, channels)` is told once every channel is this service's (another service running one
+        raises first)."""
+        self.loops = [ChannelLoops(self, n) for n in self.channels()]
+        taken = []
+        try:
+            for lp in self.loops:
+                lp.lock.acquire(lp.channel)
+                taken.append(lp)
+            if on_start is not None:
+                on_start(self.store.load().state, [lp.channel for lp in self.loops])
+            if threading.current_thread() is threading.main_thread():
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, lambda *_: self.stop())
+            for lp in self.loops:
+                for t in lp.threads:
+                    t.start()
+            threading.Thread(target=self._archive_logs, name="rpl_sql-log-archive", daemon=True).start()
+            while not self.stopping.is_set():
+                self._heartbeat()
+                self.stopping.wait(HEARTBEAT)
+            for lp in self.loops:
+                for t in lp.threads:
+                    t.join()
+            self._heartbeat()
+        finally:
+            for lp in taken:
+                lp.lock.release()
+
+    def _archive_logs(self) -> None:
+        """Keep every table's log short while the service runs: it commits several times a second per table,
+        and delta-rs lists the whole log at every commit. A round at start-up, then one a minute."""
+        while not self.stopping.is_set():
+            for table in deltalog.tables(self.warehouse):
+                try:
+                    archive.archive(table)
+                except Exception:  # the next round tries again; nothing was lost
+                    log.warning("archiving the log of %s failed", table, exc_info=True)
+            self.stopping.wait(ARCHIVE_EVERY)
+
+    def _heartbeat(self) -> None:
+        for lp in self.loops:
+            self.publish(lp)
+
+    def publish(self, lp: ChannelLoops) -> None:
+        """Write a channel's status now (the heartbeat, and at once when a thread stops)."""
+        with self.write_lock:
+            lp.status.updated = time.time()
+            service_status.write_status(self.warehouse, lp.status)
+
+
+def run_service(warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, **kw) -> None:
+    """`ReplicaService(warehouse, channels, **kw).run()`: blocks until SIGTERM/SIGINT."""
+    ReplicaService(warehouse, channels, **kw).run()
+
+
+_SQL_FIELDS = ("sql", "sql_state", "seconds_behind", "sql_version", "last_sql_error")
+
+
+class _Child:
+    """One SQL-thread process as its parent sees it."""
+
+    ENDED = object()
+
+    def __init__(self, proc, conn):
+        self.proc, self.conn = proc, conn
+        self.retiring = False
+        self.asked = False
+
+    @classmethod
+    def start(cls, ctx, loops: "ChannelLoops", successor: bool = False) -> "_Child":
+        mine, theirs = ctx.Pipe()
+        svc = loops.svc
+        proc = ctx.Process(target=_sql_process, name=f"rpl-sql-sql-{loops.channel}", daemon=True,
+                           args=(svc.warehouse, loops.channel, svc.settings(), theirs, successor))
+        proc.start()
+        theirs.close()
+        return cls(proc, mine)
+
+    def ask_stop(self) -> None:
+        if not self.asked:
+            try:
+                self.conn.send("stop")
+            except OSError:
+                pass
+            self.asked = True
+
+    def receive(self, timeout: float):
+        """The child's next message, None when none came within `timeout`, ENDED once it has exited."""
+        try:
+            if self.conn.poll(timeout):
+                return self.conn.recv()
+        except (EOFError, OSError):
+            pass
+        else:
+            if self.proc.is_alive():
+                return None
+        self.proc.join()
+        return _Child.ENDED
+
+
+def _rss_mb() -> float | None:
+    """This process's resident memory (Linux), None where /proc does not say."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _ChildService(ReplicaService):
+    """The service as the SQL-thread process sees it: its publish sends the SQL fields to the parent."""
+
+    def __init__(self, warehouse: str, conn, **settings):
+        super().__init__(warehouse, processes=False, **settings)
+        self.conn = conn
+        self.sent: dict | None = None
+
+    def publish(self, lp: ChannelLoops, changed_only: bool = False) -> None:
+        with self.write_lock:
+            fields = {k: getattr(lp.status, k) for k in _SQL_FIELDS}
+            if not changed_only or fields != self.sent:
+                self.conn.send(fields)
+                self.sent = fields
+
+
+def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: bool = False) -> None:
+    """A channel's SQL thread as a process: runs until the parent says stop or goes away. A successor says
+    `ready` once started and waits for its predecessor's lock (released after the batch it is applying)."""
+    _die_with_parent()
+    # Ctrl-C reaches the whole process group: the parent stops this process over the pipe, at a batch boundary,
+    # so the interrupt is no error here (it printed a KeyboardInterrupt traceback)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
+    limit = settings.pop("sql_thread_max_memory", None)
+    if settings.get("master"):  # its SparkSession would start again with every replacement
+        limit = None
+    svc = _ChildService(warehouse, conn, **settings)
+    lp = ChannelLoops(svc, channel)
+    parent = os.getppid()
+
+    def listen() -> None:  # the parent's stop, and this thread's heartbeat (what changed since it last said)
+        asked = False
+        while not svc.stopping.is_set():
+            try:
+                if conn.poll(HEARTBEAT) and conn.recv() == "stop":
+                    break
+                svc.publish(lp, changed_only=True)
+                rss = _rss_mb() if limit and not asked else None
+                if rss is not None and rss > limit:
+                    with svc.write_lock:
+                        conn.send({"recycle": int(rss)})
+                    asked = True
+            except (EOFError, OSError):
+                break
+            if os.getppid() != parent:
+                break
+        svc.stop()
+
+    conn.send({"ready": os.getpid()})
+    # One SQL thread per channel, also across a SIGKILLed service's restart (its old child may still be dying)
+    # and while a predecessor finishes its batch
+    lock = ChannelLock(warehouse, channel, role="sql-thread", busy=ServiceError)
+    deadline = time.monotonic() + (600 if successor else 10)
+    while True:
+        try:
+            lock.acquire(channel)
+            break
+        except ServiceError:
+            if time.monotonic() > deadline or os.getppid() != parent:
+                raise
+            time.sleep(0.05)
+    threading.Thread(target=listen, daemon=True).start()
+    try:
+        (lp._applier_spark if svc.master else lp._applier)()
+    finally:
+        lock.release()
+        conn.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent dies (a SIGKILLed service leaves no SQL thread
+    running behind it)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

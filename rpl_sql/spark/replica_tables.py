@@ -1,0 +1,187 @@
+"""The replica tables by name in a SparkSession: `SELECT * FROM crm.orders`.
+
+Each replica table is a table of the session catalog (`CREATE TABLE db.name USING rpl_sql OPTIONS (...)`)
+read through the `rpl_sql` data source, which finds the table in the replica catalog and reads its latest
+Delta commit at every query, so rows are always current. `SparkCatalogSync.sync()` makes the session's tables
+match the catalogs (new tables, dropped or renamed ones, changed columns); a Session calls it before every
+Spark statement it runs, so tables created by the service appear without restarting anything.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+from contextlib import contextmanager
+from typing import Any
+
+from rpl_sql.compile.literals import sql_str
+from rpl_sql.storage.delta import archive
+from rpl_sql.storage.replica_catalog import Catalog, TableEntry, all_tables, catalog_versions, find_table, plain_schema
+from rpl_sql.spark.table_names import SparkName, spark_columns, spark_names
+
+log = logging.getLogger(__name__)
+
+
+IDENTITY = "rpl_sql replica table "  # first column's comment of a replica table in a Spark catalog
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def replica_delta_table(warehouse: str, db: str, name: str, channel: str | None = None, exact: bool = False):
+    """The Delta table of the replica table `db`.`name` now (after any RENAME or re-CREATE), or a clear error."""
+    from deltalake import DeltaTable
+
+    found = find_table(warehouse, db, name, channel, exact)
+    if found is None:
+        raise ValueError(f"rpl_sql: the replica has no table {db}.{name} (dropped or renamed?)")
+    channel, entry = found
+    path = Catalog(warehouse, channel).data_path(entry)
+    if not DeltaTable.is_deltatable(path):
+        raise ValueError(f"rpl_sql: {db}.{name} has no columns yet (its CREATE TABLE was not readable; the next "
+                         "row event defines it)")
+    return archive.open_table(path)
+
+
+def identity_comment(warehouse: str, where: SparkName, renamed: dict[str, str]) -> str:
+    """The comment that names a replica table for the data source: Spark gives a catalog table's reader its
+    schema (with comments) but not its OPTIONS. `renamed`: Spark column -> source column."""
+    ident = {"path": warehouse, "db": where.db, "name": where.name, "channel": where.channel}
+    if renamed:
+        ident["columns"] = renamed
+    return IDENTITY + json.dumps(ident, ensure_ascii=False)
+
+
+def table_identity(schema) -> dict | None:
+    fields = getattr(schema, "fields", None) or []
+    comment = (fields[0].metadata or {}).get("comment", "") if fields else ""
+    if isinstance(comment, str) and comment.startswith(IDENTITY):
+        return json.loads(comment[len(IDENTITY):])
+    return None
+
+
+def _spark_type(t) -> str:
+    """Spark SQL's name of an Arrow type of a replica table (no pyspark needed: the export runs without it)."""
+    import pyarrow as pa
+
+    simple = {pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",
+              pa.float32(): "float", pa.float64(): "double", pa.date32(): "date", pa.string(): "string",
+              pa.binary(): "binary", pa.bool_(): "boolean"}
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    raise ValueError(f"no Spark type for {t}")
+
+
+def replica_columns_ddl(warehouse: str, where: SparkName) -> str:
+    """The Spark column list of a replica table now, its identity in the first column's comment."""
+    dt = replica_delta_table(warehouse, where.db, where.name, where.channel, exact=True)
+    schema = plain_schema(dt.schema().to_arrow())
+    renamed = spark_columns(schema.names)
+    spark_of = {source: spark for spark, source in renamed.items()}
+    cols = []
+    for i, f in enumerate(schema):
+        col = _q(spark_of.get(f.name, f.name)) + " " + _spark_type(f.type)
+        if i == 0:
+            col += " COMMENT " + sql_str(identity_comment(warehouse, where, renamed), script_safe=True)
+        cols.append(col)
+    return ", ".join(cols)
+
+
+def create_statements(warehouse: str, where: SparkName, script_safe: bool = False) -> list[str]:
+    """The statements that (re)define a replica table in a session catalog under its Spark name, over the rpl_sql
+    data source, with the table's current columns (the first one's comment names the table for the data source)."""
+    warehouse = os.path.abspath(warehouse)
+    opts = (f"table 'replica', db {sql_str(where.db, script_safe=script_safe)}, "
+            f"name {sql_str(where.name, script_safe=script_safe)}")
+    target = where.quoted()
+    return [f"CREATE DATABASE IF NOT EXISTS {_q(where.spark_db)}",
+            f"DROP TABLE IF EXISTS {target}",
+            f"CREATE TABLE {target} ({replica_columns_ddl(warehouse, where)}) USING rpl_sql OPTIONS ({opts})"]
+
+
+def replica_spark_names(warehouse: str) -> list[tuple[SparkName, TableEntry]]:
+    """Every replica table's Spark name and catalog entry (one without columns yet is not defined in Spark)."""
+    tables = all_tables(warehouse)
+    names = spark_names([(ch, e.db, e.name) for ch, e in tables])
+    return sorted(((names[(ch, e.db, e.name)], e) for ch, e in tables),
+                  key=lambda t: (t[0].db, t[0].name, t[0].channel))
+
+
+def table_rows(warehouse: str) -> list[tuple]:
+    """rpl_sql_replica_tables: each replica table, its Spark name and why it differs or is missing."""
+    rows = []
+    for n, entry in replica_spark_names(warehouse):
+        note, has_columns = n.why, entry.columns is not None
+        if not has_columns:
+            note = "not defined in Spark yet: its CREATE TABLE was not readable; the next row event gives its columns"
+        rows.append((n.channel, n.db, n.name, n.spark_db if has_columns else None,
+                     n.spark_table if has_columns else None, note))
+    return rows
+
+
+TABLES_SCHEMA = ("CHANNEL_NAME STRING NOT NULL, TABLE_SCHEMA STRING NOT NULL, TABLE_NAME STRING NOT NULL, "
+                 "SPARK_SCHEMA STRING, SPARK_TABLE STRING, NOTE STRING")
+
+
+class SparkCatalogSync:
+    """Keeps one SparkSession's catalog in step with the warehouse's replica tables."""
+
+    def __init__(self, spark: Any, warehouse: str):
+        self.spark, self.warehouse = spark, os.fspath(warehouse)
+        self.seen: tuple | None = None
+        self.defined: dict[tuple[str, str], str] = {}  # Spark (db, table) -> what it was defined as
+
+    def sync(self) -> None:
+        """Define new and changed tables, drop vanished ones; a no-op unless some catalog changed."""
+        versions = catalog_versions(self.warehouse)
+        if versions == self.seen:
+            return
+        wanted: dict[tuple[str, str], tuple[SparkName, str]] = {}
+        for where, e in replica_spark_names(self.warehouse):
+            if e.columns is not None:
+                wanted[(where.spark_db, where.spark_table)] = (where, repr(e.columns) + e.path)
+        for key in [k for k in self.defined if k not in wanted]:
+            self.spark.sql(f"DROP TABLE IF EXISTS {_q(key[0])}.{_q(key[1])}")
+            del self.defined[key]
+        for key, (where, sig) in wanted.items():
+            sig = repr(where) + sig
+            if self.defined.get(key) == sig:
+                continue
+            try:
+                with _no_substitution(self.spark):
+                    for stmt in create_statements(self.warehouse, where):
+                        self.spark.sql(stmt)
+            except Exception as e:  # a table whose first commit is still being written: next sync
+                log.debug("replica table %s.%s not defined yet: %s", where.db, where.name, e)
+                continue
+            if where.why is not None and key not in self.defined:
+                warnings.warn(f"rpl_sql: replica table {_q(where.db)}.{_q(where.name)} is {where.quoted()} in Spark "
+                              f"({where.why}); every table's Spark name: SELECT * FROM {TABLES_VIEW}",
+                              ReplicaNameWarning, stacklevel=2)
+            self.defined[key] = sig
+        self.seen = versions
+
+
+class ReplicaNameWarning(UserWarning):
+    """A replica table is in Spark under another name than its MySQL one."""
+
+
+TABLES_VIEW = "rpl_sql_replica_tables"
+
+
+@contextmanager
+def _no_substitution(spark: Any):
+    """Spark substitutes `${...}` even inside quotes; rpl_sql's own statements carry names, not variables."""
+    key = "spark.sql.variable.substitute"
+    before = spark.conf.get(key, "true")
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)

@@ -1,0 +1,296 @@
+"""`rpl-sql upkeep`: keep a warehouse small without losing what rpl_sql promises.
+
+Per Delta table of the warehouse: refuse a damaged one (`rpl-sql repair` first), delete what killed processes
+left (past a grace period), write a checkpoint, and with `keep_days` vacuum old data files while the filter
+history stays whole (commits record their filter changes in their metadata). Leftover Spark temp directories
+and quiet-mode logs go too. Details: docs/design/README.md#rpl_sqlstorageupkeep.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Iterator
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from rpl_sql.storage import scratch
+from rpl_sql.storage.delta import archive
+from rpl_sql.storage.delta import commit as delta_commit
+from rpl_sql.storage.delta import log as deltalog
+from rpl_sql.storage.delta.commit import META_PREFIX
+from rpl_sql.storage.store import STATE_TABLE, DeltaStore
+
+GRACE_SECONDS = 3600
+COMPACT_TARGET_BYTES = 128 << 20  # files of an event table are rewritten toward this size
+# A table that grows by a small file a commit (a replica table) is compacted in tiers, the smallest first and
+# each TIER_FANOUT times the one below: delta-rs rewrites every file under the target it is given, so
+# compacting toward 128 MB alone rewrote the whole table, up to 128 MB, at every compaction.
+SMALLEST_TIER_BYTES, TIER_FANOUT = 2 << 20, 8
+COMPACTION_LOCK = "_rpl_sql_compaction.lock"  # in a table's directory: its compactions take turns on it
+_KEEP_IN_LOG = (".json", ".parquet", "_last_checkpoint", ".crc")
+
+
+@dataclass
+class TableUpkeep:
+    """What upkeep did (or, dry, would do) to one table."""
+
+    table: str
+    data_files_before: int
+    data_files_after: int
+    log_files: int
+    removed: list[str] = field(default_factory=list)  # leftovers: temp log files and orphaned data files
+    vacuumed: int = 0
+    checkpoint: int | None = None
+    archived: int = 0  # log files moved to the archive (storage/delta/archive.py)
+    pruned: int = 0  # archived commits deleted (archive.prune)
+    compacted: tuple[int, int] = (0, 0)  # (small files rewritten, files written) by compaction
+    compaction_raced: bool = False  # a writer's commit removed files the compaction read: it was dropped
+
+
+def _data_files(table: str) -> list[str]:
+    out = []
+    for root, dirs, files in os.walk(table):
+        dirs[:] = [d for d in dirs if d not in (deltalog.LOG, deltalog.QUARANTINE, archive.ARCHIVE)]
+        out += [os.path.relpath(os.path.join(root, f), table) for f in files if f.endswith(".parquet")]
+    return out
+
+
+@dataclass
+class _LogFiles:
+    """What a table's log says about its data files: every path an action names, the version of each path's
+    latest remove, the paths active now, and each commit's timestamp (ms)."""
+
+    referenced: set[str] = field(default_factory=set)
+    removed_at: dict[str, int] = field(default_factory=dict)
+    active: set[str] = field(default_factory=set)
+    timestamps: dict[int, int] = field(default_factory=dict)
+    pruned: int = -1  # archive.pruned_through: the commits at or below it that are gone were pruned
+
+    def whole(self) -> bool:
+        """Whether every commit since version 0, or since the pruned ones, was read (rpl_sql keeps its logs
+        and prunes only commits whose removed files were vacuumed; a foreign table may have deleted some)."""
+        read = [v for v in self.timestamps if v > self.pruned]
+        return bool(read) and len(read) == max(read) - self.pruned
+
+    def unneeded(self, cutoff_ms: int) -> list[str]:
+        """Paths no version from the one current at `cutoff_ms` on reads: removed at or before it, not re-added."""
+        last = max((v for v, ts in self.timestamps.items() if ts <= cutoff_ms), default=-1)
+        return sorted(p for p, v in self.removed_at.items() if v <= last and p not in self.active)
+
+
+def _log_files(table: str) -> _LogFiles:
+    """One pass over the log's JSON commits, archived ones included (in version order), and checkpoints."""
+    log = os.path.join(table, deltalog.LOG)
+    out = _LogFiles(pruned=archive.pruned_through(table))
+    for name in os.listdir(log):
+        path = os.path.join(log, name)
+        if ".checkpoint" in name and name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            t = pq.read_table(path, columns=["add", "remove"])
+            for kind in ("add", "remove"):
+                for item in t.column(kind).to_pylist():
+                    if item and item.get("path"):
+                        out.referenced.add(unquote(item["path"]))
+    for version in archive.commit_versions(table):
+        actions = archive.read_commit(table, version)  # where it is now: an archiver may have moved it
+        if actions is None:
+            continue  # pruned by another upkeep meanwhile
+        for action in actions:
+            if "add" in action:
+                name = unquote(action["add"]["path"])
+                out.referenced.add(name)
+                out.active.add(name)
+            elif "remove" in action:
+                name = unquote(action["remove"]["path"])
+                out.referenced.add(name)
+                out.active.discard(name)
+                out.removed_at[name] = version
+            elif "commitInfo" in action and isinstance(action["commitInfo"].get("timestamp"), int):
+                out.timestamps[version] = action["commitInfo"]["timestamp"]
+        if version not in out.timestamps:  # a foreign writer's commit without one: when its file was written
+            for where in (deltalog.LOG, archive.ARCHIVE):
+                with contextlib.suppress(FileNotFoundError):
+                    out.timestamps[version] = int(os.path.getmtime(os.path.join(table, where, f"{version:020d}.json"))
+                                                  * 1000)
+                    break
+    return out
+
+
+def _old(path: str, now: float, grace: float) -> bool:
+    try:
+        return now - os.path.getmtime(path) > grace
+    except OSError:
+        return False
+
+
+def _history_horizon_hours(table: str, now: datetime) -> float:
+    """Hours of history whose data files the filter history still needs (0 when every commit records its
+    changes): back to the oldest commit that changed filters without recording them."""
+    store = DeltaStore(os.path.dirname(table))
+    oldest = None
+    for commit in store.filter_commits()[0]:
+        if commit.changes is None and commit.filters_changed != 0:
+            oldest = commit.timestamp
+    if oldest is None:
+        return 0.0
+    return (now - oldest).total_seconds() / 3600 + 1
+
+
+def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES, channel: str | None = None,
+                  operation: str = "UPKEEP COMPACT") -> tuple[int, int]:
+    """Rewrite the small files of a table (events, applied events; a replica table, by its only writer) into
+    files of about `target_size`, per partition, in one commit; with `channel`, that channel's partition
+    only (a table partitioned by channel). Rows, app transactions (the writers' positions) and the commit
+    history are unchanged; a concurrent append does not conflict with it.
+
+    Compactions of a table take turns on this host, each planned on the table's newest version: delta-rs
+    (1.6) commits two compactions planned on the same version both, so every row of the files they both
+    rewrote is then there twice (tests/test_upkeep.py shows it). A running service compacts its tables while
+    upkeep may too, and each channel's SQL thread compacts the applied events."""
+    filters = {"partition_filters": [("channel", "=", channel)]} if channel else {}
+    with _compaction_turn(dt):
+        dt.update_incremental()
+        metrics = dt.optimize.compact(target_size=target_size, **filters, **delta_commit.properties(
+            {META_PREFIX + "operation": operation}, checkpoint=False))
+    return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
+
+
+@contextlib.contextmanager
+def _compaction_turn(dt) -> Iterator[None]:
+    """An exclusive lock on the table's COMPACTION_LOCK file (none for a table on remote storage, where
+    two hosts' compactions of one table must not overlap: run upkeep where the service runs)."""
+    root = archive.local_root(dt)
+    if root is None:
+        yield
+        return
+    fd = os.open(os.path.join(root, COMPACTION_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def compaction_tier(sizes: list[int], target: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
+                    fanout: int = TIER_FANOUT) -> int:
+    """The target size to compact a growing table's files (of `sizes` bytes) toward: the smallest tier, or the
+    tier above the highest one with `fanout` files waiting (so a compaction rewrites about one tier's worth of
+    files, not the whole table)."""
+    tier = chosen = smallest
+    while tier < target:
+        if sum(1 for s in sizes if tier // 2 <= s < tier * fanout // 2) >= fanout:
+            chosen = tier * fanout
+        tier *= fanout
+    return min(chosen, target)
+
+
+def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
+                          fanout: int = TIER_FANOUT, channel: str | None = None) -> tuple[int, int]:
+    """compact_table for a table a writer appends a small file to at every commit, by tiers (`channel`: of
+    that channel's partition of a table partitioned by channel)."""
+    acts = pa.table(dt.get_add_actions(flatten=False))
+    sizes = acts.column("size_bytes").to_pylist()
+    if channel:
+        sizes = [n for n, part in zip(sizes, acts.column("partition").to_pylist()) if part["channel"] == channel]
+    return compact_table(dt, compaction_tier(sizes, target_size, smallest, fanout), channel, "COMPACT TIERS")
+
+
+def _vacuum(table: str, dt, known: _LogFiles, hours: float, cutoff_ms: int, on_disk: set[str]) -> int:
+    """Delete the data files that no version from `cutoff_ms` (`hours` ago) on reads; how many.
+
+    From the whole log, not delta-rs' vacuum: that finds removed files by the tombstones of the last
+    checkpoint, which rpl_sql tables keep for ten minutes only (storage/delta/commit.py)."""
+    if not known.whole():
+        return len(dt.vacuum(retention_hours=math.ceil(hours), dry_run=False, enforce_retention_duration=False))
+    gone = [p for p in known.unneeded(cutoff_ms) if p in on_disk]
+    for name in gone:
+        try:
+            os.remove(os.path.join(table, name))
+        except FileNotFoundError:
+            pass
+    return len(gone)
+
+
+def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = False,
+                 grace_seconds: float = GRACE_SECONDS, compact: bool = True,
+                 needed: archive.Needed | None = None) -> TableUpkeep:
+    """Upkeep of one table (see the module's docstring). With `keep_days` and `needed` (the table's readers'
+    choice among its archived commits older than that), the other archived commits are deleted too."""
+    from deltalake.exceptions import CommitFailedError
+
+    damage = deltalog.find_damage(table)
+    if damage is not None:
+        raise deltalog.damaged(damage)
+    now = time.time()
+    log = os.path.join(table, deltalog.LOG)
+    files = _data_files(table)
+    report = TableUpkeep(table, len(files), len(files), len(os.listdir(log)))
+    leftovers = [os.path.join(log, n) for n in os.listdir(log)
+                 if not n.endswith(_KEEP_IN_LOG) and os.path.isfile(os.path.join(log, n))]
+    known = _log_files(table)
+    leftovers += [os.path.join(table, f) for f in files if f not in known.referenced]
+    for path in leftovers:
+        if _old(path, now, grace_seconds):
+            report.removed.append(os.path.relpath(path, table))
+            if not dry_run:
+                os.remove(path)
+    if dry_run:
+        return report
+    dt = archive.open_table(table)
+    if compact and os.path.basename(table) != STATE_TABLE:
+        try:
+            report.compacted = compact_table(dt)
+        except CommitFailedError:  # a running service's own compaction or merge committed first: next run
+            report.compaction_raced = True
+        dt = archive.open_table(table)
+        if report.compacted[0] and keep_days is not None:
+            known = _log_files(table)  # the compaction's removes too
+    cutoff_ms = None
+    if keep_days is not None:
+        hours = keep_days * 24
+        if os.path.basename(table) == STATE_TABLE:
+            hours = max(hours, _history_horizon_hours(table, datetime.now(timezone.utc)))
+        cutoff_ms = int((time.time() - hours * 3600) * 1000)
+        report.vacuumed = _vacuum(table, dt, known, hours, cutoff_ms, set(files))
+        dt = archive.open_table(table)
+    dt.create_checkpoint()
+    report.checkpoint = dt.version()
+    report.archived = archive.archive(table)
+    if cutoff_ms is not None and needed is not None and known.whole():
+        # the files those commits removed were vacuumed above (the commits read then, not later ones): the
+        # commits themselves are needed only by the readers `needed` speaks for
+        read_through = max(known.timestamps.values()) + 1
+        report.pruned = archive.prune(table, min(cutoff_ms, read_through), needed)
+    report.data_files_after = len(_data_files(table))
+    report.log_files = len(os.listdir(log))
+    return report
+
+
+def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False,
+           grace_seconds: float = GRACE_SECONDS, compact: bool = True,
+           retention: Callable[[str], archive.Needed | None] | None = None) -> tuple[list[TableUpkeep], list[str]]:
+    """Upkeep of every Delta table under `warehouse`, then of what rpl_sql's gone processes left in
+    this user's scratch folder (rpl_sql.storage.scratch), nothing else; returns both reports.
+    A damaged table raises MySQLError 1194 before anything is touched. `retention` gives each table's
+    readers' choice of archived commits (rpl_sql.pipeline.retention.needed_commits); without it, or for
+    a table it gives None, no archived commit is deleted."""
+    tables = deltalog.tables(warehouse)
+    for table in tables:
+        damage = deltalog.find_damage(table)
+        if damage is not None:
+            raise deltalog.damaged(damage)
+    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact, retention(t) if retention else None)
+               for t in tables]
+    leftovers = scratch.leftovers()
+    if not dry_run:
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
+    return reports, leftovers
