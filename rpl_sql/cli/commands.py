@@ -7,7 +7,7 @@ import os
 import sys
 
 from rpl_sql.server.applier_state import ApplyError
-from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
+from rpl_sql.cli.options import DEFAULT_MASTER, add_spark_options, add_warehouse_option, spark_conf
 from rpl_sql.errors import MySQLError, error_text
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.job import engine_for_master
@@ -43,7 +43,7 @@ def ingest_main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     p = argparse.ArgumentParser(prog="rpl-sql ingest", description="Land channel binlogs in the events table.")
     p.add_argument("--channel", help="one channel (default: every configured channel)")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     p.add_argument("--max-events", type=int, help="stop at the first transaction boundary after N events")
     p.add_argument("--filter-at-source", action="store_true", help="drop events the channel's filters ignore")
     p.add_argument("--batch-rows", type=int, default=20_000, help="rows per Delta commit")
@@ -86,7 +86,7 @@ def apply_main(argv: list[str] | None = None) -> int:
     """`rpl-sql apply`: run the applier, print progress on stderr and the summary on stdout."""
     p = argparse.ArgumentParser(prog="rpl-sql apply",
                                 description="Apply landed change events as each channel's replica SQL thread would.")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     p.add_argument("--channel", action="append", help="channel to apply (repeatable; default: all configured)")
     p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE,
                    help=f"events per batch, 0 = one batch per channel (default {CLI_BATCH_SIZE:,})")
@@ -151,7 +151,7 @@ def replica_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rpl-sql replica",
                                 description="Follow the channels' sources continuously: land, apply and keep the "
                                             "replica tables, obeying START/STOP REPLICA from any client.")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     p.add_argument("--channel", action="append", help="channel to run (repeatable; default: all configured)")
     p.add_argument("--batch-size", type=int, default=BATCH_SIZE,
                    help=f"events per applier batch at most (default {BATCH_SIZE:,})")
@@ -205,7 +205,7 @@ def snapshot_main(argv: list[str] | None = None) -> int:
                                 description="Copy the tables a channel's filters apply from its source, each in a "
                                             "consistent read tied to its binlog position; the channel then "
                                             "streams from there (rpl-sql replica).")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     p.add_argument("--channel", required=True, help="the channel (stopped, with no events landed yet)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     args = p.parse_args(argv)
@@ -239,7 +239,7 @@ def debezium_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rpl-sql debezium",
                                 description="Land Debezium MySQL connector records (JSON lines) in the events table.")
     p.add_argument("--channel", required=True, help="the channel the records belong to")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     p.add_argument("--batch-rows", type=int, default=20_000, help="rows per Delta commit")
     p.add_argument("files", nargs="+", metavar="FILE", help="JSON-lines files, one Debezium record per line")
     args = p.parse_args(argv)

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rpl_sql.cli.options import add_warehouse_option
 from rpl_sql.configs import dms, mariadb, option_files
 from rpl_sql.configs import debezium_lists as debezium
 from rpl_sql.configs.model import channel_rules, from_state
@@ -55,7 +56,7 @@ def import_main(argv: list[str] | None = None) -> int:
     p.add_argument("--from", dest="fmt", choices=IMPORT_FORMATS, help="the file's format (default: guessed)")
     p.add_argument("--channel", help="the channel a DMS mapping is for (default: the global filters)")
     p.add_argument("--apply", action="store_true", help="run the statements on the warehouse (one commit)")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     args = p.parse_args(argv)
     path = Path(args.file)
     try:
@@ -87,7 +88,7 @@ def export_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rpl-sql export-filters", description=__doc__.splitlines()[0])
     p.add_argument("--to", dest="fmt", choices=EXPORT_FORMATS, required=True, help="the target format")
     p.add_argument("--channel", help="the channel to export (dms, debezium: required with several channels)")
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     args = p.parse_args(argv)
     from rpl_sql.storage.store import DeltaStore, resolve_warehouse

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from rpl_sql.cli.options import add_warehouse_option
 from rpl_sql.storage import landed_shapes
 from rpl_sql.filters import lint
 from rpl_sql.server import execute as server
@@ -66,7 +67,7 @@ def apply_option_file(state: ServerState, path: Path, lctn: int | None) -> Serve
 def lint_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rpl-sql lint", description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="+", metavar="FILE", help="a SQL script or a my.cnf-style option file")
-    p.add_argument("--warehouse", help="start from this warehouse's state, and count the rules' hits over its "
+    add_warehouse_option(p, help="start from this warehouse's state, and count the rules' hits over its "
                                        "landed events (default: an empty state, no hits)")
     p.add_argument("--lower-case-table-names", type=int, choices=(0, 1, 2), default=None)
     args = p.parse_args(argv)

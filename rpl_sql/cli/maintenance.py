@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 
+from rpl_sql.cli.options import add_warehouse_option
 from rpl_sql.storage.delta import log as deltalog
 from rpl_sql.storage.upkeep import GRACE_SECONDS, upkeep
 from rpl_sql.errors import MySQLError, error_text
@@ -16,7 +17,7 @@ def _maintenance_parser(command) -> argparse.ArgumentParser:
     """The parser of a maintenance command (`rpl-sql repair`, `upkeep`): its docstring, --warehouse, --dry-run."""
     name = command.__name__.split("_")[0]
     p = argparse.ArgumentParser(prog=f"rpl-sql {name}", description=command.__doc__.split(": ", 1)[1])
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     p.add_argument("--dry-run", action="store_true", help="report, change nothing")
     return p
 

@@ -28,7 +28,7 @@ from typing import TextIO
 
 from rpl_sql.cli.filter_files import export_main, import_main
 from rpl_sql.cli.lint_command import lint_main
-from rpl_sql.cli.spark_options import DEFAULT_MASTER, add_spark_options, spark_conf
+from rpl_sql.cli.options import DEFAULT_MASTER, add_spark_options, add_warehouse_option, spark_conf
 from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
 from rpl_sql.language.lexer import split_statements
 from rpl_sql.language.parser import check_utf8, parse_statement, strip_vertical
@@ -291,7 +291,7 @@ SUBCOMMAND_HELP = """subcommands (rpl-sql COMMAND --help for each):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rpl-sql", description="MySQL replication filters over a Delta warehouse.",
                                 epilog=SUBCOMMAND_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--warehouse", help="warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)")
+    add_warehouse_option(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("-e", dest="execute", metavar="SQL", help="statements to run")
     src.add_argument("-f", dest="file", metavar="FILE", help="script file to run")

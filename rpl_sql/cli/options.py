@@ -1,9 +1,16 @@
-"""The Spark options of every command that starts Spark, spelled as spark-sql spells them."""
+"""The options every subcommand shares, declared once: `--warehouse`, and the Spark options of every command that
+starts Spark, spelled as spark-sql spells them."""
 from __future__ import annotations
 
 import argparse
 
 DEFAULT_MASTER = "default: spark.master in spark-defaults.conf, else $MASTER, else local[2]"
+WAREHOUSE_HELP = "warehouse directory (default: $RPL_SQL_WAREHOUSE or ./rpl_warehouse)"
+
+
+def add_warehouse_option(p: argparse.ArgumentParser, help: str = WAREHOUSE_HELP) -> None:
+    """`--warehouse WH`: where the replica server's state and tables live."""
+    p.add_argument("--warehouse", help=help)
 
 
 def add_spark_options(p: argparse.ArgumentParser, master_help: str) -> None:
