@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, StartupError, Warning
+from rpl_sql.errors import MySQLError, MySQLWarning, RplSqlError, SparkRequiredError, SparkSQLError, StartupError
 from rpl_sql.filters.evaluate import Decision, RowEvent, StatementEvent, TableRef, decide
 from rpl_sql.session import Result, Session
 from rpl_sql.spark import attach_when_needed
@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 def connect(warehouse=None, *, spark=None) -> Session:
     """Open a session on the replica server kept under `warehouse` (default ./rpl_warehouse).
 
-    spark: None (never start Spark; Spark SQL raises SparkRequired), True (start a local one when a
+    spark: None (never start Spark; Spark SQL raises SparkRequiredError), True (start a local one when a
     statement needs it), or a SparkSession."""
     return Session(warehouse, spark=spark, attach=attach_when_needed)
 
@@ -36,6 +36,6 @@ def load_ipython_extension(ipython):
     _load(ipython)
 
 
-__all__ = ["connect", "register", "Session", "Result", "MySQLError", "SparkSQLError", "SparkRequired", "StartupError",
-           "Warning", "decide",
-           "Decision", "RowEvent", "StatementEvent", "TableRef", "__version__"]
+__all__ = ["connect", "register", "Session", "Result", "RplSqlError", "MySQLError", "SparkSQLError",
+           "SparkRequiredError", "StartupError", "MySQLWarning", "decide", "Decision", "RowEvent", "StatementEvent",
+           "TableRef", "__version__"]

@@ -97,7 +97,11 @@ STARTUP_MESSAGES: dict[str, str] = {
 }
 
 
-class MySQLError(Exception):
+class RplSqlError(Exception):
+    """The root of every error rpl_sql raises: `except rpl_sql.RplSqlError` catches them all."""
+
+
+class MySQLError(RplSqlError):
     """A statement failed with a MySQL error; the state is unchanged."""
 
     hint = ""  # what to do instead, when rpl_sql knows (a misspelt keyword, an unsupported statement)
@@ -116,7 +120,7 @@ class MySQLError(Exception):
         return cls(spec.code, spec.sqlstate, spec.name, spec.template % args if args else spec.template)
 
 
-class SparkSQLError(Exception):
+class SparkSQLError(RplSqlError):
     """A statement run by Spark failed: `error_class` and `sqlstate` are Spark's, `message` its first line."""
 
     def __init__(self, message: str, error_class: str | None = None, sqlstate: str | None = None):
@@ -138,7 +142,7 @@ class SparkSQLError(Exception):
         return cls(message, error_class, state() if state else None)
 
 
-class SparkRequired(SparkSQLError):
+class SparkRequiredError(SparkSQLError):
     """A statement needs Spark and the session has none; the message says how to get one."""
 
 
@@ -151,7 +155,7 @@ def error_text(e: MySQLError | SparkSQLError, line: int | None = None) -> str:
     return f"ERROR (Spark{' ' + e.sqlstate if e.sqlstate else ''}){at}: {e.message}\n"
 
 
-class StartupError(Exception):
+class StartupError(RplSqlError):
     """Start-up aborted (MySQL logs the message and '[ERROR] Aborting'); nothing was persisted."""
 
     def __init__(self, name: str, message: str):
@@ -166,7 +170,7 @@ class StartupError(Exception):
 
 
 @dataclass(frozen=True)
-class Warning:
+class MySQLWarning:
     """A note or warning as SHOW WARNINGS would list it (start-up warnings carry no client code)."""
 
     level: str  # 'Note' | 'Warning'

@@ -26,7 +26,7 @@ from rpl_sql.filters import lint
 from rpl_sql.server import execute as server
 from rpl_sql.storage import service_status
 from rpl_sql.server.applier_state import GtidSet, applier_status, executed_gtids
-from rpl_sql.errors import MySQLError, SparkRequired, SparkSQLError, Warning
+from rpl_sql.errors import MySQLError, SparkRequiredError, SparkSQLError, MySQLWarning
 from rpl_sql.filters.evaluate import Decision, Event
 from rpl_sql.language.lexer import redact
 from rpl_sql.language.parser import check_utf8, parse
@@ -66,7 +66,7 @@ class Result:
     statement: Statement
     columns: tuple[str, ...] = ()
     rows: list[tuple] = field(default_factory=list)
-    warnings: tuple[Warning, ...] = ()
+    warnings: tuple[MySQLWarning, ...] = ()
     version: int | None = None  # the Delta commit of this statement; None if nothing changed
     dataframe: Any = None  # Spark DataFrame for ordinary SQL queries
 
@@ -80,7 +80,7 @@ class Session:
 
     Control-plane statements never start Spark. Ordinary SQL needs a SparkSession: pass `spark`, or
     `spark=True` (or "auto") to start a local one the first time a statement needs it. Without either, such
-    a statement raises SparkRequired and nothing starts.
+    a statement raises SparkRequiredError and nothing starts.
     """
 
     def __init__(self, warehouse: str | os.PathLike | None = None, *, spark: Any = None,
@@ -355,15 +355,15 @@ class Session:
 
     @property
     def spark(self):
-        """The SparkSession; with spark=True/"auto", started on first use; else SparkRequired."""
+        """The SparkSession; with spark=True/"auto", started on first use; else SparkRequiredError."""
         if self._spark is None:
-            raise SparkRequired(
+            raise SparkRequiredError(
                 "this statement is Spark SQL and the session has no Spark: open it with "
                 "rpl_sql.connect(warehouse, spark=True) to start a local Spark when needed, pass a SparkSession, "
                 "or use rpl_sql.register(spark, warehouse)", "RPL_SQL_NO_SPARK")
         if self._spark == "auto":
             if self._attach is None:
-                raise SparkRequired(
+                raise SparkRequiredError(
                     "this statement is Spark SQL and the session was opened without a way to start Spark: open it "
                     "with rpl_sql.connect(warehouse, spark=True), or use rpl_sql.register(spark, warehouse)",
                     "RPL_SQL_NO_SPARK")
@@ -372,7 +372,7 @@ class Session:
             except ImportError as e:
                 if not (e.name or "").startswith(("pyspark", "py4j")):
                     raise
-                raise SparkRequired("this statement is Spark SQL and pyspark is not installed: "
+                raise SparkRequiredError("this statement is Spark SQL and pyspark is not installed: "
                                     "pip install 'rpl_sql[spark]'", "RPL_SQL_NO_SPARK") from None
         return self._spark
 
@@ -382,7 +382,7 @@ class Session:
     # ------------------------------------------------------------ start-up
 
     def start(self, options: Iterable[str] = (), *, defaults_file: str | os.PathLike | None = None,
-              lower_case_table_names: int | None = None) -> list[Warning]:
+              lower_case_table_names: int | None = None) -> list[MySQLWarning]:
         """Start the server: rebuild filters from `--replicate-*` options and the channel catalog (spec §8).
 
         Statement-made filters are dropped, counters restart, threads are stopped. Raises StartupError

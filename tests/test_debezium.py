@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 
 from rpl_sql.pipeline.debezium import DebeziumRecordError, ingest_debezium, ingest_debezium_file
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
-from rpl_sql.pipeline.writer import ConcurrentIngest, EventsWriter, IngestError, committed_position
+from rpl_sql.pipeline.writer import ConcurrentIngestError, EventsWriter, IngestError, committed_position
 
 from landed import landed
 
@@ -207,7 +207,7 @@ def test_channels_are_independent(warehouse):
 
 def test_concurrent_ingest_of_a_channel_is_refused(warehouse):
     with EventsWriter(warehouse, "cdc"):
-        with pytest.raises(ConcurrentIngest):
+        with pytest.raises(ConcurrentIngestError):
             ingest_debezium(warehouse, "cdc", inventory_records())
     assert ingest_debezium(warehouse, "cdc", inventory_records()).landed == 10
 

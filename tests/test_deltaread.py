@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from rpl_sql.spark.deltaread import UnsupportedDeltaTable, read_delta, snapshot
+from rpl_sql.spark.deltaread import UnsupportedDeltaTableError, read_delta, snapshot
 
 
 def test_read_delta_partition_values_and_paths(spark, tmp_path):
@@ -69,11 +69,11 @@ def test_read_delta_refuses_what_parquet_alone_cannot_read():
     from rpl_sql.spark.deltaread import _check_readable
 
     _check_readable(_FakeTable(("timestampNtz", "deletionVectors")))  # feature on, none in use: fine
-    with pytest.raises(UnsupportedDeltaTable, match="deletion vectors are in use"):
+    with pytest.raises(UnsupportedDeltaTableError, match="deletion vectors are in use"):
         _check_readable(_FakeTable(("deletionVectors",), dvs=[pa.record_batch({"filepath": ["f"]})]))
-    with pytest.raises(UnsupportedDeltaTable, match="column mapping"):
+    with pytest.raises(UnsupportedDeltaTableError, match="column mapping"):
         _check_readable(_FakeTable(("columnMapping",), {"delta.columnMapping.mode": "name"}))
-    with pytest.raises(UnsupportedDeltaTable, match="typeWidening"):
+    with pytest.raises(UnsupportedDeltaTableError, match="typeWidening"):
         _check_readable(_FakeTable(("typeWidening",)))
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from rpl_sql import MySQLError, Session, SparkRequired, SparkSQLError
+from rpl_sql import MySQLError, Session, SparkRequiredError, SparkSQLError
 from rpl_sql.cli.shell import Shell
 from rpl_sql.display.render import display_width, format_table
 from rpl_sql.language.parser import ParseError, parse_statement, route
@@ -63,7 +63,7 @@ def test_grammar_owned_statements_never_reach_spark():
 
 def test_no_spark_unless_asked(warehouse):
     session = Session(warehouse)
-    with pytest.raises(SparkRequired) as raised:
+    with pytest.raises(SparkRequiredError) as raised:
         session.execute("SELECT 1")
     assert isinstance(raised.value, SparkSQLError) and "spark=True" in raised.value.message
     assert session.store.version() is None
@@ -126,7 +126,7 @@ def mutate(rng: random.Random, text: str) -> str:
 
 
 def test_fuzzed_statements_are_mysql_errors_or_need_spark_and_change_nothing(tmp_path):
-    """FUZZ_RUNS mutated statements: each succeeds, or raises MySQLError or SparkRequired (Spark SQL on a session
+    """FUZZ_RUNS mutated statements: each succeeds, or raises MySQLError or SparkRequiredError (Spark SQL on a session
     without Spark); a text the grammar owns never needs Spark; a failure leaves the warehouse as it was."""
     session = Session(str(tmp_path / "wh"))
     session.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'c1'")
@@ -143,7 +143,7 @@ def test_fuzzed_statements_are_mysql_errors_or_need_spark_and_change_nothing(tmp
             outcomes["ok"] += 1
         except MySQLError:
             outcomes["mysql"] += 1
-        except SparkRequired:
+        except SparkRequiredError:
             outcomes["spark"] += 1
             from rpl_sql.language.lexer import expand_executable_comments, split_statements
             from rpl_sql.language.parser import strip_vertical

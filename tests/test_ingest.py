@@ -25,7 +25,7 @@ import rpl_sql
 from rpl_sql.server import execute as server
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
-from rpl_sql.pipeline.writer import (ConcurrentIngest, EventsWriter, IngestError, SourceFilterConflict,
+from rpl_sql.pipeline.writer import (ConcurrentIngestError, EventsWriter, IngestError, SourceFilterConflictError,
                                      committed_position)
 from rpl_sql.pipeline.binlog import BACKLOG_COMMIT_SECONDS, BinlogIngest, _log_key, ingest_all, ingest_channel
 from rpl_sql.cli.commands import ingest_main as main
@@ -240,7 +240,7 @@ def test_one_writer_per_channel(sources, warehouse):
     m1, _, _ = sources
     m1.execute("CREATE DATABASE d")
     with EventsWriter(warehouse, "a"):                     # another process holds the channel
-        with pytest.raises(ConcurrentIngest):
+        with pytest.raises(ConcurrentIngestError):
             ingest_channel(warehouse, "a")
     assert ingest_channel(warehouse, "a").landed == 1
 
@@ -256,7 +256,7 @@ def test_optimistic_check_without_the_lock(warehouse):
 
     w1, w2 = EventsWriter(warehouse, "a", lock=False).open(), EventsWriter(warehouse, "a", lock=False).open()
     w1.commit(batch(), {"binlog_file": "binlog.000001", "binlog_pos": "400", "source": "binlog"})
-    with pytest.raises(ConcurrentIngest):
+    with pytest.raises(ConcurrentIngestError):
         w2.commit(batch(), {"binlog_file": "binlog.000001", "binlog_pos": "400", "source": "binlog"})
     assert [r["seq"] for r in landed(warehouse, "a")] == [1]
     # another channel's concurrent commit is no conflict
@@ -386,7 +386,7 @@ def test_concurrent_ingests_never_duplicate(sources, warehouse):
     def run():
         try:
             outcomes.append(ingest_channel(warehouse, "a", batch_rows=50).landed)
-        except ConcurrentIngest:
+        except ConcurrentIngestError:
             outcomes.append("refused")
 
     threads = [threading.Thread(target=run) for _ in range(2)]
@@ -578,7 +578,7 @@ def test_changed_filters_and_prefiltered_ranges(sources, warehouse):
     # the filters no longer ignore noise: the applier must refuse the pre-filtered range
     session.execute("CHANGE REPLICATION FILTER REPLICATE_WILD_IGNORE_TABLE=(), REPLICATE_IGNORE_TABLE=() "
                     "FOR CHANNEL 'a'")
-    with pytest.raises(SourceFilterConflict):
+    with pytest.raises(SourceFilterConflictError):
         settle_source_filtering(session.state, "a", batches)
     assert source_filtered(warehouse, "a", after_seq=batches[-1].last_seq) == []
     # the replica service's applier (which reads the commits from the events table it follows) refuses it too

@@ -262,3 +262,20 @@ def test_links_into_the_design_notes_name_a_section_there():
     links = {(m, str(f.relative_to(ROOT))) for f in texts
              for m in re.findall(r"design/README\.md#([\w-]+)", f.read_text(encoding="utf-8"))}
     assert links and not {(a, f) for a, f in links if a not in anchors}
+
+
+def test_every_exception_has_one_root_and_says_error():
+    """One root to catch (RplSqlError); MySQL's errors keep their codes under it (MySQLError)."""
+    import importlib
+    import inspect
+
+    from rpl_sql.errors import RplSqlError
+
+    found = []
+    for name in modules():  # importing a module starts nothing (no JVM, no server)
+        for _, cls in inspect.getmembers(importlib.import_module(name), inspect.isclass):
+            if cls.__module__ == name and issubclass(cls, BaseException) and not issubclass(cls, Warning):
+                found.append(cls)
+                assert issubclass(cls, RplSqlError), f"{name}.{cls.__name__} does not derive from RplSqlError"
+                assert cls.__name__.endswith("Error"), f"{name}.{cls.__name__}: an exception's name ends in Error"
+    assert len(found) > 25

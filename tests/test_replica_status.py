@@ -85,7 +85,7 @@ def test_another_server_at_the_source_address_stops_the_receiver(warehouse, tmp_
     """A fresh server (another server_id and datadir) comes up on the source's host and port: the channel must
     not read its binlog as if it were the old one's. The receiver stops with 13117 naming both servers, in the
     batch ingest as in the service; Source_Server_Id shows the server it read."""
-    from rpl_sql.pipeline.binlog import SourceChanged, ingest_channel
+    from rpl_sql.pipeline.binlog import SourceChangedError, ingest_channel
 
     _require()
     first = MariaDBServer(tmp_path_factory.mktemp("identity_a"), server_id=801).start()
@@ -107,7 +107,7 @@ def test_another_server_at_the_source_address_stops_the_receiver(warehouse, tmp_
         second.start()
         second.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE other",
                        "CREATE TABLE other.t (k INT PRIMARY KEY)", "INSERT INTO other.t VALUES (2)")
-        with pytest.raises(SourceChanged) as e:
+        with pytest.raises(SourceChangedError) as e:
             ingest_channel(warehouse, "a")
         assert "server_id 801 -> 802" in str(e.value)
         proc = start_service(warehouse)

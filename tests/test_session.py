@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import rpl_sql
-from rpl_sql import MySQLError, SparkRequired
+from rpl_sql import MySQLError, SparkRequiredError
 
 
 def test_each_statement_is_one_commit_and_a_failing_one_changes_nothing(warehouse):
@@ -48,7 +48,7 @@ def test_start_with_lower_case_table_names_compares_folded_but_stores_as_written
 def test_spark_sql_without_spark_is_an_error_that_says_how(warehouse, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)  # even if Spark were importable, connect() must not start it
     s = rpl_sql.connect(warehouse)
-    with pytest.raises(SparkRequired) as e:
+    with pytest.raises(SparkRequiredError) as e:
         s.execute("SELECT 1")
     assert "spark=True" in str(e.value) or "spark=True" in e.value.hint
 

@@ -27,7 +27,7 @@ from rpl_sql.filters.rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION
 from rpl_sql.filters.state import GR_CHANNELS, ApplierPosition, Channel, ServerState, initial_state
 from rpl_sql.storage.state_table import SCHEMA, state_from_table, state_to_table
 import rpl_sql.storage.store as store_module
-from rpl_sql.storage.store import Commit, ConcurrentCommit, DeltaStore, FilterChange, Snapshot
+from rpl_sql.storage.store import Commit, ConcurrentCommitError, DeltaStore, FilterChange, Snapshot
 
 T = FilterType
 NOW = 1_700_000_000_000_000
@@ -277,7 +277,7 @@ def test_stale_snapshot_conflicts(warehouse):
     store.commit(store.load(), with_do_db(initial_state(), ("a",)), META)
     stale = store.load()
     store.commit(store.load(), with_do_db(stale.state, ("b",)), META)
-    with pytest.raises(ConcurrentCommit):
+    with pytest.raises(ConcurrentCommitError):
         store.commit(stale, with_do_db(stale.state, ("c",)), META)
     assert store.version() == 1
     assert do_db(store.load().state) == ("b",)
@@ -288,7 +288,7 @@ def test_a_snapshot_commits_at_most_once(warehouse):
     store.commit(store.load(), with_do_db(initial_state(), ("a",)), META)
     snap = store.load()
     assert store.commit(snap, with_do_db(snap.state, ("b",)), META) == 1
-    with pytest.raises(ConcurrentCommit):
+    with pytest.raises(ConcurrentCommitError):
         store.commit(snap, with_do_db(snap.state, ("c",)), META)
     assert store.version() == 1
 
@@ -297,7 +297,7 @@ def test_a_snapshot_built_by_hand_is_checked_too(warehouse):
     store = DeltaStore(warehouse)
     store.commit(store.load(), with_do_db(initial_state(), ("a",)), META)
     store.commit(store.load(), with_do_db(initial_state(), ("b",)), META)
-    with pytest.raises(ConcurrentCommit):
+    with pytest.raises(ConcurrentCommitError):
         store.commit(Snapshot(initial_state(), 0), with_do_db(initial_state(), ("c",)), META)
     assert store.version() == 1
 
@@ -306,7 +306,7 @@ def test_concurrent_create_conflicts(warehouse):
     a, b = DeltaStore(warehouse), DeltaStore(warehouse)
     snap_a, snap_b = a.load(), b.load()
     assert a.commit(snap_a, with_do_db(snap_a.state, ("a",)), META) == 0
-    with pytest.raises(ConcurrentCommit):
+    with pytest.raises(ConcurrentCommitError):
         b.commit(snap_b, with_do_db(snap_b.state, ("b",)), META)
     assert a.version() == 0 and do_db(a.load().state) == ("a",)
 

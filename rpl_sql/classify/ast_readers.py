@@ -5,6 +5,7 @@ from typing import Iterable
 
 from sqlglot import exp
 
+from rpl_sql.errors import RplSqlError
 from rpl_sql.filters.evaluate import TableRef
 from rpl_sql.classify.info import StatementInfo, _info
 from rpl_sql.classify.tables import (
@@ -20,7 +21,7 @@ from rpl_sql.classify.tokens import _LOCAL, _Ref
 # ---------------------------------------------------------------- sqlglot AST readers
 
 
-class _UnsupportedSyntax(Exception):
+class _UnsupportedSyntaxError(RplSqlError):
     """The AST is not one we read: use the token recognizer."""
 
 
@@ -103,7 +104,7 @@ def _table_of(node: exp.Expression | None) -> exp.Table:
     if isinstance(node, exp.Schema):
         node = node.this
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
-        raise _UnsupportedSyntax
+        raise _UnsupportedSyntaxError
     return node
 
 
@@ -131,7 +132,7 @@ def _ast_update(node: exp.Update, columns: _Columns) -> StatementInfo:
         for j in frm.args.get("joins") or ():
             _ast_from_items(j, ctes, items)
     if not items:
-        raise _UnsupportedSyntax
+        raise _UnsupportedSyntaxError
     refs = [r for r, _ in items]
     main_ids = {id(n) for r, n in items if not r.derived}
     multi = len(refs) > 1
@@ -140,7 +141,7 @@ def _ast_update(node: exp.Update, columns: _Columns) -> StatementInfo:
         for e in node.expressions:
             col = e.this if isinstance(e, exp.EQ) else None
             if not isinstance(col, exp.Column) or not col.name:
-                raise _UnsupportedSyntax
+                raise _UnsupportedSyntaxError
             targets.append((col.db or None, col.table or None, col.name))
     else:
         targets = []
@@ -169,7 +170,7 @@ def _ast_delete(node: exp.Delete) -> StatementInfo:
         _ast_from_items(node.this, ctes, items)
         multi = False
         if len(items) != 1:
-            raise _UnsupportedSyntax
+            raise _UnsupportedSyntaxError
     refs = [r for r, _ in items]
     if multi:
         targets = []
@@ -216,7 +217,7 @@ def _ast_create(node: exp.Create, family: str) -> StatementInfo:
         return _info("CREATE_INDEX", [_plain(_table_of(node.this.args.get("table")))[1]], "sqlglot")
     if family == "CREATE_DB" and kind in ("DATABASE", "SCHEMA"):
         return _info("CREATE_DB", (), "sqlglot", database=_db_name(node.this))
-    raise _UnsupportedSyntax
+    raise _UnsupportedSyntaxError
 
 
 def _db_name(node: exp.Expression | None) -> str:
@@ -225,7 +226,7 @@ def _db_name(node: exp.Expression | None) -> str:
                  if isinstance(p, exp.Identifier)]
         if len(names) == 1:
             return names[0]
-    raise _UnsupportedSyntax
+    raise _UnsupportedSyntaxError
 
 
 def _ast_drop(node: exp.Drop, family: str) -> StatementInfo:
@@ -234,19 +235,19 @@ def _ast_drop(node: exp.Drop, family: str) -> StatementInfo:
     if family in ("DROP_TABLE", "DROP_VIEW") and kind == family[5:]:
         refs = [_plain(_table_of(t))[1] for t in tables]
         if not refs:
-            raise _UnsupportedSyntax
+            raise _UnsupportedSyntaxError
         return _info(family, refs, "sqlglot")
     if family == "DROP_INDEX" and kind == "INDEX":
         on = node.args.get("cluster")
         if not isinstance(on, exp.OnProperty):
-            raise _UnsupportedSyntax
+            raise _UnsupportedSyntaxError
         return _info("DROP_INDEX", [_plain(_table_of(on.this))[1]], "sqlglot")
     if family == "DROP_TRIGGER" and kind == "TRIGGER" and len(tables) == 1:
         ref = _plain(_table_of(tables[0]))[1]
         return _info("DROP_TRIGGER", (), "sqlglot", trigger=ref.name, trigger_db=ref.db)
     if family == "DROP_DB" and kind in ("DATABASE", "SCHEMA") and len(tables) == 1:
         return _info("DROP_DB", (), "sqlglot", database=_db_name(tables[0]))
-    raise _UnsupportedSyntax
+    raise _UnsupportedSyntaxError
 
 
 def _ast_alter(node: exp.Alter, family: str) -> StatementInfo:
@@ -258,7 +259,7 @@ def _ast_alter(node: exp.Alter, family: str) -> StatementInfo:
         actions = node.args.get("actions") or []
         ro = _ast_readonly(actions, frozenset().union(*(_ast_ctes(a) for a in actions)), set())
         return _info("CREATE_VIEW", _refs_to_tables(_seq([_plain(target)] + _ro_entries(ro))), "sqlglot")
-    raise _UnsupportedSyntax
+    raise _UnsupportedSyntaxError
 
 
 def _ast_read(node: exp.Expression, family: str, columns: _Columns) -> StatementInfo:
@@ -279,11 +280,11 @@ def _ast_read(node: exp.Expression, family: str, columns: _Columns) -> Statement
     if family == "TRUNCATE" and isinstance(node, exp.TruncateTable) and not node.args.get("is_database"):
         refs = [_plain(_table_of(t))[1] for t in node.expressions]
         if not refs:
-            raise _UnsupportedSyntax
+            raise _UnsupportedSyntaxError
         return _info("TRUNCATE", refs, "sqlglot")
     if family == "SET_OPTION" and isinstance(node, exp.Set):
         return _info("SET_OPTION", _refs_to_tables(_seq(_ro_entries(_ast_readonly([node], _ast_ctes(node), set())))),
                      "sqlglot")
-    raise _UnsupportedSyntax
+    raise _UnsupportedSyntaxError
 
 

@@ -192,7 +192,7 @@ def _read(sql: str, columns: _Columns, use_sqlglot: bool) -> StatementInfo:
         if node is not None:
             try:
                 return _fix_drop(_ast_read(node, _AST_FAMILIES[family], columns), family, extras)
-            except Exception:  # _UnsupportedSyntax, or an AST shape this reader does not know
+            except Exception:  # _UnsupportedSyntaxError, or an AST shape this reader does not know
                 pass
     return _fix_drop(_by_tokens(family, toks, start, n, extras, ctes, columns), family, extras)
 

@@ -29,7 +29,7 @@ from typing import TextIO
 from rpl_sql.cli.filter_files import export_main, import_main
 from rpl_sql.cli.lint_command import lint_main
 from rpl_sql.cli.options import DEFAULT_MASTER, add_spark_options, add_warehouse_option, spark_conf
-from rpl_sql.errors import MySQLError, SparkSQLError, StartupError, error_text
+from rpl_sql.errors import MySQLError, RplSqlError, SparkSQLError, StartupError, error_text
 from rpl_sql.language.lexer import split_statements
 from rpl_sql.language.parser import check_utf8, parse_statement, strip_vertical
 from rpl_sql.display.render import format_table, format_vertical
@@ -444,7 +444,7 @@ def _run(args: argparse.Namespace, session: Session, shell: Shell, startup: list
     return 0
 
 
-class ScriptError(Exception):
+class ScriptError(RplSqlError):
     """A script the shell will not run (as the mysql client, which reads no NUL outside --binary-mode)."""
 
 

@@ -1,7 +1,7 @@
 """A config as the CHANGE REPLICATION FILTER statements that set it (what `import-filters` prints and runs)."""
 from __future__ import annotations
 
-from rpl_sql.configs.model import FilterConfig, NotExpressible, Rules
+from rpl_sql.configs.model import FilterConfig, NotExpressibleError, Rules
 from rpl_sql.filters.rules import FilterType
 
 T = FilterType
@@ -24,8 +24,9 @@ def _value(ftype: FilterType, v) -> str:
         return f"{ident(db)}.{ident(table)}"
     if ftype in (T.WILD_DO_TABLE, T.WILD_IGNORE_TABLE):
         if "\n" in v:
-            raise NotExpressible(f"{ftype.filter_name} rule {v!r}: MySQL's parser refuses a line feed in a pattern "
-                                 "string (a start-up option can hold one: keep it in the option file)")
+            raise NotExpressibleError(
+                f"{ftype.filter_name} rule {v!r}: MySQL's parser refuses a line feed in a pattern "
+                "string (a start-up option can hold one: keep it in the option file)")
         return string(v)
     return ident(v)
 
@@ -35,8 +36,8 @@ def change_filter(rules: Rules, channel: str | None) -> str:
     suffix = "" if channel is None else f" FOR CHANNEL {string(channel)}"
     text = "CHANGE REPLICATION FILTER " + ",\n    ".join(parts) + suffix + ";"
     if "\0" in text:
-        raise NotExpressible(f"{'global rules' if channel is None else f'channel {channel!r}'}: a name or pattern "
-                             "holds a NUL, which no statement can carry (ERROR 1300)")
+        raise NotExpressibleError(f"{'global rules' if channel is None else f'channel {channel!r}'}: a name or pattern "
+                                  "holds a NUL, which no statement can carry (ERROR 1300)")
     return text
 
 

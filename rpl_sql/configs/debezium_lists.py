@@ -10,7 +10,7 @@ import json
 from functools import lru_cache
 
 from rpl_sql.configs import pattern_tokens as P
-from rpl_sql.configs.model import NotExpressible
+from rpl_sql.configs.model import NotExpressibleError
 from rpl_sql.filters.rules import FilterType, fold
 
 T = FilterType
@@ -63,7 +63,7 @@ def regex(tokens: list[tuple], lctn: int, rule: str) -> str:
         if lctn:
             out.append("." * ones + (".*" if any_ else ""))
         elif ones > MAX_UNDERSCORES:
-            raise NotExpressible(f"rule '{rule}': {ones} '_' in a row (MySQL counts bytes) make too long a regex")
+            raise NotExpressibleError(f"rule '{rule}': {ones} '_' in a row (MySQL counts bytes) make too long a regex")
         else:
             out.append(_bytes(ones, any_))
         i = j
@@ -82,8 +82,8 @@ def write(rules: dict[FilterType, tuple], lctn: int, channel: str) -> str:
     """A connector-config JSON fragment deciding every table's row changes as the channel's rules do."""
     if rules.get(T.REWRITE_DB):
         a, b = rules[T.REWRITE_DB][0]
-        raise NotExpressible(f"channel '{channel}' REPLICATE_REWRITE_DB ({a},{b}): Debezium's lists rename "
-                             "nothing (rename topics with a ByLogicalTableRouter transform)")
+        raise NotExpressibleError(f"channel '{channel}' REPLICATE_REWRITE_DB ({a},{b}): Debezium's lists rename "
+                                  "nothing (rename topics with a ByLogicalTableRouter transform)")
     conf: dict[str, str] = {}
     do_db, ign_db = rules.get(T.DO_DB, ()), rules.get(T.IGNORE_DB, ())
     if do_db:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from rpl_sql.configs import pattern_tokens as P
-from rpl_sql.configs.model import FilterConfig, NotExpressible, rules_of
+from rpl_sql.configs.model import FilterConfig, NotExpressibleError, rules_of
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.rules import FilterType, fold, like
 
@@ -70,10 +70,10 @@ def parse(text: str) -> Mapping:
             if action not in ("include", "explicit", "exclude"):
                 raise _bad(f"rule '{name}' rule-action", action)
             if r.get("filters"):
-                raise NotExpressible(f"DMS rule '{name}': column filters choose rows, and replication filters "
-                                     "choose whole tables")
+                raise NotExpressibleError(f"DMS rule '{name}': column filters choose rows, and replication filters "
+                                          "choose whole tables")
             if loc.get("table-type", "table") == "view":
-                raise NotExpressible(f"DMS rule '{name}': views have no rows in the binary log")
+                raise NotExpressibleError(f"DMS rule '{name}': views have no rows in the binary log")
             if "schema-name" not in loc or "table-name" not in loc:
                 raise _bad(f"rule '{name}' object-locator", loc)
             tokens = (P.dms_tokens(loc["schema-name"]), P.dms_tokens(loc["table-name"]))
@@ -83,17 +83,17 @@ def parse(text: str) -> Mapping:
         elif kind == "transformation":
             schema = loc.get("schema-name", "")
             if r.get("rule-target") != "schema" or action != "rename" or "table-name" in loc:
-                raise NotExpressible(f"DMS rule '{name}': only schema renames have a replication-filter form "
-                                     "(REPLICATE_REWRITE_DB); this one is a "
-                                     f"{r.get('rule-target')} {action}")
+                raise NotExpressibleError(f"DMS rule '{name}': only schema renames have a replication-filter form "
+                                          "(REPLICATE_REWRITE_DB); this one is a "
+                                          f"{r.get('rule-target')} {action}")
             if P.literal(P.dms_tokens(schema)) is None:
-                raise NotExpressible(f"DMS rule '{name}': REPLICATE_REWRITE_DB renames one database, not the "
-                                     f"pattern '{schema}'")
+                raise NotExpressibleError(f"DMS rule '{name}': REPLICATE_REWRITE_DB renames one database, not the "
+                                          f"pattern '{schema}'")
             renames.append((P.literal(P.dms_tokens(schema)), str(r.get("value", ""))))
         # table-settings and post-processing rules tune the load, not what is selected
     if not any(s.action == "include" for s in selections):
-        raise NotExpressible("the DMS table mapping has no include rule: DMS replicates nothing, and replication "
-                             "filters cannot ignore every table")
+        raise NotExpressibleError("the DMS table mapping has no include rule: DMS replicates nothing, and replication "
+                                  "filters cannot ignore every table")
     return Mapping(tuple(selections), tuple(renames))
 
 
@@ -109,23 +109,24 @@ def read(text: str, channel: str | None) -> FilterConfig:
         for s in m.selections:
             if len({P.matches(s.schema, src) for src in srcs}) > 1:
                 other = next(x for x in srcs if P.matches(s.schema, x) != P.matches(s.schema, srcs[0]))
-                raise NotExpressible(f"DMS renames '{srcs[0]}' and '{other}' both to '{dst}', and rule '{s.rule}' "
-                                     "selects one of them only: MySQL judges both after the rename, as one database")
+                raise NotExpressibleError(
+                    f"DMS renames '{srcs[0]}' and '{other}' both to '{dst}', and rule '{s.rule}' selects one of them "
+                    "only: MySQL judges both after the rename, as one database")
     expanded: list[tuple[Selection, list]] = []  # (rule, combined `db.table` tokens with the db renamed)
     for s in m.selections:
         schemas, tables = P.expand_sets(s.schema), P.expand_sets(s.table)
         if schemas is None or tables is None or len(schemas) * len(tables) > 64:
-            raise NotExpressible(f"DMS rule '{s.rule}': its [sets] stand for more than 64 patterns")
+            raise NotExpressibleError(f"DMS rule '{s.rule}': its [sets] stand for more than 64 patterns")
         for st in schemas:
             db = P.literal(st)
             if db is None:
                 clash = [x for x in list(renames) + list(targets) if P.matches(st, x)]
                 if clash:
-                    raise NotExpressible(f"DMS rule '{s.rule}': its schema pattern matches the renamed schema "
-                                         f"'{clash[0]}', and MySQL judges tables after the rename")
+                    raise NotExpressibleError(f"DMS rule '{s.rule}': its schema pattern matches the renamed schema "
+                                              f"'{clash[0]}', and MySQL judges tables after the rename")
             elif db in targets and db not in renames:
-                raise NotExpressible(f"DMS rule '{s.rule}' selects the source schema '{db}', and '{db}' is also a "
-                                     "rename target: MySQL judges both as one database, after the rename")
+                raise NotExpressibleError(f"DMS rule '{s.rule}' selects the source schema '{db}', and '{db}' is also a "
+                                          "rename target: MySQL judges both as one database, after the rename")
             else:
                 st = P.literal_tokens(renames.get(db, db))
             for tt in tables:
@@ -140,9 +141,9 @@ def read(text: str, channel: str | None) -> FilterConfig:
         for se, te in wild_exc:
             w = P.witness(ti, te)
             if w is not None:
-                raise NotExpressible(f"DMS rules '{si.rule}' (include) and '{se.rule}' (exclude) both match "
-                                     f"'{w}': DMS excludes it, and MySQL's wild-do rules are checked before its "
-                                     "wild-ignore rules")
+                raise NotExpressibleError(f"DMS rules '{si.rule}' (include) and '{se.rule}' (exclude) both match "
+                                          f"'{w}': DMS excludes it, and MySQL's wild-do rules are checked before its "
+                                          "wild-ignore rules")
     rules: dict[FilterType, list] = {}
 
     def add(ftype: FilterType, value) -> None:
@@ -156,8 +157,9 @@ def read(text: str, channel: str | None) -> FilterConfig:
         elif key not in exact_exc and not any(like(P.mysql_text(te), key) for _, te in wild_exc):
             add(T.DO_TABLE, key)
     if T.DO_TABLE not in rules and T.WILD_DO_TABLE not in rules:
-        raise NotExpressible("every table the DMS table mapping includes it also excludes: DMS replicates nothing, "
-                             "and replication filters cannot ignore every table")
+        raise NotExpressibleError(
+            "every table the DMS table mapping includes it also excludes: DMS replicates nothing, "
+            "and replication filters cannot ignore every table")
     for _, t in exc:
         key = P.literal(t)
         if key is None:
@@ -187,8 +189,8 @@ def _split(ftype: FilterType, value: str, channel: str) -> tuple[list, list]:
         return P.literal_tokens(db), P.literal_tokens(table)
     parts = P.split_at_dot(P.mysql_tokens(value))
     if parts is None:
-        raise NotExpressible(f"channel '{channel}' {ftype.filter_name} rule '{value}': DMS matches schema and "
-                             "table apart, and this pattern has no single literal '.' between them")
+        raise NotExpressibleError(f"channel '{channel}' {ftype.filter_name} rule '{value}': DMS matches schema and "
+                                  "table apart, and this pattern has no single literal '.' between them")
     return parts
 
 
@@ -203,8 +205,9 @@ def write(rules: dict[FilterType, tuple], lctn: int, channel: str) -> tuple[str,
         if db is None:
             hit = [x for x in list(rw) + list(targets) if P.matches(db_tokens, x, lctn)]
             if hit:
-                raise NotExpressible(f"channel '{channel}' rule '{rule}': its database pattern matches '{hit[0]}', "
-                                     "which REPLICATE_REWRITE_DB renames, and DMS selects by the source name")
+                raise NotExpressibleError(
+                    f"channel '{channel}' rule '{rule}': its database pattern matches '{hit[0]}', "
+                    "which REPLICATE_REWRITE_DB renames, and DMS selects by the source name")
             return [db_tokens]
         names = [src for src, dst in rw.items() if fold(dst, lctn) == fold(db, lctn)]
         if not any(fold(src, lctn) == fold(db, lctn) for src in rw):
@@ -252,16 +255,17 @@ def write(rules: dict[FilterType, tuple], lctn: int, channel: str) -> tuple[str,
                         "rule-action": action, "filters": []})
     for src, dst in rw.items():
         if lctn and any(len(P.case_variants(c)) > 1 for c in src):
-            raise NotExpressible(f"channel '{channel}' REPLICATE_REWRITE_DB ({src},{dst}): with "
-                                 f"lower_case_table_names={lctn} MySQL renames every letter case of '{src}', and a "
-                                 "DMS rename takes one spelling")
+            raise NotExpressibleError(
+                f"channel '{channel}' REPLICATE_REWRITE_DB ({src},{dst}): with lower_case_table_names={lctn} MySQL "
+                f"renames every letter case of '{src}', and a DMS rename takes one spelling")
         n += 1
         out.append({"rule-type": "transformation", "rule-id": str(n), "rule-name": str(n), "rule-target": "schema",
                     "object-locator": {"schema-name": P.dms_text(P.literal_tokens(src), lctn)},
                     "rule-action": "rename", "value": dst})
     notes = []
     if not includes:
-        raise NotExpressible(f"channel '{channel}': its rules apply no table, and a DMS mapping needs an include rule")
+        raise NotExpressibleError(
+            f"channel '{channel}': its rules apply no table, and a DMS mapping needs an include rule")
     if lctn == 0 and any(P.ONE in db + table for db, table in includes + excludes):
         notes.append(_ONE_NOTE)
     notes.append("DMS selects row changes; statements (DDL) are not judged by these rules")

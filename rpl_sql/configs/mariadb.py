@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rpl_sql.server import execute as server
-from rpl_sql.configs.model import FilterConfig, NotExpressible, rules_of
+from rpl_sql.configs.model import FilterConfig, NotExpressibleError, rules_of
 from rpl_sql.configs.as_statements import string
 from rpl_sql.language.parser import parse
 from rpl_sql.filters.rules import TYPES, FilterType
@@ -38,12 +38,12 @@ def _item(ftype: FilterType, v, where: str) -> str:
     text = f"{v[0]}->{v[1]}" if ftype is T.REWRITE_DB else v
     parts = v if ftype is T.REWRITE_DB else (v,)
     if "," in text or any(p != p.strip() or not p for p in parts) or (ftype is T.REWRITE_DB and "->" in v[0]):
-        raise NotExpressible(f"{where} rule '{text}': MariaDB splits the variable's value at commas, trims "
-                             "each item" + (" at the first '->'" if ftype is T.REWRITE_DB else "")
-                             + " and drops empty ones")
+        raise NotExpressibleError(f"{where} rule '{text}': MariaDB splits the variable's value at commas, trims "
+                                  "each item" + (" at the first '->'" if ftype is T.REWRITE_DB else "")
+                                  + " and drops empty ones")
     if ftype.is_table_rule and (text.startswith(".") or text.endswith(".")):
-        raise NotExpressible(f"{where} rule '{text}': MariaDB refuses a table rule with an empty database or "
-                             "table part")
+        raise NotExpressibleError(f"{where} rule '{text}': MariaDB refuses a table rule with an empty database or "
+                                  "table part")
     return text
 
 
@@ -64,4 +64,7 @@ def write_sql(state: ServerState) -> str:
             items = ",".join(_item(ftype, v, where) for v in ch.filters.values(ftype))
             out.append(f"SET GLOBAL {ftype.filter_name.lower()} = {string(items)};")
     out.append("SET @@default_master_connection = '';")
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    if "\0" in text:
+        raise NotExpressibleError("a connection name or rule holds a NUL, which no statement can carry (ERROR 1300)")
+    return text

@@ -10,7 +10,7 @@ from rpl_sql.filters.state import ServerState
 Rules = tuple[tuple[FilterType, tuple], ...]  # (type, values) in FilterType order, only the types given
 
 
-class NotExpressible(MySQLError):
+class NotExpressibleError(MySQLError):
     """The target format cannot state this rule set exactly; the message names the rule and why."""
 
     def __init__(self, message: str):

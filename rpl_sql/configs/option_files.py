@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from rpl_sql.configs.model import FilterConfig, NotExpressible, rules_of
+from rpl_sql.configs.model import FilterConfig, NotExpressibleError, rules_of
 from rpl_sql.errors import StartupError
 from rpl_sql.filters.rules import FilterType, format_rule
 from rpl_sql.server.startup import is_startup_option, option_name, parse_rule, parse_startup
@@ -56,7 +56,7 @@ _ESCAPE = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b"}
 def _quoted(value: str, where: str) -> str:
     quote = '"' if '"' not in value else "'"
     if quote in value:
-        raise NotExpressible(f"{where}: a value with both quote characters cannot be written in an option file")
+        raise NotExpressibleError(f"{where}: a value with both quote characters cannot be written in an option file")
     return quote + "".join(_ESCAPE.get(c, c) for c in value) + quote
 
 
@@ -65,8 +65,8 @@ def _rule_text(ftype: FilterType, v, where: str) -> str:
         return v
     src, dst = v
     if not src or not dst or src != src.rstrip() or dst != dst.lstrip() or "->" in src:
-        raise NotExpressible(f"{where}: REPLICATE_REWRITE_DB ({src},{dst}) cannot be an option: mysqld splits "
-                             "`from->to` at the first '->', trims the space around it and refuses an empty side")
+        raise NotExpressibleError(f"{where}: REPLICATE_REWRITE_DB ({src},{dst}) cannot be an option: mysqld splits "
+                                  "`from->to` at the first '->', trims the space around it and refuses an empty side")
     return f"{src}->{dst}"
 
 
@@ -81,18 +81,19 @@ def write_mysql(config: FilterConfig) -> str:
             where = f"global {ftype.filter_name} rule '{format_rule(ftype, (v,))}'"
             text = _rule_text(ftype, v, where)
             if ":" in text:
-                raise NotExpressible(f"{where}: mysqld reads the part before ':' as a channel name; set this "
-                                     "rule with CHANGE REPLICATION FILTER instead")
+                raise NotExpressibleError(f"{where}: mysqld reads the part before ':' as a channel name; set this "
+                                          "rule with CHANGE REPLICATION FILTER instead")
             out.append(f"{ftype.option}={_quoted(text, where)}")
     for name, rules in config.channels:
         if not rules:
             continue
         if ":" in name:
-            raise NotExpressible(f"channel '{name}': a channel name with ':' cannot prefix a start-up rule")
+            raise NotExpressibleError(f"channel '{name}': a channel name with ':' cannot prefix a start-up rule")
         for ftype, values in rules:
             if not values and glob.get(ftype):
-                raise NotExpressible(f"channel '{name}' {ftype.filter_name}: the channel emptied a type the global "
-                                     "filters set, and at start-up it would copy the global rules")
+                raise NotExpressibleError(
+                    f"channel '{name}' {ftype.filter_name}: the channel emptied a type the global "
+                    "filters set, and at start-up it would copy the global rules")
             for v in values:
                 where = f"channel '{name}' {ftype.filter_name} rule '{format_rule(ftype, (v,))}'"
                 out.append(f"{ftype.option}={_quoted(name + ':' + _rule_text(ftype, v, where), where)}")

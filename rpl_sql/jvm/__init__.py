@@ -15,12 +15,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from rpl_sql.errors import RplSqlError
+
 SOURCES = Path(__file__).with_name("java")
 FUNCTION_CLASS = "rpl_sql.jvm.RowCodeFunction"  # Python sessions: the builder of a Catalyst expression
 HIVE_CLASS = "rpl_sql.jvm.RowCodeHive"  # the spark-sql shell: CREATE FUNCTION ... USING JAR, registers the same
 
 
-class JarUnavailable(RuntimeError):
+class JarUnavailableError(RplSqlError, RuntimeError):
     """No JVM table code here (no JDK, or javac failed); the compiled SQL decides instead."""
 
 
@@ -46,7 +48,7 @@ def _key() -> str:
 
 
 _BUILT: dict[str, Path] = {}
-_FAILED: dict[Path, JarUnavailable] = {}  # a jar whose build failed is not tried again by this process
+_FAILED: dict[Path, JarUnavailableError] = {}  # a jar whose build failed is not tried again by this process
 
 
 def jar_path() -> Path:
@@ -61,9 +63,9 @@ def jar_path() -> Path:
         try:
             _build(_spark_jars(), out)
         except OSError as e:  # a cache that cannot be written, a javac that cannot start
-            _FAILED[out] = JarUnavailable(f"cannot build {out}: {e}")
+            _FAILED[out] = JarUnavailableError(f"cannot build {out}: {e}")
             raise _FAILED[out] from e
-        except JarUnavailable as e:
+        except JarUnavailableError as e:
             _FAILED[out] = e
             raise
     _BUILT[key] = out
@@ -73,7 +75,7 @@ def jar_path() -> Path:
 def _build(jars: Path, out: Path) -> None:
     javac = _javac()
     if javac is None:
-        raise JarUnavailable("no javac (a JDK 17) on this machine")
+        raise JarUnavailableError("no javac (a JDK 17) on this machine")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rpl_sql-jvm-", dir=out.parent) as tmp:
         classes = Path(tmp, "classes")
@@ -81,7 +83,7 @@ def _build(jars: Path, out: Path) -> None:
         res = subprocess.run([javac, "-nowarn", "--release", "17", "-d", str(classes), "-cp", str(jars / "*"),
                               *sources], capture_output=True, text=True)
         if res.returncode != 0:
-            raise JarUnavailable(f"javac failed: {res.stderr.strip()[-2000:]}")
+            raise JarUnavailableError(f"javac failed: {res.stderr.strip()[-2000:]}")
         partial = Path(tmp, "rpl_sql.jar")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: rpl_sql\r\n\r\n")

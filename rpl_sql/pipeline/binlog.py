@@ -22,7 +22,7 @@ from rpl_sql.storage import credentials
 from rpl_sql.server.applier_state import GtidSet
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
-from rpl_sql.pipeline.replica.columns import UnsupportedColumn, columns_json, from_table_map
+from rpl_sql.pipeline.replica.columns import UnsupportedColumnError, columns_json, from_table_map
 from rpl_sql.pipeline.row_images import ImageDecoder
 from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
 from rpl_sql.pipeline.writer import (
@@ -120,7 +120,7 @@ def source_settings(warehouse: str, state: ServerState, channel: str) -> tuple[d
     return settings, origin
 
 
-class SourceChanged(IngestError):
+class SourceChangedError(IngestError):
     """Another server answers at the channel's source address (a new server_id or server_uuid) while the
     channel resumes by file and position: its positions mean nothing for what the channel landed."""
 
@@ -217,7 +217,7 @@ class BinlogIngest:
                 was = (m.get("source_server_id") or "", m.get("source_uuid") or "")
                 now = (str(source.server_id), source.uuid)
                 if was[0] and (was[0] != now[0] or (was[1] and was[1] != now[1])):
-                    raise SourceChanged(
+                    raise SourceChangedError(
                         f"Fatal error: the source at {origin['source_host']}:{origin['source_port']} is another "
                         f"server (server_id {was[0]} -> {now[0]}" + (f", server_uuid {was[1]} -> {now[1]}"
                                                                        if was[1] or now[1] else "") +
@@ -462,7 +462,7 @@ class BinlogIngest:
         if tid not in self.columns:
             try:
                 self.columns[tid] = columns_json(from_table_map(ev.columns))
-            except UnsupportedColumn as e:
+            except UnsupportedColumnError as e:
                 log.warning("channel %r: %s.%s: %s; its replica table gets no types", self.channel, ev.schema,
                             ev.table, e)
                 self.columns[tid] = None
@@ -551,7 +551,7 @@ def ingest_channel(warehouse: str | os.PathLike, channel: str, *, max_events: in
 
     Non-blocking: reads what the source has now and returns. Commits every `batch_rows` canonical rows (or
     `batch_seconds`) at a transaction boundary; `max_events` stops at the first boundary once that many rows
-    were landed by this run. `progress(report)` is called every few seconds. Raises ConcurrentIngest if the
+    were landed by this run. `progress(report)` is called every few seconds. Raises ConcurrentIngestError if the
     channel is being ingested elsewhere, IngestError if the channel has no source.
     """
     return BinlogIngest(os.fspath(warehouse), channel, max_events=max_events, filter_at_source=filter_at_source,

@@ -4,6 +4,7 @@ python-mysql-replication decodes every column of every row through one long chai
 each value through three layers of buffered reads; that is most of what a catch-up of a row workload costs.
 `ImageDecoder` gives the same Python values (its differential test compares them on real MariaDB binlogs)
 from a function generated per table map and columns-present bitmap. Column types it does not compile (BIT,
+
 ENUM, SET, JSON, GEOMETRY, the pre-5.6 temporal types), a table map without column names, a partial JSON
 update, or any value it cannot read the same way return None, and the caller asks the library instead.
 """
@@ -16,6 +17,8 @@ import struct
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent
+
+from rpl_sql.errors import RplSqlError
 
 _FIXED = {  # type -> little-endian struct format (signed, unsigned) of fixed-width numbers
     FIELD_TYPE.TINY: ("b", "B"), FIELD_TYPE.SHORT: ("h", "H"), FIELD_TYPE.LONG: ("i", "I"),
@@ -138,7 +141,7 @@ def _decimal(buf: bytes, pos: int, precision: int, scale: int):
     return decimal.Decimal(res), pos + size
 
 
-class _UnsupportedImage(Exception):
+class _UnsupportedImageError(RplSqlError):
     pass
 
 
@@ -158,7 +161,7 @@ def _column_code(column, k: int, env: dict) -> list[str]:
     """Statements that read column value `v{k}` at `pos` and advance `pos`."""
     t = column.type
     if getattr(column, "fsp", 0) > 6:
-        raise _UnsupportedImage
+        raise _UnsupportedImageError
     if t in _FIXED:
         unpack = _UNPACK[_FIXED[t][1 if column.unsigned else 0]]
         env[f"U{k}"] = unpack.unpack_from
@@ -171,7 +174,7 @@ def _column_code(column, k: int, env: dict) -> list[str]:
     if t in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING, FIELD_TYPE.BLOB):
         size = column.length_size if t == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
         if size not in (1, 2, 3, 4):
-            raise _UnsupportedImage
+            raise _UnsupportedImageError
         n = " + ".join(f"(buf[pos + {i}] << {8 * i})" if i else "buf[pos]" for i in range(size))
         enc = _encoding(column)
         # without a codec the library keeps bytes, except that Python decodes b"" as "" under any name
@@ -189,7 +192,7 @@ def _column_code(column, k: int, env: dict) -> list[str]:
         return [f"v{k}, pos = _date(buf, pos)"]
     if t == FIELD_TYPE.YEAR:
         return [f"v{k} = buf[pos] + 1900", "pos += 1"]
-    raise _UnsupportedImage
+    raise _UnsupportedImageError
 
 
 def compile_image(columns: list, present: bytes):
@@ -214,7 +217,7 @@ def compile_image(columns: list, present: bytes):
             body.append("else:")
             body.extend("    " + line for line in _column_code(c, i, env))
             j += 1
-    except _UnsupportedImage:
+    except _UnsupportedImageError:
         return None
     for i, name in enumerate(names):
         env[f"K{i}"] = name

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.pipeline.events import events_path
-from rpl_sql.pipeline.writer import IngestError, SourceFilterConflict, channel_commits, open_table
+from rpl_sql.pipeline.writer import IngestError, SourceFilterConflictError, channel_commits, open_table
 from rpl_sql.filters.rules import TYPES, FilterType, tally_rule_hits, type_counts
 from rpl_sql.filters.state import ServerState
 
@@ -154,7 +154,7 @@ def settle_source_filtering(state: ServerState, channel: str, batches: Iterable[
 
     Pure, for the applier's own `DeltaStore.transact` step: settle the commits of the range it applies in
     the same state commit that records how far it applied, and the hits are counted exactly once.
-    Raises SourceFilterConflict when a dropped key would now be applied: those events are not in the
+    Raises SourceFilterConflictError when a dropped key would now be applied: those events are not in the
     events table, so the range must be re-ingested without filtering at the source.
     """
     ch = state.channel(channel)
@@ -166,7 +166,7 @@ def settle_source_filtering(state: ServerState, channel: str, batches: Iterable[
             event = _key_event(key)
             d = decide(ch.filters, event, state.matching)
             if d.apply:
-                raise SourceFilterConflict(
+                raise SourceFilterConflictError(
                     f"channel {channel!r}: seqs {b.first_seq}..{b.last_seq} (events version {b.version}) dropped "
                     f"{n} event(s) {key!r} at the source that the current filters apply ({d.decided_by}); "
                     "re-ingest that range without filter_at_source")

@@ -21,6 +21,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from rpl_sql.errors import RplSqlError
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta.log import check
@@ -41,15 +42,15 @@ APPEND_ATTEMPTS = 20  # appends turned away by other channels' compactions befor
 COMPACT_EVERY = 40                      # a writer's commits merged into one file per partition (0: never)
 
 
-class IngestError(Exception):
+class IngestError(RplSqlError):
     """The ingest cannot proceed; nothing was committed by the failing step."""
 
 
-class ConcurrentIngest(IngestError):
+class ConcurrentIngestError(IngestError):
     """Another process is ingesting the same channel (or committed for it since this one started)."""
 
 
-class SourceFilterConflict(IngestError):
+class SourceFilterConflictError(IngestError):
     """Events dropped at the source would be applied by the channel's current filters."""
 
 
@@ -175,7 +176,7 @@ class ChannelLock:
             os.close(fd)
             if self.busy is not None:
                 raise self.busy(f"channel {channel!r} is already run by another {self.role} process") from None
-            raise ConcurrentIngest(f"channel {channel!r} is being ingested by another process") from None
+            raise ConcurrentIngestError(f"channel {channel!r} is being ingested by another process") from None
         self.fd = fd
 
     def release(self) -> None:
@@ -242,7 +243,7 @@ class EventsWriter:
     def commit(self, table: pa.Table, metadata: dict[str, str]) -> int:
         """Append `table` (rows numbered last_seq+1..) with `metadata`; returns the new table version.
 
-        Raises ConcurrentIngest when another writer advanced this channel: nothing of ours was committed.
+        Raises ConcurrentIngestError when another writer advanced this channel: nothing of ours was committed.
         """
         n = table.num_rows
         first, last = self.last_seq + 1, self.last_seq + n
@@ -308,7 +309,7 @@ class EventsWriter:
         self.dt.update_incremental()
         now = self.dt.transaction_version(app_id(self.channel)) or 0
         if now != self.last_seq:
-            raise ConcurrentIngest(f"channel {self.channel!r}: another writer moved it to seq {now} "
+            raise ConcurrentIngestError(f"channel {self.channel!r}: another writer moved it to seq {now} "
                                    f"(this ingest was at {self.last_seq})") from cause
 
 

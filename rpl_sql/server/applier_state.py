@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
+from rpl_sql.errors import RplSqlError
 from rpl_sql.filters.rules import Filters, FilterType
 from rpl_sql.filters.state import ApplierPosition, ServerState
 
@@ -16,7 +17,7 @@ __all__ = ["ApplyError", "GtidSet", "BatchRecord", "slot_signature", "record_bat
 _MARIADB = re.compile(r"^(\d+)-(\d+)-(\d+)$")  # domain-server-seq
 
 
-class ApplyError(Exception):
+class ApplyError(RplSqlError):
     """The applier stopped (like a SQL thread error): malformed events, inconsistent positions, a compiler bug."""
 
     def __init__(self, message: str, channel: str | None = None):

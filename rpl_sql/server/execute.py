@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 from rpl_sql.server import performance_schema as pfs
-from rpl_sql.errors import MySQLError, Warning
+from rpl_sql.errors import MySQLError, MySQLWarning
 from rpl_sql.filters.evaluate import Decision, Event, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.filters.rules import (
     CHANGE_REPLICATION_FILTER,
@@ -53,13 +53,13 @@ class ResultSet:
 class Outcome:
     state: ServerState
     result: ResultSet | None = None
-    warnings: tuple[Warning, ...] = ()
+    warnings: tuple[MySQLWarning, ...] = ()
     # passwords to store (or forget: None) beside the state, never in it: (channel, password)
     credentials: tuple[tuple[str, str | None], ...] = ()
 
 
-def _deprecated(old: str, new: str) -> Warning:
-    return Warning.of("ER_WARN_DEPRECATED_SYNTAX", old, new)
+def _deprecated(old: str, new: str) -> MySQLWarning:
+    return MySQLWarning.of("ER_WARN_DEPRECATED_SYNTAX", old, new)
 
 
 def copy_global_filters(filters: Filters, global_filters: Filters, now: int) -> Filters:
@@ -221,10 +221,10 @@ def start_stop_replica(state: ServerState, stmt: StartReplica | StopReplica, now
         want_sql = start if "SQL" in threads else ch.sql_running
         if (want_io, want_sql) == (ch.io_running, ch.sql_running):
             if single:
-                warnings.append(Warning.of("ER_REPLICA_WAS_RUNNING" if start else "ER_REPLICA_WAS_NOT_RUNNING",
+                warnings.append(MySQLWarning.of("ER_REPLICA_WAS_RUNNING" if start else "ER_REPLICA_WAS_NOT_RUNNING",
                                            level="Note"))
             else:
-                warnings.append(Warning.of("ER_REPLICA_CHANNEL_WAS_RUNNING" if start
+                warnings.append(MySQLWarning.of("ER_REPLICA_CHANNEL_WAS_RUNNING" if start
                                            else "ER_REPLICA_CHANNEL_WAS_NOT_RUNNING", ch.name, level="Note"))
             continue
         moved = replace(ch, io_running=want_io, sql_running=want_sql)
@@ -436,10 +436,10 @@ def start(state: ServerState, options: StartupOptions, now: int) -> Outcome:
     for r in options.rules:
         if r.channel is not None:
             per_channel.setdefault(r.channel, []).append(r)
-    warnings: list[Warning] = []
+    warnings: list[MySQLWarning] = []
     for name in list(per_channel):
         if is_gr_channel(name):
-            warnings.append(Warning.of("ER_PER_CHANNEL_RPL_FILTER_CONF_FOR_GRP_RPL", name))
+            warnings.append(MySQLWarning.of("ER_PER_CHANNEL_RPL_FILTER_CONF_FOR_GRP_RPL", name))
             del per_channel[name]
     catalog = [c for c in state.channels if c.name != DEFAULT_CHANNEL or c.configured]
     channels = []
@@ -451,10 +451,10 @@ def start(state: ServerState, options: StartupOptions, now: int) -> Outcome:
                 filters = _startup_filters(rules, STARTUP_OPTIONS_FOR_CHANNEL, lctn, now)
             filters = copy_global_filters(filters, global_filters, now)
         elif rules:
-            warnings.append(Warning.of("ER_RPL_REPLICA_RESET_FILTER_OPTIONS", ch.name))
+            warnings.append(MySQLWarning.of("ER_RPL_REPLICA_RESET_FILTER_OPTIONS", ch.name))
         channels.append(replace(ch, filters=filters, io_running=False, sql_running=False))
     for name in per_channel:
-        warnings.append(Warning.of("ER_RPL_FILTERS_NOT_ATTACHED_TO_CHANNEL", name))
+        warnings.append(MySQLWarning.of("ER_RPL_FILTERS_NOT_ATTACHED_TO_CHANNEL", name))
     if not any(c.name == DEFAULT_CHANNEL for c in channels):
         channels.append(Channel(DEFAULT_CHANNEL))
     new = ServerState(

@@ -19,11 +19,12 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
+from rpl_sql.errors import RplSqlError
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta.log import check
 from rpl_sql.spark.env import session_conf
 
-__all__ = ["read_delta", "DeltaFile", "DeltaSnapshot", "snapshot", "UnsupportedDeltaTable", "spark_has_delta",
+__all__ = ["read_delta", "DeltaFile", "DeltaSnapshot", "snapshot", "UnsupportedDeltaTableError", "spark_has_delta",
            "spark_schema"]
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -37,7 +38,7 @@ ENGINE_ENV = "RPL_SQL_DELTA_READER"  # 'spark' | 'delta-rs' | 'auto' (default)
 _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
-class UnsupportedDeltaTable(ValueError):
+class UnsupportedDeltaTableError(RplSqlError, ValueError):
     """The table needs a real Delta reader (deletion vectors, column mapping, ...): install Delta Lake for Spark."""
 
 
@@ -83,16 +84,16 @@ def _check_readable(dt) -> None:
     features = set(proto.reader_features or ())
     unknown = features - _READABLE_FEATURES
     if unknown:
-        raise UnsupportedDeltaTable(f"{dt.table_uri}: reader features {sorted(unknown)} need a Delta Lake reader "
+        raise UnsupportedDeltaTableError(f"{dt.table_uri}: reader features {sorted(unknown)} need a Delta Lake reader "
                                     f"(start Spark with delta-spark, or rewrite the table without them)")
     mode = (dt.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
     if mode not in (None, "none"):
-        raise UnsupportedDeltaTable(f"{dt.table_uri}: column mapping (mode {mode!r}) renames columns inside the "
+        raise UnsupportedDeltaTableError(f"{dt.table_uri}: column mapping (mode {mode!r}) renames columns inside the "
                                     f"Parquet files; reading them directly would be wrong")
     if "deletionVectors" in features:
         for batch in dt.deletion_vectors():
             if len(batch):
-                raise UnsupportedDeltaTable(f"{dt.table_uri}: deletion vectors are in use; reading the Parquet "
+                raise UnsupportedDeltaTableError(f"{dt.table_uri}: deletion vectors are in use; reading the Parquet "
                                             f"files directly would resurrect deleted rows")
 
 
@@ -113,7 +114,7 @@ def snapshot(path: str, version: int | None = None,
     """Resolve a snapshot with delta-rs: the live files (optionally only some partitions) and their stats.
 
     `table`: the DeltaTable of `path` already open at `version` (opening one replays the log: 0.16 s for an
-    events table of 150 files). Raises UnsupportedDeltaTable for tables the Parquet files alone do not describe.
+    events table of 150 files). Raises UnsupportedDeltaTableError for tables the Parquet files alone do not describe.
     """
     check(path)
     dt = archive.open_table(path, version=version) if table is None else table
@@ -168,7 +169,7 @@ def _spark_type(t: pa.DataType):
                              for i in range(t.num_fields)])
     if pa.types.is_map(t):
         return T.MapType(_spark_type(t.key_type), _spark_type(t.item_type), True)
-    raise UnsupportedDeltaTable(f"no Spark type for Arrow type {t}")
+    raise UnsupportedDeltaTableError(f"no Spark type for Arrow type {t}")
 
 
 def spark_schema(schema: pa.Schema):

@@ -7,6 +7,7 @@ import re
 import sys
 from typing import Iterator, Mapping
 
+from rpl_sql.errors import RplSqlError
 from rpl_sql.storage import scratch
 from rpl_sql.compile import MAP_HASH_MIN
 from rpl_sql.display.stderr import redirected
@@ -222,7 +223,7 @@ def installed_map_lookup_hash_min() -> int | None:
     return MAP_HASH_MIN if (major, minor) >= (4, 2) else None
 
 
-class WorkerPythonError(RuntimeError):
+class WorkerPythonError(RplSqlError, RuntimeError):
     """Spark's Python workers cannot import rpl_sql; the message says what to set."""
 
 

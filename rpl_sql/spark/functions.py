@@ -38,7 +38,7 @@ def compile_with_jar(state: ServerState, flags: dict[str, Any], **kw: Any) -> tu
         return compiled, None
     try:
         return compiled, str(jvm.jar_path())
-    except jvm.JarUnavailable:
+    except jvm.JarUnavailableError:
         flags["jvm"] = None
         return compile_functions(state, **flags, **kw), None
 

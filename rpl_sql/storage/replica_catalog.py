@@ -18,6 +18,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from rpl_sql.filters.rules import fold
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta.log import check
@@ -85,7 +86,7 @@ class Catalog:
     _table: DeltaTable | None = field(default=None, repr=False, compare=False)
 
     def fold(self, name: str) -> str:
-        return name.lower() if self.lctn else name
+        return fold(name, self.lctn)  # MySQL's per-character folding, as the filters compare
 
     def key(self, db: str, name: str) -> tuple[str, str]:
         return self.fold(db), self.fold(name)

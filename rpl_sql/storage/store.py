@@ -3,7 +3,7 @@
 `<warehouse>/rpl_state` holds the whole `ServerState`, one row per thing (the server, each channel, each used
 filter slot), so one statement is one atomic Delta commit even when it touches channels and filters together.
 Every commit overwrites the table from the snapshot it read, with no commit retries inside delta-rs: a writer
-that lost a race gets `ConcurrentCommit` instead of silently overwriting, and `DeltaStore.transact` reruns its
+that lost a race gets `ConcurrentCommitError` instead of silently overwriting, and `DeltaStore.transact` reruns its
 pure step on the fresh state. The Delta log doubles as the audit trail (`history`, `filter_changes`).
 
     >>> store = DeltaStore("/tmp/warehouse")
@@ -36,14 +36,14 @@ from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta.commit import META_PREFIX
 from rpl_sql.storage.delta.log import check as check_log
 from rpl_sql.storage.delta.log import latest_version
-from rpl_sql.errors import MySQLError
+from rpl_sql.errors import MySQLError, RplSqlError
 from rpl_sql.filters.rules import TYPES, FilterType
 from rpl_sql.filters.state import ServerState, initial_state
 from rpl_sql.storage.state_table import (CHANNEL_FILTER, GLOBAL_FILTER, SCHEMA, sorted_rows, state_from_table,
                                          state_to_table)
 from rpl_sql.display.stderr import redirected
 
-__all__ = ["STATE_TABLE", "SCHEMA", "FORMAT_VERSION", "Snapshot", "Commit", "FilterChange", "ConcurrentCommit",
+__all__ = ["STATE_TABLE", "SCHEMA", "FORMAT_VERSION", "Snapshot", "Commit", "FilterChange", "ConcurrentCommitError",
            "DeltaStore", "state_to_table", "state_from_table"]
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ _FILTER_COLUMNS = ["seq", "kind", "channel_name", "filter_name", "filter_rule", 
                    "configured_by", "active_since"]
 
 
-class ConcurrentCommit(Exception):
+class ConcurrentCommitError(RplSqlError):
     """Another writer committed after the snapshot was read; reload and redo the change."""
 
 
@@ -377,7 +377,7 @@ class DeltaStore:
     def commit(self, snapshot: Snapshot, new_state: ServerState, metadata: dict[str, str]) -> int:
         """Write `new_state` as the version right after `snapshot.version` and return that version.
 
-        Raises `ConcurrentCommit` if another writer committed (or created the table) first; the table is then
+        Raises `ConcurrentCommitError` if another writer committed (or created the table) first; the table is then
         unchanged. `metadata` (e.g. ``{'statement': text, 'operation': 'CHANGE REPLICATION FILTER'}``) is kept
         in the commit, with keys namespaced as ``rpl_sql.<key>``.
         """
@@ -398,26 +398,26 @@ class DeltaStore:
         return version
 
     def _write(self, snapshot: Snapshot, data, info: dict[str, str]) -> int:
-        """One commit of `data` right after `snapshot` (or creating the table); ConcurrentCommit if it lost."""
+        """One commit of `data` right after `snapshot` (or creating the table); ConcurrentCommitError if it lost."""
         if snapshot.version is None:
             try:
                 with _write_errors(self.state_path, race=lambda e: DeltaTable.is_deltatable(self.state_path)):
                     delta_commit.write(self.state_path, data, mode="error", metadata=info, retries=0, create=True)
             except DeltaError as e:
                 if isinstance(e, CommitFailedError) or DeltaTable.is_deltatable(self.state_path):
-                    raise ConcurrentCommit("the state table was created concurrently") from e
+                    raise ConcurrentCommitError("the state table was created concurrently") from e
                 raise
             return 0
         dt = snapshot._table
         if dt is None or dt.version() != snapshot.version:
             dt = self._open(snapshot.version)
             if dt is None:
-                raise ConcurrentCommit(f"version {snapshot.version} of the state table is gone")
+                raise ConcurrentCommitError(f"version {snapshot.version} of the state table is gone")
         try:
             with _write_errors(self.state_path):
                 delta_commit.write(dt, data, mode="overwrite", metadata=info, retries=0)
         except CommitFailedError as e:
-            raise ConcurrentCommit(f"the state table moved past version {snapshot.version}") from e
+            raise ConcurrentCommitError(f"the state table moved past version {snapshot.version}") from e
         version = snapshot.version + 1
         if self.checkpoint_every and version % self.checkpoint_every == 0:
             try:
@@ -471,7 +471,7 @@ class DeltaStore:
                     return result, None
                 try:
                     return result, self.commit(snap, new_state, metadata)
-                except ConcurrentCommit as e:
+                except ConcurrentCommitError as e:
                     failures += 1
                     if failures >= retries:
                         raise MySQLError.of("ER_LOCK_DEADLOCK") from e

@@ -54,7 +54,7 @@ from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE, applied_path, ev
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.summary import Summary, merge, tables_key
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.writer import SourceFilterConflict, channel_commits
+from rpl_sql.pipeline.writer import SourceFilterConflictError, channel_commits
 from rpl_sql.filters.rules import TYPES, FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.deltaread import DeltaFile
@@ -399,7 +399,7 @@ class _Applier:
             return 0, {}, {}
         try:
             _, hits, rules = settle_source_filtering(state, ch.name, batches)
-        except SourceFilterConflict as e:
+        except SourceFilterConflictError as e:
             raise ApplyError(str(e), ch.name) from None
         return sum(n for b in batches for n in b.dropped.values()), hits, rules
 

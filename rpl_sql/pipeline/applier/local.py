@@ -25,7 +25,7 @@ from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record, decide_shapes
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.writer import SourceFilterConflict, committed_position
+from rpl_sql.pipeline.writer import SourceFilterConflictError, committed_position
 from rpl_sql.filters.rules import TYPES
 from rpl_sql.filters.state import channel_key
 from rpl_sql.storage.store import DeltaStore
@@ -156,7 +156,7 @@ class LocalApplier:
         try:
             batches = source_filtered(self.warehouse, channel, after_seq=lo, through_seq=last, events=self.events.dt)
             _, settled, settled_rules = settle_source_filtering(state, channel, batches) if batches else (None, {}, {})
-        except SourceFilterConflict as e:
+        except SourceFilterConflictError as e:
             raise ApplyError(str(e), channel) from None
         rec = batch_record(
             ch, shapes.values(), settled, settled_rules, channel=channel, start=lo, end=last, events=len(seqs),

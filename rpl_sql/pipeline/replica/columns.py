@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
+from rpl_sql.errors import RplSqlError
+
 # binlog column type codes (pymysqlreplication.constants.FIELD_TYPE) -> vocabulary
 _INTS = {1: "tinyint", 2: "smallint", 9: "mediumint", 3: "int", 8: "bigint"}
 _TEXTUAL = {15, 253, 254, 249, 250, 251, 252}  # varchar, var_string, string (char), the blobs
@@ -28,7 +30,7 @@ MAX_DECIMAL = 38  # Spark's and Delta's widest decimal
 _WIDE = decimal.Context(prec=80)  # MySQL's DECIMAL(65, 30) fits; the default 28 digits do not
 
 
-class UnsupportedColumn(ValueError):
+class UnsupportedColumnError(RplSqlError, ValueError):
     """A binlog column type that the replica cannot represent (named in the message)."""
 
 
@@ -71,7 +73,7 @@ def from_table_map(columns: Iterable[Any]) -> list[dict]:
         elif code in _TEXTUAL:
             d["type"] = "blob" if getattr(c, "character_set_name", None) == "binary" else "text"
         else:
-            raise UnsupportedColumn(f"column {c.name!r}: binlog type {code} is not supported")
+            raise UnsupportedColumnError(f"column {c.name!r}: binlog type {code} is not supported")
         if getattr(c, "is_primary", False):
             d["pk"] = True
         out.append(d)

@@ -15,7 +15,7 @@ written, CREATE/DROP DATABASE act on the database the statement names. A row eve
 does not have creates it from the event's table map (a MySQL replica would stop with error 1146; the table
 map defines the table exactly); CREATE TABLE in a database the replica never received stops with 1049, as
 on MySQL (REPLICATE_REWRITE_DB targets count as existing). Statement-format DML cannot be re-executed
-here: it stops the channel (see `StatementDML`).
+here: it stops the channel (see `StatementDMLError`).
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica import ddl
 from rpl_sql.storage.replica_catalog import Catalog, TableEntry
 from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, reshape, table_seq
-from rpl_sql.filters.rules import FilterType
+from rpl_sql.filters.rules import FilterType, fold
 from rpl_sql.filters.state import ServerState, channel_key
 from rpl_sql.storage.store import DeltaStore
 
@@ -57,7 +57,7 @@ _READ_COLUMNS = ["seq", "event_type", "command", "statement_kind", "default_db",
                  "statement", "rows", "applied_db", "columns", "binlog_file", "binlog_pos", "event_time"]
 
 
-class StatementDML(MySQLError):
+class StatementDMLError(MySQLError):
     """A statement-format DML event would change replica tables: it cannot be re-executed faithfully."""
 
 
@@ -173,8 +173,7 @@ class ReplicaTables:
     def _row_event(self, ev: dict) -> None:
         db = ev["applied_db"] if ev["applied_db"] is not None else ev["db_name"]
         name = ev["table_name"]
-        if self.lctn:
-            db, name = db.lower(), name.lower()
+        db, name = fold(db, self.lctn), fold(name, self.lctn)
         cols = json.loads(ev["columns"]) if ev.get("columns") else None
         images = json.loads(ev["rows"] or "[]")
         if cols is None:  # landed without a table map (Debezium, or before rpl_sql recorded table maps)
@@ -249,7 +248,7 @@ class ReplicaTables:
         if d is None:
             raise MySQLError(1046, "3D000", "ER_NO_DB_ERROR",
                              f"No database selected (seq {ev['seq']}: {ev['statement'][:200]})")
-        return (d.lower(), name.lower()) if self.lctn else (d, name)
+        return fold(d, self.lctn), fold(name, self.lctn)
 
     def _query(self, ev: dict) -> None:
         cmd = ev["command"]
@@ -522,10 +521,10 @@ class ReplicaTables:
             self.cat.add_database(e.db)
 
 
-def statement_dml_error(ev: dict, tables: list[tuple[str, str]], channel: str) -> StatementDML:
+def statement_dml_error(ev: dict, tables: list[tuple[str, str]], channel: str) -> StatementDMLError:
     names = ", ".join(f"{d}.{n}" for d, n in tables)
     q = "'" + channel.replace("'", "''") + "'"
-    return StatementDML(
+    return StatementDMLError(
         1105, "HY000", "ER_UNKNOWN_ERROR",
         f"Statement-format DML at seq {ev['seq']} would change the replica table(s) {names}: "
         f"'{(ev.get('statement') or '')[:300]}'. rpl_sql applies row events only: set binlog_format=ROW on the "
@@ -556,4 +555,4 @@ def materialize(warehouse: str | os.PathLike, channel: str, *, through: int | No
     return ReplicaTables(warehouse, channel, lctn=lctn, exec_mode=exec_mode).catch_up(through)
 
 
-__all__ = ["ReplicaTables", "MaterializeReport", "StatementDML", "materialize"]
+__all__ = ["ReplicaTables", "MaterializeReport", "StatementDMLError", "materialize"]

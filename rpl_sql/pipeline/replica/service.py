@@ -29,11 +29,11 @@ from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import log as deltalog
 from rpl_sql.storage.delta.scan import Followed
-from rpl_sql.errors import MySQLError
+from rpl_sql.errors import MySQLError, RplSqlError
 from rpl_sql.pipeline.applier.job import apply
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ChannelReport
-from rpl_sql.pipeline.binlog import BinlogIngest, SourceChanged
+from rpl_sql.pipeline.binlog import BinlogIngest, SourceChangedError
 from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.writer import ChannelLock, IngestError, IngestReport
@@ -110,7 +110,7 @@ def return_freed_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-class ServiceError(Exception):
+class ServiceError(RplSqlError):
     """The service cannot run: no channel to run, or a channel already run by another service."""
 
 
@@ -241,7 +241,7 @@ class ChannelLoops:
                              batch_seconds=self.svc.batch_seconds, follow=follow, progress=progress,
                              progress_every=HEARTBEAT).run()
                 backoff = 1.0
-            except SourceChanged as e:  # fatal, as MySQL's receiver: the IO thread stops and says why
+            except SourceChangedError as e:  # fatal, as MySQL's receiver: the IO thread stops and says why
                 st.last_io_error = [e.code, str(e)[:1000], _stamp()]
                 st.io, st.io_state = "No", ""
                 log.error("channel %r: receiver stopped: %s", self.channel, e)

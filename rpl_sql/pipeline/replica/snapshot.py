@@ -23,6 +23,7 @@ from typing import Callable
 import pyarrow as pa
 
 from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db, statement_event
+from rpl_sql.filters.rules import fold
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.binlog import source_settings
 from rpl_sql.pipeline.replica import columns as C
@@ -125,7 +126,7 @@ class SourceSnapshot:
         for db, name, estimate in tables:
             if decide(ch.filters, RowEvent(db, name), state.matching).apply:
                 target = rewrite_db(ch.filters, db, lctn)
-                wanted.append((db, name, target, name.lower() if lctn else name, estimate))
+                wanted.append((db, name, target, fold(name, lctn), estimate))
         cat.commit(cat.seq)
         for i, (db, name, target, tname, estimate) in enumerate(wanted):
             done = cat.table(target, tname)
