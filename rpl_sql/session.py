@@ -200,32 +200,33 @@ class Session:
         return 0
 
     def _execute(self, stmt: Statement) -> Result:
+        if isinstance(stmt, SetReplicationVariable):  # MariaDB's SET GLOBAL replicate_*: a filter change
+            stmt = server.variable_filter(stmt, self.default_connection)
+        handler = next((SESSION_HANDLERS[t] for t in type(stmt).__mro__ if t in SESSION_HANDLERS),
+                       Session._server_statement)
+        return handler(self, stmt)
+
+    def _wait_statement(self, stmt: WaitForGtidSet) -> Result:
+        timed_out = self.wait_for_executed_gtid_set(stmt.gtids, stmt.timeout)
+        value = -1 if timed_out and stmt.function == "MASTER_GTID_WAIT" else timed_out
+        return Result(stmt, (stmt.text.strip()[len("SELECT"):].strip(),), [(value,)])
+
+    def _set_default_connection(self, stmt: SetDefaultConnection) -> Result:
+        self.default_connection = stmt.connection
+        return Result(stmt)
+
+    def _show_variables(self, stmt: ShowVariables) -> Result:
+        rows = server.variable_rows(self.state, self.default_connection, stmt.like)
+        return Result(stmt, server.VARIABLE_COLUMNS, rows)
+
+    def _server_statement(self, stmt: Statement) -> Result:
+        """A statement of the server layer: read-only on a past version (AS OF), else one commit of its new state."""
         if isinstance(stmt, ChangeReplicationSource) and "://" in self.warehouse and \
                 any(k == server.SECRET_OPTION for k, _ in stmt.options):
             err = MySQLError.of("ER_WRONG_ARGUMENTS", "CHANGE REPLICATION SOURCE (SOURCE_PASSWORD)")
             err.hint = ("a warehouse on object storage keeps no password file: leave SOURCE_PASSWORD out and set "
                         f"{credentials.env_name(stmt.channel or '')} in the replica service's environment")
             raise err
-        if isinstance(stmt, WaitForGtidSet):
-            timed_out = self.wait_for_executed_gtid_set(stmt.gtids, stmt.timeout)
-            value = -1 if timed_out and stmt.function == "MASTER_GTID_WAIT" else timed_out
-            return Result(stmt, (stmt.text.strip()[len("SELECT"):].strip(),), [(value,)])
-        if isinstance(stmt, SetDefaultConnection):
-            self.default_connection = stmt.connection
-            return Result(stmt)
-        if isinstance(stmt, ShowVariables):
-            return Result(stmt, server.VARIABLE_COLUMNS,
-                          server.variable_rows(self.state, self.default_connection, stmt.like))
-        if isinstance(stmt, SetReplicationVariable):
-            stmt = server.variable_filter(stmt, self.default_connection)
-        if isinstance(stmt, OtherSQL):
-            return self._spark_sql(stmt)
-        if isinstance(stmt, ShowReplicationFilterHistory):
-            return self._history(stmt)
-        if isinstance(stmt, ShowReplicationFilterWarnings):
-            return self._lint(stmt)
-        if isinstance(stmt, ExplainChangeReplicationFilter):
-            return self._impact(stmt)
         if getattr(stmt, "as_of", None) is not None:  # read-only, on the state of a past version
             res = server.execute(self.store.load_as_of(stmt.as_of).state, stmt, self._clock()).result
             return Result(stmt, res.columns, list(res.rows), (), None)
@@ -449,6 +450,18 @@ def quiet_spark_errors() -> Iterator[None]:
 def _is_spark_error(e: BaseException) -> bool:
     """An error Spark raised for a statement (pyspark's exceptions, or py4j's for a JVM error)."""
     return any(c.__module__.startswith(("pyspark.errors", "py4j")) for c in type(e).__mro__)
+
+
+# statement type -> the Session method that runs it; any other statement is the server layer's (a commit)
+SESSION_HANDLERS: dict[type, Callable[[Session, Any], Result]] = {
+    WaitForGtidSet: Session._wait_statement,
+    SetDefaultConnection: Session._set_default_connection,
+    ShowVariables: Session._show_variables,
+    OtherSQL: Session._spark_sql,
+    ShowReplicationFilterHistory: Session._history,
+    ShowReplicationFilterWarnings: Session._lint,
+    ExplainChangeReplicationFilter: Session._impact,
+}
 
 
 def result_frame(spark: Any, result: Result) -> Any:

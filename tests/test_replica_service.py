@@ -348,7 +348,7 @@ def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, 
     import threading
 
     from rpl_sql.cli.commands import snapshot_main
-    from rpl_sql.pipeline.replica.snapshot import Snapshot
+    from rpl_sql.pipeline.replica.snapshot import SourceSnapshot
     from test_replica import ROW_1, ROW_2, TYPES
 
     src, oracle = servers
@@ -368,7 +368,7 @@ def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, 
         if pr.tables_done == 1:
             raise KeyboardInterrupt  # a crash in the middle of the snapshot
     with pytest.raises(KeyboardInterrupt):
-        Snapshot(warehouse, "a", batch_rows=500, progress=stop_after_first).run()
+        SourceSnapshot(warehouse, "a", batch_rows=500, progress=stop_after_first).run()
     # every report of the first table names it 1/3, its last (finished) one too, with a rate
     assert {(n, t) for n, t, _, _ in seen} == {(1, seen[0][1])} and seen[-1][2] and all(r > 0 for *_, r in seen)
     busy = threading.Event()

@@ -9,6 +9,7 @@ docs/pipeline.md for the mapping of binlog events to rows and docs/design for wh
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -41,12 +42,27 @@ from rpl_sql.storage.store import DeltaStore
 
 log = logging.getLogger(__name__)
 
+class _Pending:
+    """One event of the open transaction, as it will be landed (a rows event's images kept as a list until the
+    transaction ends, so the next rows event of the same statement can join them)."""
+
+    __slots__ = ("gtid", "file", "pos", "event_type", "command", "kind", "default_db", "db_name", "table_name",
+                 "tables", "statement", "images", "time_us", "columns")
+
+    def __init__(self, gtid, file, pos, event_type, command=None, kind=None, default_db=None, db_name=None,
+                 table_name=None, tables=None, statement=None, images=None, time_us=0, columns=None):
+        self.gtid, self.file, self.pos, self.event_type = gtid, file, pos, event_type
+        self.command, self.kind, self.default_db = command, kind, default_db
+        self.db_name, self.table_name, self.tables, self.statement = db_name, table_name, tables, statement
+        self.images, self.time_us, self.columns = images, time_us, columns
+
+
 class _Txn:
     __slots__ = ("gtid", "open", "xa", "rows", "dropped", "content", "kept", "time_us", "merge")
 
     def __init__(self, gtid: str | None, open_: bool):
         self.gtid, self.open, self.xa = gtid, open_, False
-        self.rows: list[list] = []      # pending canonical rows (images kept as lists until the end)
+        self.rows: list[_Pending] = []  # the events to land, in order
         self.dropped: Counter = Counter()
         self.content = 0                # non-control events seen
         self.kept = 0                   # non-control events kept
@@ -346,30 +362,44 @@ class BinlogIngest:
                 self.boundary = (self.file, self.pos)
             return
         self._advance(ev.packet.log_pos)
-        if name in ("GtidEvent", "MariadbGtidEvent"):
-            if self.txn is not None and (self.txn.rows or self.txn.content):
-                log.warning("channel %r: transaction before %s:%d has no end; discarded", self.channel,
-                            self.file, self.pos)
-            standalone = name == "GtidEvent" or bool(ev.flags & _FL_STANDALONE)
-            self.txn = _Txn(ev.gtid, open_=not standalone)
-            # MariaDB logs no XA START: the GTID event's flags mark an XA transaction
-            self.txn.xa = name == "MariadbGtidEvent" and bool(ev.flags & _FL_XA)
-        elif name == "QueryEvent":
-            self._query(ev)
-        elif name in _ROW_TYPES:
-            self._rows(ev, _ROW_TYPES[name])
-        elif name == "XidEvent":
-            txn = self._txn(ev)
-            self._add_query(txn, ev, f"COMMIT /* xid={ev.xid} */", "COMMIT", "TRANSACTION", None, (), control=True)
-            self._end()
-        elif name == "XAPrepareEvent":
-            txn = self._txn(ev)
-            xid = "X'" + bytes(ev.xid_gtrid).hex() + "',X'" + bytes(ev.xid_bqual).hex() + f"',{ev.xid_format_id}"
-            self._add_query(txn, ev, f"XA PREPARE {xid}", "XA_PREPARE", "TRANSACTION", None, (), control=True)
-            self._end()
+        handler = self._handlers.get(name)
+        if handler is not None:
+            handler(ev)
         elif self.txn is None:  # housekeeping between transactions: the resume position moves past it
             self.boundary = (self.file, self.pos)
         self._tick()
+
+    @functools.cached_property
+    def _handlers(self) -> dict[str, Callable[[Any], None]]:
+        """Event class name -> what landing it means (Debezium's reader keeps the same kind of map)."""
+        out: dict[str, Callable[[Any], None]] = {
+            "GtidEvent": self._gtid, "MariadbGtidEvent": self._gtid, "QueryEvent": self._query,
+            "XidEvent": self._xid, "XAPrepareEvent": self._xa_prepare,
+        }
+        for name, etype in _ROW_TYPES.items():
+            out[name] = functools.partial(self._rows, etype=etype)
+        return out
+
+    def _gtid(self, ev) -> None:
+        if self.txn is not None and (self.txn.rows or self.txn.content):
+            log.warning("channel %r: transaction before %s:%d has no end; discarded", self.channel,
+                        self.file, self.pos)
+        mariadb = type(ev).__name__ == "MariadbGtidEvent"
+        standalone = not mariadb or bool(ev.flags & _FL_STANDALONE)
+        self.txn = _Txn(ev.gtid, open_=not standalone)
+        # MariaDB logs no XA START: the GTID event's flags mark an XA transaction
+        self.txn.xa = mariadb and bool(ev.flags & _FL_XA)
+
+    def _xid(self, ev) -> None:
+        txn = self._txn(ev)
+        self._add_query(txn, ev, f"COMMIT /* xid={ev.xid} */", "COMMIT", "TRANSACTION", None, (), control=True)
+        self._end()
+
+    def _xa_prepare(self, ev) -> None:
+        txn = self._txn(ev)
+        xid = "X'" + bytes(ev.xid_gtrid).hex() + "',X'" + bytes(ev.xid_bqual).hex() + f"',{ev.xid_format_id}"
+        self._add_query(txn, ev, f"XA PREPARE {xid}", "XA_PREPARE", "TRANSACTION", None, (), control=True)
+        self._end()
 
     def _advance(self, log_pos: int) -> None:
         if log_pos:
@@ -423,8 +453,9 @@ class BinlogIngest:
             txn.content += 1
             txn.kept += 1
         txn.merge = None
-        txn.rows.append([txn.gtid, self.file, self.pos, "query", cmd, kind, default_db, None, None,
-                         tables_value(tables), sql, None, txn.time_us or ev.timestamp * 1_000_000, None])
+        txn.rows.append(_Pending(txn.gtid, self.file, self.pos, "query", cmd, kind, default_db,
+                                 tables=tables_value(tables), statement=sql,
+                                 time_us=txn.time_us or ev.timestamp * 1_000_000))
 
     def _rows(self, ev, etype: str) -> None:
         txn = self._txn(ev)
@@ -434,9 +465,9 @@ class BinlogIngest:
             row = m[2]
             if row is None:  # continues a dropped statement's rows: already counted
                 pass
-            elif len(row[11]) < MAX_MERGED_IMAGES:
-                row[11].extend(self._images(ev, etype))
-                row[1], row[2] = self.file, self.pos
+            elif len(row.images) < MAX_MERGED_IMAGES:
+                row.images.extend(self._images(ev, etype))
+                row.file, row.pos = self.file, self.pos
             else:
                 row = self._new_rows_row(txn, ev, etype)
             txn.merge = None if ends else (ev.table_id, etype, row)
@@ -468,9 +499,10 @@ class BinlogIngest:
                 self.columns[tid] = None
         return self.columns[tid]
 
-    def _new_rows_row(self, txn: _Txn, ev, etype: str) -> list:
-        row = [txn.gtid, self.file, self.pos, etype, None, None, None, ev.schema, ev.table, None, None,
-               self._images(ev, etype), ev.timestamp * 1_000_000, self._table_columns(ev)]
+    def _new_rows_row(self, txn: _Txn, ev, etype: str) -> _Pending:
+        row = _Pending(txn.gtid, self.file, self.pos, etype, db_name=ev.schema, table_name=ev.table,
+                       images=self._images(ev, etype), time_us=ev.timestamp * 1_000_000,
+                       columns=self._table_columns(ev))
         txn.rows.append(row)
         return row
 
@@ -490,9 +522,10 @@ class BinlogIngest:
         if txn.dropped and txn.kept == 0:
             b.add(txn.gtid, self.file, self.pos, "gtid", time_us=txn.time_us)
         else:
-            for g, f, p, et, cmd, kind, ddb, db, tab, tables, sql, images, us, cols in txn.rows:
-                b.add(g, f, p, et, cmd, kind, ddb, db, tab, tables, sql,
-                      rows_json(images) if images is not None else None, us, cols)
+            for r in txn.rows:
+                b.add(r.gtid, r.file, r.pos, r.event_type, r.command, r.kind, r.default_db, r.db_name, r.table_name,
+                      r.tables, r.statement, rows_json(r.images) if r.images is not None else None, r.time_us,
+                      r.columns)
         pending = len(b)
         if self.max_events is not None and self.landed_run + pending >= self.max_events:
             self.done = True

@@ -6,7 +6,7 @@ No I/O. Every check runs before anything changes, so an error leaves the state a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from rpl_sql.server import performance_schema as pfs
 from rpl_sql.errors import MySQLError, MySQLWarning
@@ -389,25 +389,26 @@ def variable_rows(state: ServerState, connection: str, like: str | None) -> list
 
 # ---------------------------------------------------------------- dispatch
 
+# statement type -> its handler, called as handler(state, stmt, now, applier)
+HANDLERS: dict[type, Callable[[ServerState, Any, int, dict | None], Outcome]] = {
+    ChangeReplicationFilter: lambda state, stmt, now, _: change_replication_filter(state, stmt, now),
+    ChangeReplicationSource: lambda state, stmt, now, _: change_replication_source(state, stmt, now),
+    ResetReplica: lambda state, stmt, now, _: reset_replica(state, stmt, now),
+    StartReplica: lambda state, stmt, now, _: start_stop_replica(state, stmt, now),
+    StopReplica: lambda state, stmt, now, _: start_stop_replica(state, stmt, now),
+    ShowReplicaStatus: lambda state, stmt, _, applier: show_replica_status(state, stmt, applier),
+    SetSkipCounter: lambda state, stmt, _, __: set_skip_counter(state, stmt),
+    ExplainReplicationFilter: lambda state, stmt, _, __: explain_filter(state, stmt),
+    ShowReplicationFilters: lambda state, stmt, _, __: show_filters(state, stmt),
+}
+
+
 def execute(state: ServerState, stmt: Statement, now: int, applier: dict | None = None) -> Outcome:
     """Run one replication statement. `now` is the statement start time in µs (ACTIVE_SINCE)."""
-    if isinstance(stmt, ChangeReplicationFilter):
-        return change_replication_filter(state, stmt, now)
-    if isinstance(stmt, ChangeReplicationSource):
-        return change_replication_source(state, stmt, now)
-    if isinstance(stmt, ResetReplica):
-        return reset_replica(state, stmt, now)
-    if isinstance(stmt, (StartReplica, StopReplica)):
-        return start_stop_replica(state, stmt, now)
-    if isinstance(stmt, ShowReplicaStatus):
-        return show_replica_status(state, stmt, applier)
-    if isinstance(stmt, SetSkipCounter):
-        return set_skip_counter(state, stmt)
-    if isinstance(stmt, ExplainReplicationFilter):
-        return explain_filter(state, stmt)
-    if isinstance(stmt, ShowReplicationFilters):
-        return show_filters(state, stmt)
-    raise TypeError(f"not a replication statement for the server: {type(stmt).__name__}")
+    handler = next((HANDLERS[t] for t in type(stmt).__mro__ if t in HANDLERS), None)
+    if handler is None:
+        raise TypeError(f"not a replication statement for the server: {type(stmt).__name__}")
+    return handler(state, stmt, now, applier)
 
 
 # ---------------------------------------------------------------- start-up (spec §8)
