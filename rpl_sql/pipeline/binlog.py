@@ -453,9 +453,8 @@ class BinlogIngest:
             txn.content += 1
             txn.kept += 1
         txn.merge = None
-        txn.rows.append(_Pending(txn.gtid, self.file, self.pos, "query", cmd, kind, default_db,
-                                 tables=tables_value(tables), statement=sql,
-                                 time_us=txn.time_us or ev.timestamp * 1_000_000))
+        txn.rows.append(_Pending(txn.gtid, self.file, self.pos, "query", cmd, kind, default_db, None, None,
+                                 tables_value(tables), sql, None, txn.time_us or ev.timestamp * 1_000_000, None))
 
     def _rows(self, ev, etype: str) -> None:
         txn = self._txn(ev)
@@ -500,9 +499,8 @@ class BinlogIngest:
         return self.columns[tid]
 
     def _new_rows_row(self, txn: _Txn, ev, etype: str) -> _Pending:
-        row = _Pending(txn.gtid, self.file, self.pos, etype, db_name=ev.schema, table_name=ev.table,
-                       images=self._images(ev, etype), time_us=ev.timestamp * 1_000_000,
-                       columns=self._table_columns(ev))
+        row = _Pending(txn.gtid, self.file, self.pos, etype, None, None, None, ev.schema, ev.table, None, None,
+                       self._images(ev, etype), ev.timestamp * 1_000_000, self._table_columns(ev))  # positional: hot
         txn.rows.append(row)
         return row
 
