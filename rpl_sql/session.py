@@ -29,6 +29,7 @@ from rpl_sql.server.applier_state import GtidSet, applier_status, executed_gtids
 from rpl_sql.errors import MySQLError, SparkRequiredError, SparkSQLError, MySQLWarning
 from rpl_sql.filters.evaluate import Decision, Event
 from rpl_sql.language.lexer import redact
+from rpl_sql.language.quoting import ident
 from rpl_sql.language.parser import check_utf8, parse
 from rpl_sql.server.startup import StartupOptions, parse_startup, read_option_file
 from rpl_sql.filters.state import ServerState
@@ -470,7 +471,7 @@ def result_frame(spark: Any, result: Result) -> Any:
 
     if not result.columns:
         return spark.createDataFrame([], StructType([]))
-    schema = ", ".join(f"`{c}` {_column_type(result.rows, i)}" for i, c in enumerate(result.columns))
+    schema = ", ".join(f"{ident(c)} {_column_type(result.rows, i)}" for i, c in enumerate(result.columns))
     return spark.createDataFrame([tuple(r) for r in result.rows], schema)
 
 

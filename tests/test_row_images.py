@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rpl_sql.pipeline import binlog
-from rpl_sql.pipeline.binlog import _library_images, ingest_channel
+from rpl_sql.pipeline.binlog import ingest_channel
+from rpl_sql.pipeline.binlog_txn import library_images
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
 from rpl_sql.pipeline.row_images import ImageDecoder
 
@@ -115,7 +116,7 @@ def rows_events(m, start: tuple[str, int], framed: bool = False):
 
 
 def _framed_images(ev, kind) -> list[dict]:
-    return ev.images if type(ev) is FramedRows else _library_images(ev, kind)
+    return ev.images if type(ev) is FramedRows else library_images(ev, kind)
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +158,7 @@ def test_every_compiled_image_equals_the_librarys(source, rows, changes, image, 
     for ev, kind in rows_events(m, start):
         ours = decoder.images(ev, kind)
         assert ours is not None, f"{kind} of {ev.table} in {image} image fell back to the library"
-        library = _library_images(ev, kind)
+        library = library_images(ev, kind)
         assert ours == library
         assert _types(ours) == _types(library)  # 1 == 1.0 and b"" != "" aside: the same Python types
         expected.append((kind, ev.flags, library))
@@ -207,7 +208,7 @@ def test_negative_fractional_times_are_the_servers(source, rows):
     decoded = {}
     for ev, kind in rows_events(m, start):
         ours = ImageDecoder().images(ev, kind)
-        assert ours == _library_images(ev, kind)
+        assert ours == library_images(ev, kind)
         for img in ours:
             after = img["after"]
             decoded[after["id"]] = [None if after[c] is None else after[c] // dt.timedelta(microseconds=1)
@@ -226,7 +227,7 @@ def test_a_statement_logged_in_several_rows_events_is_framed_event_by_event(sour
     m.execute("SET SESSION binlog_format=ROW",
               "INSERT INTO `ty pes`.big SELECT seq, REPEAT('é', 100) FROM `ty pes`.seq_1_to_400",
               "UPDATE `ty pes`.big SET v = 'x', id = id + 1000", "DELETE FROM `ty pes`.big")
-    library = [(kind, ev.flags, _library_images(ev, kind)) for ev, kind in rows_events(m, start)]
+    library = [(kind, ev.flags, library_images(ev, kind)) for ev, kind in rows_events(m, start)]
     framed = list(rows_events(m, start, framed=True))
     assert [(kind, ev.flags, _framed_images(ev, kind)) for ev, kind in framed] == library
     assert sum(type(ev) is not FramedRows for ev, _ in framed) == 1

@@ -1,4 +1,5 @@
-"""SQL text: string literals (the only place text is escaped), IN lists and maps, folding, AND/OR/CASE."""
+"""Spark SQL text: Spark's string literals, IN lists and maps, folding, AND/OR/CASE. Identifiers and MySQL's
+string literals are rpl_sql.language.quoting's; Spark's parser and shell need the escaping below."""
 from __future__ import annotations
 
 import re
@@ -8,14 +9,14 @@ from rpl_sql.compile import codes
 from rpl_sql.compile.codes import MAP_PAD_MAX
 from rpl_sql.filters.rules import fold_translation
 
-# ---------------------------------------------------------------- quoting: the only place text is escaped
+# ---------------------------------------------------------------- Spark's string literals
 
 LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'")  # a string literal as sql_str writes it
 _PLAIN = re.compile(r"[A-Za-z0-9 _.%,:;=<>!?@#&|^~*+/()\[\]{}\"`-]*")  # printable, none of \\ ' $
 
 
 def sql_str(s: str, script_safe: bool = False) -> str:
-    """A Spark SQL string literal for `s` (default parser: backslash escapes): the only quoter of text.
+    """A Spark SQL string literal for `s` (default parser: backslash escapes): every compiled function's text.
 
     Quote and backslash are escaped, `$` (Spark's ${var} substitution runs on the raw text) and non-printable
     characters become \\uXXXX (surrogate pairs above the BMP): nothing in a name can end the literal, start

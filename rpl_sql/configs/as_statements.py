@@ -1,19 +1,11 @@
 """A config as the CHANGE REPLICATION FILTER statements that set it (what `import-filters` prints and runs)."""
 from __future__ import annotations
 
+from rpl_sql.language.quoting import ident, mysql_str
 from rpl_sql.configs.model import FilterConfig, NotExpressibleError, Rules
 from rpl_sql.filters.rules import FilterType
 
 T = FilterType
-
-
-def ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def string(value: str) -> str:
-    """A MySQL string literal that reads back as `value` (a pattern's `\\%` and `\\_` included)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _value(ftype: FilterType, v) -> str:
@@ -27,13 +19,13 @@ def _value(ftype: FilterType, v) -> str:
             raise NotExpressibleError(
                 f"{ftype.filter_name} rule {v!r}: MySQL's parser refuses a line feed in a pattern "
                 "string (a start-up option can hold one: keep it in the option file)")
-        return string(v)
+        return mysql_str(v)
     return ident(v)
 
 
 def change_filter(rules: Rules, channel: str | None) -> str:
     parts = [f"{t.filter_name} = ({', '.join(_value(t, v) for v in values)})" for t, values in rules]
-    suffix = "" if channel is None else f" FOR CHANNEL {string(channel)}"
+    suffix = "" if channel is None else f" FOR CHANNEL {mysql_str(channel)}"
     text = "CHANGE REPLICATION FILTER " + ",\n    ".join(parts) + suffix + ";"
     if "\0" in text:
         raise NotExpressibleError(f"{'global rules' if channel is None else f'channel {channel!r}'}: a name or pattern "

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from rpl_sql.server import execute as server
 from rpl_sql.configs.model import FilterConfig, NotExpressibleError, rules_of
-from rpl_sql.configs.as_statements import string
+from rpl_sql.language.quoting import mysql_str
 from rpl_sql.language.parser import parse
 from rpl_sql.filters.rules import TYPES, FilterType
 from rpl_sql.filters.state import ServerState, is_gr_channel
@@ -58,11 +58,11 @@ def write_sql(state: ServerState) -> str:
     for ch in state.configured_channels():
         if is_gr_channel(ch.name):
             continue
-        out.append(f"SET @@default_master_connection = {string(ch.name)};")
+        out.append(f"SET @@default_master_connection = {mysql_str(ch.name)};")
         for ftype in TYPES:
             where = f"channel '{ch.name}' {ftype.filter_name}"
             items = ",".join(_item(ftype, v, where) for v in ch.filters.values(ftype))
-            out.append(f"SET GLOBAL {ftype.filter_name.lower()} = {string(items)};")
+            out.append(f"SET GLOBAL {ftype.filter_name.lower()} = {mysql_str(items)};")
     out.append("SET @@default_master_connection = '';")
     text = "\n".join(out) + "\n"
     if "\0" in text:

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
 
+from rpl_sql.language.quoting import standard_str
 from rpl_sql.errors import CATALOGUE, MySQLError
 from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS
 from rpl_sql.language.lexer import SECRET, expand_executable_comments, pieces, split_statements
@@ -307,10 +308,6 @@ def _option_key(tok: Token) -> tuple[str, str | None]:
     return key, None
 
 
-def _sql_quoted(part: str) -> str:
-    return "'" + part.replace("'", "''") + "'"
-
-
 class _Build(Transformer):
     """Rule callbacks, run by the LALR parser as it reduces (no parse tree is built)."""
 
@@ -414,7 +411,7 @@ class _Build(Transformer):
 
     def account(self, c):
         user, host = (_string(p) if isinstance(p, Token) and p.type == "STRING" else str(p) for p in c)
-        return f"{_sql_quoted(user)}@{_sql_quoted('%' if c[1] is None else host)}"
+        return f"{standard_str(user)}@{standard_str('%' if c[1] is None else host)}"
 
     def pk_check(self, c):
         return c[0].upper()

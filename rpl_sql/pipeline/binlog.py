@@ -14,16 +14,15 @@ import logging
 import os
 import random
 import time
-from collections import Counter
 from typing import Any, Callable
 
-from pymysqlreplication.constants import NONE_SOURCE
 
 from rpl_sql.storage import credentials
 from rpl_sql.server.applier_state import GtidSet
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
-from rpl_sql.pipeline.replica.columns import UnsupportedColumnError, columns_json, from_table_map
+from rpl_sql.pipeline.binlog_txn import (ROW_TYPES, STMT_END_F, OpenTransaction, PendingEvent, TableMapColumns,
+                                         library_images, xa_xid)
 from rpl_sql.pipeline.row_images import ImageDecoder
 from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
 from rpl_sql.pipeline.writer import (
@@ -42,59 +41,10 @@ from rpl_sql.storage.store import DeltaStore
 
 log = logging.getLogger(__name__)
 
-class _Pending:
-    """One event of the open transaction, as it will be landed (a rows event's images kept as a list until the
-    transaction ends, so the next rows event of the same statement can join them)."""
-
-    __slots__ = ("gtid", "file", "pos", "event_type", "command", "kind", "default_db", "db_name", "table_name",
-                 "tables", "statement", "images", "time_us", "columns")
-
-    def __init__(self, gtid, file, pos, event_type, command=None, kind=None, default_db=None, db_name=None,
-                 table_name=None, tables=None, statement=None, images=None, time_us=0, columns=None):
-        self.gtid, self.file, self.pos, self.event_type = gtid, file, pos, event_type
-        self.command, self.kind, self.default_db = command, kind, default_db
-        self.db_name, self.table_name, self.tables, self.statement = db_name, table_name, tables, statement
-        self.images, self.time_us, self.columns = images, time_us, columns
-
-
-class _Txn:
-    __slots__ = ("gtid", "open", "xa", "rows", "dropped", "content", "kept", "time_us", "merge")
-
-    def __init__(self, gtid: str | None, open_: bool):
-        self.gtid, self.open, self.xa = gtid, open_, False
-        self.rows: list[_Pending] = []  # the events to land, in order
-        self.dropped: Counter = Counter()
-        self.content = 0                # non-control events seen
-        self.kept = 0                   # non-control events kept
-        self.time_us = 0
-        self.merge: tuple | None = None  # (table_id, rows event kind, row or None when dropped)
-
-
 # While reading what the source had already written when the run connected (a backlog), commit at most this
 # often: a commit costs ~40 ms, which at 0.2 s intervals was a fifth of a catch-up's time. Afterwards,
 # `batch_seconds` (the service's 0.2 s keeps the lag low).
 BACKLOG_COMMIT_SECONDS = 2.0
-
-_ROW_TYPES = {"WriteRowsEvent": "write_rows", "UpdateRowsEvent": "update_rows", "DeleteRowsEvent": "delete_rows"}
-_STMT_END_F = 0x0001
-_FL_STANDALONE = 0x01  # MariaDB GTID event flag: no BEGIN/COMMIT follows
-_FL_XA = 0x40 | 0x80   # MariaDB GTID event flags FL_PREPARED_XA, FL_COMPLETED_XA
-
-
-def _library_images(ev, etype: str) -> list[dict]:
-    if etype == "update_rows":
-        return [{"before": _sets(r["before_values"], r["before_none_sources"]),
-                 "after": _sets(r["after_values"], r["after_none_sources"])} for r in ev.rows]
-    if etype == "write_rows":
-        return [{"before": None, "after": _sets(r["values"], r["none_sources"])} for r in ev.rows]
-    return [{"before": _sets(r["values"], r["none_sources"]), "after": None} for r in ev.rows]
-
-
-def _sets(values: dict, none_sources: dict) -> dict:
-    """The library reads an empty SET ('') as None, as if it were NULL: give it back as the empty set."""
-    empty = [k for k, src in none_sources.items() if src == NONE_SOURCE.EMPTY_SET]
-    return {**values, **{k: set() for k in empty}} if empty else values
-
 
 def _log_key(file: str, pos: int) -> tuple:
     """Binlog coordinates in order (the file's number compared as a number, so .999999 < .1000000)."""
@@ -294,9 +244,9 @@ class BinlogIngest:
         self.boundary = start            # position after the last complete transaction read
         self.last_gtid = self.report.gtid
         self.new_gtids: list[str] = []   # landed since the last commit (joined into self.landed there)
-        self.txn: _Txn | None = None
+        self.txn: OpenTransaction | None = None
         self.last_flush = self.last_progress = time.monotonic()
-        self.columns: dict[int, str | None] = {}  # table_id -> its table map's columns (JSON)
+        self.columns = TableMapColumns(self.channel)
         self.decoder = ImageDecoder()
         self.t0 = t0
         self.landed_run = 0
@@ -376,7 +326,7 @@ class BinlogIngest:
             "GtidEvent": self._gtid, "MariadbGtidEvent": self._gtid, "QueryEvent": self._query,
             "XidEvent": self._xid, "XAPrepareEvent": self._xa_prepare,
         }
-        for name, etype in _ROW_TYPES.items():
+        for name, etype in ROW_TYPES.items():
             out[name] = functools.partial(self._rows, etype=etype)
         return out
 
@@ -384,21 +334,14 @@ class BinlogIngest:
         if self.txn is not None and (self.txn.rows or self.txn.content):
             log.warning("channel %r: transaction before %s:%d has no end; discarded", self.channel,
                         self.file, self.pos)
-        mariadb = type(ev).__name__ == "MariadbGtidEvent"
-        standalone = not mariadb or bool(ev.flags & _FL_STANDALONE)
-        self.txn = _Txn(ev.gtid, open_=not standalone)
-        # MariaDB logs no XA START: the GTID event's flags mark an XA transaction
-        self.txn.xa = mariadb and bool(ev.flags & _FL_XA)
+        self.txn = OpenTransaction.of_gtid_event(ev)
 
     def _xid(self, ev) -> None:
-        txn = self._txn(ev)
-        self._add_query(txn, ev, f"COMMIT /* xid={ev.xid} */", "COMMIT", "TRANSACTION", None, (), control=True)
+        self._add_query(self._txn(ev), ev, f"COMMIT /* xid={ev.xid} */", "COMMIT", "TRANSACTION", None, (), True)
         self._end()
 
     def _xa_prepare(self, ev) -> None:
-        txn = self._txn(ev)
-        xid = "X'" + bytes(ev.xid_gtrid).hex() + "',X'" + bytes(ev.xid_bqual).hex() + f"',{ev.xid_format_id}"
-        self._add_query(txn, ev, f"XA PREPARE {xid}", "XA_PREPARE", "TRANSACTION", None, (), control=True)
+        self._add_query(self._txn(ev), ev, f"XA PREPARE {xa_xid(ev)}", "XA_PREPARE", "TRANSACTION", None, (), True)
         self._end()
 
     def _advance(self, log_pos: int) -> None:
@@ -407,10 +350,10 @@ class BinlogIngest:
                 self.report.source_bytes += log_pos - self.pos
             self.pos = log_pos
 
-    def _txn(self, ev, open_: bool = True) -> _Txn:
+    def _txn(self, ev, open_: bool = True) -> OpenTransaction:
         """The current transaction; without a GTID event a statement outside BEGIN stands alone."""
         if self.txn is None:
-            self.txn = _Txn(None, open_=open_)
+            self.txn = OpenTransaction(None, open_=open_)
         self.txn.time_us = ev.timestamp * 1_000_000
         return self.txn
 
@@ -448,17 +391,17 @@ class BinlogIngest:
         if not txn.open:
             self._end()
 
-    def _add_query(self, txn: _Txn, ev, sql, cmd, kind, default_db, tables, control: bool) -> None:
+    def _add_query(self, txn: OpenTransaction, ev, sql, cmd, kind, default_db, tables, control: bool) -> None:
         if not control:
             txn.content += 1
             txn.kept += 1
         txn.merge = None
-        txn.rows.append(_Pending(txn.gtid, self.file, self.pos, "query", cmd, kind, default_db, None, None,
+        txn.rows.append(PendingEvent(txn.gtid, self.file, self.pos, "query", cmd, kind, default_db, None, None,
                                  tables_value(tables), sql, None, txn.time_us or ev.timestamp * 1_000_000, None))
 
     def _rows(self, ev, etype: str) -> None:
         txn = self._txn(ev)
-        ends = bool(getattr(ev, "flags", 0) & _STMT_END_F)
+        ends = bool(getattr(ev, "flags", 0) & STMT_END_F)
         m = txn.merge
         if m is not None and m[0] == ev.table_id and m[1] == etype:
             row = m[2]
@@ -484,23 +427,11 @@ class BinlogIngest:
 
     def _images(self, ev, etype: str) -> list[dict]:
         images = ev.images if type(ev) is FramedRows else self.decoder.images(ev, etype)
-        return images if images is not None else _library_images(ev, etype)
+        return images if images is not None else library_images(ev, etype)
 
-    def _table_columns(self, ev) -> str | None:
-        """The table map's columns as JSON, once per table id (a table id names one table definition)."""
-        tid = ev.table_id
-        if tid not in self.columns:
-            try:
-                self.columns[tid] = columns_json(from_table_map(ev.columns))
-            except UnsupportedColumnError as e:
-                log.warning("channel %r: %s.%s: %s; its replica table gets no types", self.channel, ev.schema,
-                            ev.table, e)
-                self.columns[tid] = None
-        return self.columns[tid]
-
-    def _new_rows_row(self, txn: _Txn, ev, etype: str) -> _Pending:
-        row = _Pending(txn.gtid, self.file, self.pos, etype, None, None, None, ev.schema, ev.table, None, None,
-                       self._images(ev, etype), ev.timestamp * 1_000_000, self._table_columns(ev))  # positional: hot
+    def _new_rows_row(self, txn: OpenTransaction, ev, etype: str) -> PendingEvent:
+        row = PendingEvent(txn.gtid, self.file, self.pos, etype, None, None, None, ev.schema, ev.table, None, None,
+                       self._images(ev, etype), ev.timestamp * 1_000_000, self.columns.of(ev))  # positional: hot
         txn.rows.append(row)
         return row
 

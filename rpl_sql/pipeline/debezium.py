@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from rpl_sql.language.quoting import qualified
 from rpl_sql.classify import classify
 from rpl_sql.storage.delta import archive
 from rpl_sql.pipeline.debezium_types import RowDecoder
@@ -186,7 +187,7 @@ class DebeziumIngest:
         if op == "t":
             if not self._admit(f"{db}.{table}", file, pos, row, _digest("t")):
                 return
-            stmt = f"TRUNCATE TABLE `{db.replace('`', '``')}`.`{table.replace('`', '``')}`"
+            stmt = f"TRUNCATE TABLE {qualified(db, table)}"
             info = classify(stmt)
             self._land(gtid, file, pos, "query", info.command, info.kind, db, None, None,
                        tables_value(info.tables), stmt, None, us)

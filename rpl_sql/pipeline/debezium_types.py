@@ -23,6 +23,7 @@ import functools
 import json
 from typing import Any, Callable
 
+from rpl_sql.language.quoting import mysql_str
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica import ddl
 
@@ -140,10 +141,6 @@ def _members(params: dict) -> list[str]:
     return allowed.split(",") if allowed else []
 
 
-def _quote(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
 @functools.lru_cache(maxsize=1024)
 def _declared(type_name: str, length: int | None, scale: int | None, members: tuple[str, ...]) -> dict | None:
     """The column of a propagated source type ('INT UNSIGNED', 'DECIMAL' with length 10 and scale 2, ...), read
@@ -152,7 +149,7 @@ def _declared(type_name: str, length: int | None, scale: int | None, members: tu
     unsigned = base.endswith(" UNSIGNED") or " UNSIGNED " in base
     word = base.split()[0] if base else ""
     if word in ("ENUM", "SET"):
-        text = f"{word}({', '.join(_quote(m) for m in members)})"
+        text = f"{word}({', '.join(mysql_str(m) for m in members)})"
     elif word in ("DECIMAL", "NUMERIC", "DEC") and length is not None:
         text = f"DECIMAL({length},{scale or 0})"
     elif word in ("DATETIME", "TIMESTAMP", "TIME", "BIT") and length is not None:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from rpl_sql.language.quoting import channel_predicate
 from rpl_sql.errors import RplSqlError
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
@@ -288,8 +289,7 @@ class EventsWriter:
         lo, hi = self.last_seq - rows.num_rows + 1, self.last_seq
         try:
             # the default channel's partition value '' reads back NULL: the predicate must match both
-            where = ("(channel = '' OR channel IS NULL)" if not self.channel
-                     else "channel = '" + self.channel.replace("'", "''") + "'")
+            where = channel_predicate(self.channel)
             delta_commit.write(self.dt, rows.sort_by("seq"), mode="overwrite", partition_by=PARTITION_BY,
                                predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
                                metadata={META + "compacted": f"{self.channel}:{lo}-{hi}"})

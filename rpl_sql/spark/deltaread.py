@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
+from rpl_sql.language.quoting import ident
 from rpl_sql.errors import RplSqlError
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta.log import check
@@ -296,7 +297,7 @@ def _read_snapshot(spark, snap: DeltaSnapshot):
     from pyspark.sql.types import StructType
 
     data_schema = StructType(data_fields)
-    order = [F.col("`" + n.replace("`", "``") + "`") for n in snap.schema.names]
+    order = [F.col(ident(n)) for n in snap.schema.names]
     if not snap.files:
         return spark.createDataFrame([], full)
     if not pcols:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from rpl_sql.language.quoting import ident, mysql_str
 from rpl_sql.server import execute as server
 from rpl_sql.filters.state import channel_key
 from rpl_sql.language.statements import ExplainReplicationFilter
@@ -30,9 +31,8 @@ def _statement(channel: str | None, text: str, default_db: str | None):
     """The shell's STATEMENT form read by the shell's own grammar: a command name or SQL text, same errors."""
     from rpl_sql.language.parser import parse  # lark: loaded when the function first runs
 
-    quoted = "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
-    db = "" if default_db is None else " DEFAULT DATABASE `" + default_db.replace("`", "``") + "`"
-    stmt = parse(f"EXPLAIN REPLICATION FILTER STATEMENT {quoted}{db}")[0]
+    db = "" if default_db is None else " DEFAULT DATABASE " + ident(default_db)
+    stmt = parse(f"EXPLAIN REPLICATION FILTER STATEMENT {mysql_str(text)}{db}")[0]
     return replace(stmt, channel=None if channel is None else channel_key(channel))
 
 

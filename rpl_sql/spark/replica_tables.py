@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rpl_sql.compile.literals import sql_str
+from rpl_sql.language.quoting import ident, qualified
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.replica_catalog import Catalog, TableEntry, all_tables, catalog_versions, find_table, plain_schema
 from rpl_sql.spark.table_names import SparkName, spark_columns, spark_names
@@ -24,10 +25,6 @@ log = logging.getLogger(__name__)
 
 
 IDENTITY = "rpl_sql replica table "  # first column's comment of a replica table in a Spark catalog
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def replica_delta_table(warehouse: str, db: str, name: str, channel: str | None = None, exact: bool = False):
@@ -86,7 +83,7 @@ def replica_columns_ddl(warehouse: str, where: SparkName) -> str:
     spark_of = {source: spark for spark, source in renamed.items()}
     cols = []
     for i, f in enumerate(schema):
-        col = _q(spark_of.get(f.name, f.name)) + " " + _spark_type(f.type)
+        col = ident(spark_of.get(f.name, f.name)) + " " + _spark_type(f.type)
         if i == 0:
             col += " COMMENT " + sql_str(identity_comment(warehouse, where, renamed), script_safe=True)
         cols.append(col)
@@ -100,7 +97,7 @@ def create_statements(warehouse: str, where: SparkName, script_safe: bool = Fals
     opts = (f"table 'replica', db {sql_str(where.db, script_safe=script_safe)}, "
             f"name {sql_str(where.name, script_safe=script_safe)}")
     target = where.quoted()
-    return [f"CREATE DATABASE IF NOT EXISTS {_q(where.spark_db)}",
+    return [f"CREATE DATABASE IF NOT EXISTS {ident(where.spark_db)}",
             f"DROP TABLE IF EXISTS {target}",
             f"CREATE TABLE {target} ({replica_columns_ddl(warehouse, where)}) USING rpl_sql OPTIONS ({opts})"]
 
@@ -147,7 +144,7 @@ class SparkCatalogSync:
             if e.columns is not None:
                 wanted[(where.spark_db, where.spark_table)] = (where, repr(e.columns) + e.path)
         for key in [k for k in self.defined if k not in wanted]:
-            self.spark.sql(f"DROP TABLE IF EXISTS {_q(key[0])}.{_q(key[1])}")
+            self.spark.sql(f"DROP TABLE IF EXISTS {ident(key[0])}.{ident(key[1])}")
             del self.defined[key]
         for key, (where, sig) in wanted.items():
             sig = repr(where) + sig
@@ -161,8 +158,8 @@ class SparkCatalogSync:
                 log.debug("replica table %s.%s not defined yet: %s", where.db, where.name, e)
                 continue
             if where.why is not None and key not in self.defined:
-                warnings.warn(f"rpl_sql: replica table {_q(where.db)}.{_q(where.name)} is {where.quoted()} in Spark "
-                              f"({where.why}); every table's Spark name: SELECT * FROM {TABLES_VIEW}",
+                warnings.warn(f"rpl_sql: replica table {qualified(where.db, where.name)} is {where.quoted()} in "
+                              f"Spark ({where.why}); every table's Spark name: SELECT * FROM {TABLES_VIEW}",
                               ReplicaNameWarning, stacklevel=2)
             self.defined[key] = sig
         self.seen = versions

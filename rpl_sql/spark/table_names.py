@@ -16,6 +16,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from rpl_sql.language.quoting import qualified
+
 _SPARK_NAME = re.compile(r"[A-Za-z0-9_]+\Z")
 _UNSAFE_RUN = re.compile(r"[^a-z0-9_]+")
 _UNSAFE_COLUMN = re.compile(r"\$\{|[\x00-\x1f\x7f]")
@@ -33,7 +35,7 @@ class SparkName:
     why: str | None = None
 
     def quoted(self) -> str:
-        return f"`{self.spark_db}`.`{self.spark_table}`"
+        return qualified(self.spark_db, self.spark_table)
 
 
 def spark_valid(name: str) -> bool:

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
 
+from rpl_sql.language.quoting import channel_predicate
 from rpl_sql.server.applier_state import ApplyError, BatchRecord, record_batch
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
@@ -147,8 +148,7 @@ class BatchCommits:
         """Take back the applied commit of a batch whose state was not committed (the replica tables refused
         one of its events): its rows go and the channel's app transaction is back at the batch's start, so
         recovery does not complete it and the events are applied again from there."""
-        where = ("(channel = '' OR channel IS NULL)" if not rec.channel
-                 else "channel = '" + rec.channel.replace("'", "''") + "'")
+        where = channel_predicate(rec.channel)
         self._loose.pop(rec.channel, None)
         delta_commit.write(self.table(create=True), APPLIED_SCHEMA.empty_table(), mode="overwrite",
                            predicate=f"{where} AND seq > {rec.start} AND seq <= {rec.end}",
@@ -169,8 +169,7 @@ class BatchCommits:
             return
         seqs = rows.column("seq")
         lo, hi = pc.min(seqs).as_py(), pc.max(seqs).as_py()
-        where = ("(channel = '' OR channel IS NULL)" if not channel
-                 else "channel = '" + channel.replace("'", "''") + "'")
+        where = channel_predicate(channel)
         try:
             delta_commit.write(self.table(create=True), rows.sort_by("seq"), mode="overwrite",
                                predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",

@@ -31,6 +31,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from rpl_sql.language.quoting import mysql_str
 from rpl_sql.server.applier_state import Stop
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta.scan import read_range
@@ -523,7 +524,7 @@ class ReplicaTables:
 
 def statement_dml_error(ev: dict, tables: list[tuple[str, str]], channel: str) -> StatementDMLError:
     names = ", ".join(f"{d}.{n}" for d, n in tables)
-    q = "'" + channel.replace("'", "''") + "'"
+    q = mysql_str(channel)
     return StatementDMLError(
         1105, "HY000", "ER_UNKNOWN_ERROR",
         f"Statement-format DML at seq {ev['seq']} would change the replica table(s) {names}: "

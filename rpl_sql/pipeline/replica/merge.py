@@ -22,6 +22,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
+from rpl_sql.language.quoting import ident
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta import log as deltalog
@@ -45,10 +46,6 @@ def _err(code: int, name: str, sqlstate: str, msg: str, seq: int | None = None) 
     e = ReplicaRowError(code, sqlstate, name, msg)
     e.seq = seq
     return e
-
-
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def open_table(path: str) -> DeltaTable | None:
@@ -288,16 +285,16 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
 def _merge(dt: DeltaTable, src: pa.Table, names: list[str], key_idx: list[int], whole: bool, props: dict) -> None:
     """Merge the rows of `src` into the table by their `OP`: 'u' upserts (a primary key), 'd' deletes, 'i'
     inserts (whole-row keys)."""
-    cols_q = {quote(nm): f"s.{quote(nm)}" for nm in names}
+    cols_q = {ident(nm): f"s.{ident(nm)}" for nm in names}
     if whole:
         pred = f"s.{OP} = 'd' AND " + " AND ".join(
-            f"(t.{quote(nm)} IS NOT DISTINCT FROM s.{quote(nm)})" for nm in names)
+            f"(t.{ident(nm)} IS NOT DISTINCT FROM s.{ident(nm)})" for nm in names)
         (dt.merge(src, predicate=pred, source_alias="s", target_alias="t", **props)
          .when_matched_delete()
          .when_not_matched_insert(updates=cols_q, predicate=f"s.{OP} = 'i'")
          .execute())
     else:
-        pred = " AND ".join(f"t.{quote(names[i])} = s.{quote(names[i])}" for i in key_idx)
+        pred = " AND ".join(f"t.{ident(names[i])} = s.{ident(names[i])}" for i in key_idx)
         (dt.merge(src, predicate=pred, source_alias="s", target_alias="t", **props)
          .when_matched_delete(predicate=f"s.{OP} = 'd'")
          .when_matched_update(updates=cols_q, predicate=f"s.{OP} = 'u'")

@@ -22,6 +22,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from rpl_sql.language.quoting import mysql_str, qualified
 from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db, statement_event
 from rpl_sql.filters.rules import fold
 from rpl_sql.errors import MySQLError
@@ -138,10 +139,9 @@ class SourceSnapshot:
         starts = [e.since for e in cat.tables.values() if e.since is not None]
         if starts:
             report.start = min(starts)
-            q = "'" + self.channel.replace("'", "''") + "'"
             Session(self.warehouse).execute(
-                f"CHANGE REPLICATION SOURCE TO SOURCE_LOG_FILE = '{report.start[0]}', "
-                f"SOURCE_LOG_POS = {report.start[1]} FOR CHANNEL {q}")
+                f"CHANGE REPLICATION SOURCE TO SOURCE_LOG_FILE = {mysql_str(report.start[0])}, "
+                f"SOURCE_LOG_POS = {report.start[1]} FOR CHANNEL {mysql_str(self.channel)}")
         report.seconds = time.monotonic() - t0
         return report
 
@@ -186,8 +186,7 @@ class SourceSnapshot:
                 rel = new_table_path()  # registered only once the copy is complete
                 path = f"{cat.root()}/{rel}"
                 create(path, cols, self.channel, 0)
-                q = "`" + db.replace("`", "``") + "`.`" + name.replace("`", "``") + "`"
-                cur.execute(f"SELECT * FROM {q}")
+                cur.execute(f"SELECT * FROM {qualified(db, name)}")
                 while True:
                     chunk = cur.fetchmany(self.batch_rows)
                     if not chunk:
