@@ -1,5 +1,5 @@
 """Shared fixtures: one SparkSession per test run (starting Spark costs seconds), fresh warehouses, and the
-MariaDB servers of tests/mariadb.py (`mariadb`, `mariadb_pair`) for every test module."""
+MariaDB servers of tests/support/mariadb.py (`mariadb`, `mariadb_pair`) for every test module."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["mariadb"]  # its fixtures, registered once for every module
+pytest_plugins = ["tests.support.mariadb"]  # its fixtures, registered once for every module
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +27,7 @@ def spark():
 
 # ---------------------------------------------------------------- two workers (pytest-xdist, `-n 2`)
 # One worker runs every test that uses the in-process SparkSession, so a run still starts one session; the other
-# tests go to either worker by module, so a module's servers (and tests/test_cluster.py's cluster: its tests use
+# tests go to either worker by module, so a module's servers (and tests/spark/test_cluster.py's cluster: its tests use
 # no session) start once. Groups with the most JVM tests (marked `spark`: seconds to minutes each, the rest
 # milliseconds) start first, so neither worker ends the run alone with a long one. Only the workers see
 # fixtures and marks: they write each test's group and weight to a directory the scheduler reads. (xdist's own

@@ -237,8 +237,8 @@ _OUTSIDE = ("spec/",)  # the behavioural spec, kept beside the repository
 
 
 def test_docs_and_docstrings_point_only_at_files_that_exist():
-    texts = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *PACKAGE.rglob("*.py"), *(ROOT / "tests").glob("*.py"),
-             *(ROOT / "bench").glob("*.py")]
+    texts = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *PACKAGE.rglob("*.py"),
+             *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]
     missing = {}
     for f in texts:
         text = f.read_text(encoding="utf-8")
@@ -288,3 +288,18 @@ def test_one_quoter():
     found = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
              if p not in own and by_hand.search(p.read_text(encoding="utf-8"))]
     assert not found, f"quoting by hand (use rpl_sql.language.quoting): {found}"
+
+
+def test_tests_mirror_the_package_folders():
+    """A test module sits in the folder of what it tests (tests/<folder>/ for rpl_sql/<folder>/); the helpers they
+    share sit in tests/support/; tests of the top-level modules and of the repository stay at the top."""
+    tests = ROOT / "tests"
+    folders = {p.relative_to(tests).as_posix() for p in tests.rglob("__init__.py")} - {"__init__.py"}
+    for init in folders:
+        folder = init.rsplit("/", 1)[0]
+        assert folder == "support" or (PACKAGE / folder).is_dir(), f"tests/{folder}/ mirrors no rpl_sql/{folder}/"
+    top = {p.stem for p in tests.glob("test_*.py")}
+    assert top <= {"test_errors", "test_session", "test_layout", "test_readme", "test_lint"}, top
+    helpers = [p.name for p in tests.rglob("*.py") if not p.name.startswith(("test_", "__init__", "conftest"))
+               and p.parent.name != "support"]
+    assert not helpers, f"shared helpers belong in tests/support/: {helpers}"

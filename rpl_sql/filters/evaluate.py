@@ -362,7 +362,7 @@ def decide(filters: Filters, event: Event, lctn: int | Matching = 0, mode: str =
 def decision_key(event: Event) -> tuple:
     """What `decide` reads of an event, and only that: events with equal keys get equal decisions (and
     `hit_rules`) under any filters, lower_case_table_names and mode, so a caller deciding many events may
-    decide one per key. tests/test_evaluate.py checks it against `decide`."""
+    decide one per key. tests/filters/test_evaluate.py checks it against `decide`."""
     if isinstance(event, RowEvent):
         return ("row", event.db, event.table, event.in_xa)
     cmd = event.command.upper()

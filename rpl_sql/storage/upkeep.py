@@ -153,7 +153,7 @@ def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES, channel: str | No
 
     Compactions of a table take turns on this host, each planned on the table's newest version: delta-rs
     (1.6) commits two compactions planned on the same version both, so every row of the files they both
-    rewrote is then there twice (tests/test_upkeep.py shows it). A running service compacts its tables while
+    rewrote is then there twice (tests/storage/test_upkeep.py shows it). A running service compacts its tables while
     upkeep may too, and each channel's SQL thread compacts the applied events."""
     filters = {"partition_filters": [("channel", "=", channel)]} if channel else {}
     with _compaction_turn(dt):

@@ -4,7 +4,7 @@ The Spark job's write (`job._Applier._write`) without Spark: each event meets it
 key (no hash, so no collision path), and the kept events go to Parquet with `applied_db` and `decided_by`.
 With a local master the driver's machine does all the work either way, and pyarrow reads and writes these
 files about 2.7 times faster than Spark does (bench/bench_apply.py prints both copies); on a cluster the
-Spark engine spreads the write over the executors. tests/test_apply.py runs both engines on the same events
+Spark engine spreads the write over the executors. tests/pipeline/test_apply.py runs both engines on the same events
 and requires equal applied tables.
 """
 from __future__ import annotations

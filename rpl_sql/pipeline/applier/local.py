@@ -4,7 +4,7 @@ Same input, same output, same two commits as the Spark job (`job.py`): the batch
 once each, COUNTER hits, GTIDs and the last position in a `BatchRecord`, the applied events (with
 `applied_db` and `decided_by`) in one commit of the applied table, then the state commit. What differs is
 the engine: delta-rs reads the channel's new events and Python decides them, so a batch of a few hundred
-events costs milliseconds instead of Spark jobs. tests/test_apply.py runs both engines on the same events and
+events costs milliseconds instead of Spark jobs. tests/pipeline/test_apply.py runs both engines on the same events and
 requires equal applied tables and state.
 """
 from __future__ import annotations

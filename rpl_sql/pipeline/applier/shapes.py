@@ -64,7 +64,7 @@ def derive_hits(filters: Filters, kind: str, command: str | None, db: str | None
     """COUNTER hits of one decision from its verdict and deciding rule (spec §4, §7), without re-deciding.
 
     `db` is the row's table database, or the statement's default database. Equal to `evaluate.decide(...).hits`
-    (as a multiset); tests/test_apply.py checks it and so does the applier while it runs.
+    (as a multiset); tests/pipeline/test_apply.py checks it and so does the applier while it runs.
     """
     count_db = count_rw = True
     if kind == "query":

@@ -1,0 +1,1 @@
+"""rpl_sql's tests: folders mirror rpl_sql's; shared helpers live in support/."""

@@ -1,0 +1,643 @@
+"""`rpl-sql replica`, the running service, as a user runs it: a separate process following a real MariaDB
+source, controlled from another client with START/STOP REPLICA and CHANGE REPLICATION FILTER, compared with
+a real MariaDB replica given the same statements at the same source positions."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rpl_sql
+from tests.support.mariadb import MariaDBServer, _require
+from rpl_sql.storage.delta import archive
+from rpl_sql.storage.delta import log as deltalog
+from rpl_sql.pipeline.replica.service import SERVICE_ALLOCATORS
+from rpl_sql.storage.replica_catalog import Catalog
+from rpl_sql.storage.store import DeltaStore
+from tests.pipeline.replica.test_replica import _normal, _ours
+
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """A source and the oracle replica."""
+    _require()
+    src = MariaDBServer(tmp_path_factory.mktemp("svc_src"), server_id=401)
+    oracle = MariaDBServer(tmp_path_factory.mktemp("svc_oracle"), server_id=402)
+    try:
+        yield src.start(), oracle.start()
+    finally:
+        src.stop()
+        oracle.stop()
+
+
+def fresh_pair(warehouse, src, oracle, filters: str, oracle_filters: dict, start: str = "START REPLICA"):
+    """A reset source, the oracle following it from its first binlog with `oracle_filters` (the rewrite target
+    crm created, as a MySQL-family replica needs), and channel 'a' with `filters`; returns the Session."""
+    src.reset()
+    oracle.stop_following()
+    oracle.reset()
+    oracle.execute("CREATE DATABASE crm")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + f";\nCHANGE REPLICATION FILTER {filters} FOR CHANNEL 'a'"
+                    + (f";\n{start}" if start else ""))
+    oracle.follow(src, "a", oracle_filters)
+    return session
+
+
+def start_service(warehouse, *args, capture=False, env=None):
+    """`rpl-sql replica` as its own process (its log in the warehouse's service.log unless `capture`)."""
+    env = dict(env or os.environ, PYTHONUNBUFFERED="1")
+    out = subprocess.PIPE if capture else open(os.path.join(warehouse, "service.log"), "a")
+    return subprocess.Popen([sys.executable, "-m", "rpl_sql.cli", "replica", "--warehouse", warehouse, *args],
+                            stdout=out, stderr=subprocess.STDOUT if not capture else subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+
+
+def service_running(warehouse, channel="a") -> bool:
+    """The service has written its first heartbeat (until then SHOW REPLICA STATUS shows the flags)."""
+    from rpl_sql.storage import service_status
+
+    st = service_status.read_status(warehouse, channel)
+    return st is not None and st.live()
+
+
+def status(session, channel="a") -> dict:
+    res = session.execute(f"SHOW REPLICA STATUS FOR CHANNEL '{channel}'")[-1]
+    return dict(zip(res.columns, res.rows[0]))
+
+
+def wait_for(pred, what, timeout=60.0, why=None):
+    """`pred()` once true; a timeout says what was awaited and, from `why()`, what the replica showed then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}" + (f"\n{why()}" if why else ""))
+        time.sleep(0.1)
+
+
+def caught_up(warehouse, source, channel="a", timeout=60.0):
+    """The service has applied the source's whole binlog and its replica tables hold it."""
+    end = source.binlog_end()
+
+    def done():
+        ch = DeltaStore(warehouse).load().state.channel(channel)
+        return ((ch.applier.source_log_file, ch.applier.source_log_pos) == end
+                and Catalog.load(warehouse, channel).seq == ch.applier.seq)
+    wait_for(done, f"channel {channel!r} to reach {end}", timeout,
+             why=lambda: _what_the_replica_shows(warehouse, channel))
+
+
+def _what_the_replica_shows(warehouse, channel) -> str:
+    """SHOW REPLICA STATUS's non-empty fields and the service log's tail, for a test that timed out."""
+    shown = status(rpl_sql.connect(warehouse), channel)
+    try:
+        with open(os.path.join(warehouse, "service.log")) as f:
+            log = f.read()[-4000:]
+    except FileNotFoundError:
+        log = "(no service.log)"
+    ch = DeltaStore(warehouse).load().state.channel(channel)
+    seqs = f"applier seq {ch.applier.seq}, replica tables' seq {Catalog.load(warehouse, channel).seq}"
+    return "\n".join([*(f"{k}: {v}" for k, v in shown.items() if v not in (None, "", 0)), seqs, "service.log:", log])
+
+
+PHASE_1 = ["SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE hr", "USE shop",
+           "CREATE TABLE orders (id INT PRIMARY KEY, note VARCHAR(20) CHARACTER SET utf8mb4, amount DECIMAL(9,2))",
+           "INSERT INTO orders VALUES (1, 'ünï', 1.50), (2, NULL, NULL), (3, 'c', 3)",
+           "USE hr", "CREATE TABLE people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO hr.people VALUES (1, 'ann')",
+           "USE shop",
+           "UPDATE orders SET id = 20 WHERE id = 2", "DELETE FROM orders WHERE id = 3"]
+PHASE_2 = ["SET SESSION binlog_format = ROW", "INSERT INTO shop.orders VALUES (4, 'after', 4)",
+           "DROP DATABASE IF EXISTS hr", "CREATE DATABASE hr", "USE hr",       # ignored before the change
+           "CREATE TABLE people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO people VALUES (2, 'bob')",
+           "UPDATE people SET name = 'bob2' WHERE id = 2"]
+
+
+def sql_thread_pids(service_pid: int) -> set[int]:
+    """The service's SQL-thread processes (its multiprocessing children)."""
+    out = set()
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if ppid == service_pid and b"spawn_main" in f.read():
+                    out.add(int(d))
+        except OSError:
+            continue
+    return out
+
+
+def sql_thread_environments(service_pid: int) -> list[dict]:
+    """The environments of the service's SQL-thread processes (its multiprocessing children)."""
+    out = []
+    for pid in sql_thread_pids(service_pid):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        out.append({k.decode(): v.decode() for k, v in env.items()})
+    return out
+
+
+def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_replica(warehouse, servers):
+    src, oracle = servers
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_IGNORE_DB = (hr)",
+                         {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"})
+    proc = start_service(warehouse)
+    try:
+        wait_for(lambda: service_running(warehouse) and status(session)["Replica_IO_Running"] == "Yes" and
+                 status(session)["Replica_SQL_Running"] == "Yes", "the service's threads")
+        # the service (run again by itself, same pid) and its SQL thread's process run with the allocator setting
+        assert not set(SERVICE_ALLOCATORS) & set(os.environ)
+        [child] = sql_thread_environments(proc.pid)
+        assert {var: child.get(var) for var in SERVICE_ALLOCATORS} == SERVICE_ALLOCATORS
+        with open(f"/proc/{proc.pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+        assert all(f"{var}={value}".encode() in env for var, value in SERVICE_ALLOCATORS.items())
+        second = start_service(warehouse, "--channel", "A", capture=True)  # one service per channel
+        try:
+            out, err = second.communicate(timeout=60)
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
+        assert second.returncode == 1 and "already run by another service" in err, err
+        assert "running" not in err  # refused before it says it runs
+        src.execute(*PHASE_1)
+        caught_up(warehouse, src)
+        oracle.caught_up(src, "a")
+        assert _normal(_ours(warehouse, ["a"])) == _normal(oracle.contents())
+        # Filters changed live from this client: STOP waits for the service's batch, CHANGE, START.
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        row = status(session)
+        assert (row["Replica_IO_Running"], row["Replica_SQL_Running"]) == ("Yes", "No")
+        session.execute("CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = () FOR CHANNEL 'a';\n"
+                        "START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        oracle.execute("STOP SLAVE 'a' SQL_THREAD", "SET @@default_master_connection = 'a'",
+                       "SET GLOBAL replicate_ignore_db = ''", "START SLAVE 'a' SQL_THREAD")
+        src.execute(*PHASE_2)
+        caught_up(warehouse, src)
+        oracle.caught_up(src, "a")
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _normal(oracle.contents())
+        assert ours == theirs
+        assert ("hr", "people") in ours and ("crm", "orders") in ours and len(ours[("crm", "orders")]) == 1 + 3
+        row = status(session)
+        assert row["Seconds_Behind_Source"] == 0 and row["Last_SQL_Errno"] == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        row = status(session)  # the service is gone: nothing runs, whatever the flags say
+        assert (row["Replica_IO_Running"], row["Replica_SQL_Running"]) == ("No", "No")
+        end = src.binlog_end()  # and, as MySQL's, how far it read and executed
+        assert (row["Source_Log_File"], row["Read_Source_Log_Pos"]) == end == \
+            (row["Relay_Source_Log_File"], row["Exec_Source_Log_Pos"])
+        # every table it made (state, events, applied events, catalog, replica tables) keeps its whole log and
+        # tombstones for ten minutes only
+        from deltalake import DeltaTable
+
+        from rpl_sql.storage.delta import log as deltalog
+        from rpl_sql.storage.delta.commit import TABLE_CONFIG
+
+        tables = deltalog.tables(str(warehouse))
+        assert len(tables) >= 6, tables
+        assert {t: {k: DeltaTable(t).metadata().configuration.get(k) for k in TABLE_CONFIG} for t in tables} == \
+            {t: TABLE_CONFIG for t in tables}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_channel_never_started_is_said_to_be_stopped_and_ctrl_c_is_one_line(warehouse, servers):
+    src, _ = servers
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a"))
+    proc = start_service(warehouse, capture=True)
+    try:
+        line = proc.stderr.readline() + proc.stderr.readline()
+        assert "running 'a'" in line and ("channel 'a' is stopped; START REPLICA FOR CHANNEL 'a' (from any client) "
+                                          "starts it here") in line, line
+        session.execute("START REPLICA")
+        wait_for(lambda: status(session)["Replica_SQL_Running"] == "Yes", "the SQL thread")
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in its terminal: the whole process group
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and err.strip().splitlines() == ["rpl-sql replica: stopped"], err
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
+
+
+def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, servers):
+    """Started from the middle of the binlog (no snapshot), the first update of an older row meets error 1032:
+    the SQL thread stops with Last_SQL_Error, the IO thread goes on; IDEMPOTENT mode is the way on."""
+    src, _ = servers
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (k INT PRIMARY KEY, v INT)",
+                "INSERT INTO d.t VALUES (1, 1)")
+    file, pos = src.binlog_end()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a").replace(" FOR CHANNEL", f", SOURCE_LOG_FILE='{file}', SOURCE_LOG_POS={pos}"
+                                                 " FOR CHANNEL") + ";\nSTART REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "INSERT INTO d.t VALUES (2, 2)", "UPDATE d.t SET v = 10")
+    proc = start_service(warehouse)
+    try:
+        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
+        assert row["Last_SQL_Errno"] == 1032 and "d.t" in row["Last_SQL_Error"]
+        assert row["Replica_SQL_Running"] == "No" and row["Last_SQL_Error_Timestamp"]
+        wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes", "the IO thread")
+        assert not DeltaStore(warehouse).load().state.channel("a").sql_running
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    proc = start_service(warehouse, "--exec-mode", "idempotent")
+    try:
+        session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        caught_up(warehouse, src)
+        wait_for(lambda: status(session)["Last_SQL_Errno"] == 0, "START to clear the error", 10)
+        cat = Catalog.load(warehouse, "a")
+        from deltalake import DeltaTable
+
+        t = DeltaTable(cat.data_path(cat.table("d", "t"))).to_pyarrow_table()
+        # IDEMPOTENT skips the update of the missing row 1 (as MySQL does) and applies the rest
+        assert sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist())) == [(2, 10)]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_sigkilled_twenty_times_the_replica_equals_a_mariadb_replica(warehouse, servers):
+    """The service is SIGKILLed at random moments while the source is busy (20 times) and restarted each time;
+    at the end every replica table equals the MariaDB replica's: nothing lost, nothing applied twice."""
+    import random
+    import threading
+
+    src, oracle = servers
+    fresh_pair(warehouse, src, oracle,
+               "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_WILD_IGNORE_TABLE = ('crm.skip%')",
+               {"replicate_rewrite_db": "shop->crm", "replicate_wild_ignore_table": "crm.skip%"})
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",
+                "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT, note VARCHAR(30) CHARACTER SET utf8mb4)",
+                "CREATE TABLE journal (a INT, b VARCHAR(10))", "CREATE TABLE skip_me (k INT PRIMARY KEY)")
+    rnd = random.Random(5)
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def workload():
+        conn = src.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                cur.execute("USE shop")
+                for i in range(600):
+                    k = rnd.randint(1, 40)
+                    cur.execute("INSERT INTO acct VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE bal = bal + 1",
+                                (k, i, f"n{i} ✓"))
+                    cur.execute("INSERT INTO journal VALUES (%s, %s)", (k % 5, "x" if i % 3 else None))
+                    if i % 7 == 0:
+                        cur.execute("DELETE FROM acct WHERE id = %s", (rnd.randint(1, 40),))
+                    if i % 11 == 0:
+                        cur.execute("DELETE FROM journal WHERE a = %s LIMIT 1", (rnd.randint(0, 4),))
+                    if i % 13 == 0:
+                        cur.execute("UPDATE acct SET id = id + %s WHERE id = %s", (1000 * (i + 1), rnd.randint(1, 40)))
+                    cur.execute("INSERT INTO skip_me VALUES (%s) ON DUPLICATE KEY UPDATE k = k", (i % 9,))
+                    conn.commit()
+                    time.sleep(0.01)
+        except BaseException as e:
+            failed.append(e)
+        finally:
+            conn.close()
+            done.set()
+
+    worker = threading.Thread(target=workload)
+    worker.start()
+    kills = 0
+    proc = start_service(warehouse)
+    try:
+        while kills < 20:
+            time.sleep(rnd.uniform(0.3, 1.5))
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            proc = start_service(warehouse)
+        worker.join()
+        assert not failed, failed
+        caught_up(warehouse, src, timeout=180)
+        oracle.caught_up(src, "a")
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _normal(oracle.contents())
+        assert ("crm", "acct") in ours and len(ours[("crm", "journal")]) > 400 and ("crm", "skip_me") not in ours
+        assert ours == theirs
+    finally:
+        done.wait(120)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, servers):
+    """A source with data: `rpl-sql snapshot` copies the applied tables (interrupted once and resumed, with
+    writes going on while it copies), the service streams from there, and the result equals a MariaDB
+    replica that replayed the whole binlog. Rows older than the channel are updated and deleted."""
+    import threading
+
+    from rpl_sql.cli.commands import snapshot_main
+    from rpl_sql.pipeline.replica.snapshot import SourceSnapshot
+    from tests.pipeline.replica.test_replica import ROW_1, ROW_2, TYPES
+
+    src, oracle = servers
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_IGNORE_DB = (hr)",
+                         {"replicate_rewrite_db": "shop->crm", "replicate_ignore_db": "hr"}, start="")
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE hr", "USE shop",
+                f"CREATE TABLE typed ({TYPES})", f"INSERT INTO typed VALUES {ROW_1}, {ROW_2}",
+                "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(20), n BIGINT)",
+                "INSERT INTO big SELECT seq, CONCAT('v', seq), seq * 7 FROM seq_1_to_3000",
+                "CREATE TABLE keyless (a INT, b TEXT)", "INSERT INTO keyless VALUES (1, 'x'), (1, 'x'), (2, NULL)",
+                "USE hr", "CREATE TABLE people (id INT PRIMARY KEY)", "INSERT INTO people VALUES (1)")
+
+    seen = []
+
+    def stop_after_first(pr):
+        seen.append((pr.number, pr.table, pr.finished, pr.rate))
+        if pr.tables_done == 1:
+            raise KeyboardInterrupt  # a crash in the middle of the snapshot
+    with pytest.raises(KeyboardInterrupt):
+        SourceSnapshot(warehouse, "a", batch_rows=500, progress=stop_after_first).run()
+    # every report of the first table names it 1/3, its last (finished) one too, with a rate
+    assert {(n, t) for n, t, _, _ in seen} == {(1, seen[0][1])} and seen[-1][2] and all(r > 0 for *_, r in seen)
+    busy = threading.Event()
+
+    def writes():  # the source keeps changing while the rest is copied
+        conn = src.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                for i in range(1, 200):
+                    cur.execute("UPDATE shop.big SET n = n + 1 WHERE id = %s", (i * 13 % 3000 + 1,))
+                    cur.execute("INSERT INTO shop.keyless VALUES (%s, 'w')", (i,))
+                    conn.commit()
+        finally:
+            conn.close()
+            busy.set()
+    worker = threading.Thread(target=writes)
+    worker.start()
+    assert snapshot_main(["--warehouse", warehouse, "--channel", "a", "-q"]) == 0
+    worker.join()
+    cat = Catalog.load(warehouse, "a")
+    assert {(e.db, e.name) for e in cat.tables.values()} == {("crm", "typed"), ("crm", "big"), ("crm", "keyless")}
+    assert all(e.since is not None for e in cat.tables.values()) and "hr" not in cat.databases
+    # later changes, including to rows the channel never saw being inserted
+    src.execute("SET SESSION binlog_format = ROW", "UPDATE shop.big SET v = 'old row, updated' WHERE id <= 10",
+                "DELETE FROM shop.big WHERE id BETWEEN 11 AND 20", "DELETE FROM shop.keyless WHERE a = 1 LIMIT 1",
+                "UPDATE shop.typed SET v = 'after' WHERE id = 1", "INSERT INTO shop.big VALUES (5000, 'new', 0)")
+    session.execute("START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    try:
+        caught_up(warehouse, src)
+        oracle.caught_up(src, "a")
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _normal(oracle.contents())
+        assert len(ours[("crm", "big")]) == 1 + 3000 - 10 + 1
+        assert ours == theirs
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def busy_source(src, step, pause: float):
+    """A client committing `step(cursor, i)` on `src` (row format) every `pause` seconds, in a thread, until the
+    returned event is set: (event, thread)."""
+    import threading
+
+    stop = threading.Event()
+
+    def writes():
+        conn = src.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                i = 0
+                while not stop.is_set():
+                    step(cur, i)
+                    conn.commit()
+                    i += 1
+                    time.sleep(pause)
+        finally:
+            conn.close()
+    worker = threading.Thread(target=writes)
+    worker.start()
+    return stop, worker
+
+
+def test_sql_thread_processes_replaced_for_memory_lose_and_repeat_nothing(warehouse, servers):
+    """With --sql-thread-max-memory 1 every SQL-thread process is over its limit at once and replaced, over and
+    over, while the source writes without pause (inserts, updates of the key, deletes): the SQL thread keeps
+    reading Yes with no error, and the replica tables equal the MariaDB replica's."""
+
+    src, oracle = servers
+    session = fresh_pair(warehouse, src, oracle, "REPLICATE_REWRITE_DB = ((shop, crm))",
+                         {"replicate_rewrite_db": "shop->crm"})
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",  # DDL under the rewrite
+                "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET utf8mb4, n INT)")
+
+    def step(cur, i):
+        cur.execute("INSERT INTO shop.t VALUES (%s, 'ü', %s), (%s, NULL, NULL)", (2 * i, 2 * i, 2 * i + 1))
+        cur.execute("UPDATE shop.t SET id = id + 1000000, n = n + 1 WHERE id = %s", (2 * i,))
+        cur.execute("DELETE FROM shop.t WHERE id = %s", (2 * i - 9,))
+    stop, worker = busy_source(src, step, pause=0.01)
+    proc = start_service(warehouse, "--sql-thread-max-memory", "1", "--batch-size", "200")
+    pids, states = set(), []
+    try:
+        wait_for(lambda: service_running(warehouse) and status(session)["Replica_SQL_Running"] == "Yes",
+                 "the service's threads")
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and len(pids) < 4:
+            pids |= sql_thread_pids(proc.pid)
+            row = status(session)
+            states.append((row["Replica_SQL_Running"], row["Last_SQL_Errno"]))
+            time.sleep(0.2)
+        stop.set()
+        worker.join()
+        caught_up(warehouse, src, timeout=120)
+        oracle.caught_up(src, "a")
+        ours = _normal(_ours(warehouse, ["a"]))
+        assert ours == _normal(oracle.contents()) and len(ours[("crm", "t")]) > 20
+        assert len(pids) >= 4, f"the SQL-thread process was not replaced: {pids}"
+        assert set(states) == {("Yes", 0)}, states
+        assert status(session)["Last_SQL_Errno"] == 0
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(warehouse, servers):
+    """While the source writes without pause, another client runs STOP REPLICA SQL_THREAD; CHANGE REPLICATION
+    FILTER; START REPLICA SQL_THREAD eight times. STOP returns only once the service's batch is done, so the
+    applier position read right after it splits the events exactly: every event after one STOP and up to the
+    next is decided by the filters set in between, which the reference evaluator checks for every event."""
+
+    from deltalake import DeltaTable
+
+    from rpl_sql.filters.evaluate import RowEvent, decide
+    from rpl_sql.pipeline.events import applied_path, events_path
+
+    src, _ = servers
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    sets = ["REPLICATE_WILD_IGNORE_TABLE = ('d.odd%')", "REPLICATE_WILD_IGNORE_TABLE = ('d.even%')"]
+    session.execute(src.channel_sql("a") + f";\nCHANGE REPLICATION FILTER {sets[0]} FOR CHANNEL 'a';\nSTART REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d",
+                *[f"CREATE TABLE d.{t} (k INT PRIMARY KEY AUTO_INCREMENT, v INT)" for t in ("odd1", "even1")])
+
+    def step(cur, i):
+        cur.execute("INSERT INTO d.odd1 (v) VALUES (1), (2)")
+        cur.execute("INSERT INTO d.even1 (v) VALUES (1)")
+    # ~200 transactions/s: busy, and within what the service keeps up with
+    stop, worker = busy_source(src, step, pause=0.005)
+    proc = start_service(warehouse, "--batch-size", "50")
+    cuts = [(0, sets[0])]
+    try:
+        wait_for(lambda: DeltaStore(warehouse).load().state.channel("a").applier.seq > 200, "a busy applier")
+        for i in range(1, 9):
+            session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
+            cuts.append((DeltaStore(warehouse).load().state.channel("a").applier.seq, sets[i % 2]))
+            session.execute(f"CHANGE REPLICATION FILTER {sets[i % 2]} FOR CHANNEL 'a';\n"
+                            "START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+            time.sleep(0.3)
+        stop.set()
+        worker.join()
+        caught_up(warehouse, src, timeout=180)
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    # the applier was busy: it applied events under most of the filter sets (a set it applied nothing under
+    # shares its cut with the next one, which then decides from there)
+    assert len({seq for seq, _ in cuts}) >= 6, f"the applier was not busy between changes: {cuts}"
+    events = DeltaTable(events_path(warehouse)).to_pyarrow_table(columns=["seq", "event_type", "db_name",
+                                                                          "table_name"]).to_pylist()
+    applied = set(DeltaTable(applied_path(warehouse)).to_pyarrow_table(columns=["seq"]).column("seq").to_pylist())
+    filters = {}
+    for text in sets:
+        s = rpl_sql.connect(warehouse + "_probe_" + str(len(filters)))
+        s.execute(src.channel_sql("a") + f";\nCHANGE REPLICATION FILTER {text} FOR CHANNEL 'a'")
+        filters[text] = s.state.channel("a").filters
+    checked = 0
+    for ev in events:
+        if ev["event_type"] != "write_rows":
+            continue
+        text = [t for seq, t in cuts if seq < ev["seq"]][-1]
+        want = decide(filters[text], RowEvent(ev["db_name"], ev["table_name"])).apply
+        assert (ev["seq"] in applied) == want, (ev, text)
+        checked += 1
+    assert checked > 500
+
+
+def test_statement_format_dml_stops_the_channel_and_the_skip_counter_goes_past_it(warehouse, servers):
+    """An UPDATE logged as a statement on a replica table: the SQL thread stops before it (1105, naming the
+    statement and the way out) with the replica tables at the event before; SET GLOBAL
+    sql_replica_skip_counter = 1 and START REPLICA SQL_THREAD skip exactly that transaction."""
+    src, _ = servers
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nSTART REPLICA")
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (k INT PRIMARY KEY, v INT)",
+                "INSERT INTO d.t VALUES (1, 1), (2, 2)",
+                "SET SESSION binlog_format = STATEMENT", "UPDATE d.t SET v = v + 100 WHERE k = 1",
+                "SET SESSION binlog_format = ROW", "INSERT INTO d.t VALUES (3, 3)")
+    proc = start_service(warehouse)
+    try:
+        row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
+        assert row["Last_SQL_Errno"] == 1105 and "UPDATE d.t SET v = v + 100" in row["Last_SQL_Error"]
+        assert "sql_replica_skip_counter" in row["Last_SQL_Error"] and row["Replica_SQL_Running"] == "No"
+        cat = Catalog.load(warehouse, "a")
+        from deltalake import DeltaTable
+
+        def rows():
+            t = DeltaTable(cat.data_path(Catalog.load(warehouse, "a").table("d", "t"))).to_pyarrow_table()
+            return sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist()))
+        assert rows() == [(1, 1), (2, 2)]
+        session.execute("SET GLOBAL sql_replica_skip_counter = 1;\nSTART REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        caught_up(warehouse, src)
+        assert rows() == [(1, 1), (2, 2), (3, 3)]  # the UPDATE skipped, the rest applied
+        row = status(session)
+        assert (row["Skip_Counter"], row["Last_SQL_Errno"], row["Replica_SQL_Running"]) == (0, 0, "Yes")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_logs_archived_under_a_running_and_killed_service_lose_nothing(warehouse, servers):
+    """Every table keeps a second of log (set as a user would, with the service down) and checkpoints each 5
+    commits; an archiver beside the service moves commits all the time, the service's own round runs at each
+    of its restarts, and it is SIGKILLed 5 times: the replica still equals MariaDB's, and the logs stay short."""
+    import random
+    import threading
+
+    from deltalake import DeltaTable
+
+    src, oracle = servers
+    fresh_pair(warehouse, src, oracle,
+               "REPLICATE_REWRITE_DB = ((shop, crm)), REPLICATE_WILD_IGNORE_TABLE = ('crm.skip%')",
+               {"replicate_rewrite_db": "shop->crm", "replicate_wild_ignore_table": "crm.skip%"})
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",
+                "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT)", "CREATE TABLE journal (a INT, b VARCHAR(10))",
+                "CREATE TABLE skip_me (k INT PRIMARY KEY)", "INSERT INTO acct VALUES (0, 0)",
+                "INSERT INTO journal VALUES (0, 'x')")
+    proc = start_service(warehouse)
+    caught_up(warehouse, src)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    for table in deltalog.tables(warehouse):
+        DeltaTable(table).alter.set_table_properties({"delta.checkpointInterval": "5",
+                                                      "delta.logRetentionDuration": "interval 1 second"})
+    rnd = random.Random(7)
+    moved, stop = [0], threading.Event()
+
+    def archiver():
+        while not stop.is_set():
+            for table in deltalog.tables(warehouse):
+                moved[0] += archive.archive(table)
+            time.sleep(0.2)
+
+    mover = threading.Thread(target=archiver)
+    mover.start()
+    proc = start_service(warehouse)
+    try:
+        for i in range(1, 301):
+            k = rnd.randint(1, 30)
+            src.execute("SET SESSION binlog_format = ROW", "USE shop",
+                        f"INSERT INTO acct VALUES ({k}, {i}) ON DUPLICATE KEY UPDATE bal = bal + {i}",
+                        f"INSERT INTO journal VALUES ({k % 4}, {'NULL' if i % 5 else repr(str(i))})",
+                        f"INSERT INTO skip_me VALUES ({i % 7}) ON DUPLICATE KEY UPDATE k = k",
+                        *([f"DELETE FROM acct WHERE id = {rnd.randint(1, 30)}"] if i % 9 == 0 else []))
+            if i % 60 == 0:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                proc = start_service(warehouse)
+            time.sleep(0.03)
+        caught_up(warehouse, src, timeout=180)
+        oracle.caught_up(src, "a")
+        stop.set()
+        mover.join()
+        ours = _normal(_ours(warehouse, ["a"]))
+        assert ("crm", "acct") in ours and ("crm", "skip_me") not in ours
+        assert ours == _normal(oracle.contents())
+        archived = {os.path.relpath(t, warehouse).split(os.sep)[0] for t in deltalog.tables(warehouse)
+                    if archive.archived_versions(t)}
+        assert {"events", "applied_events", "replica"} <= archived, (archived, moved)
+        longest = max(len(os.listdir(os.path.join(t, "_delta_log"))) for t in deltalog.tables(warehouse))
+        events = os.path.join(warehouse, "events")
+        assert longest < 80 and len(archive.archived_versions(events)) > len(deltalog.versions(
+            os.path.join(events, "_delta_log"))[0]), (longest, moved)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -1,0 +1,140 @@
+"""SHOW REPLICA STATUS says only what is true: the receiver's errors as MySQL names them, on one line, cleared
+once it reads again; Seconds_Behind_Source NULL while the receiver is down; reconnects that start over quickly
+after each outage."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pymysql
+import pytest
+from deltalake.exceptions import DeltaError
+
+import rpl_sql
+from tests.support.mariadb import MariaDBServer, _require, running
+from rpl_sql.storage import service_status
+from rpl_sql.pipeline.replica.service import _io_error
+from rpl_sql.pipeline.writer import IngestError
+from tests.pipeline.replica.test_replica_service import start_service, status, wait_for
+
+
+@pytest.mark.parametrize("error, code, errno", [
+    (pymysql.err.OperationalError(2003, "Can't connect to MySQL server on '127.0.0.1'"), 2003, None),
+    (pymysql.err.OperationalError(1045, "Access denied for user 'repl'"), 1045, None),
+    (ConnectionResetError(104, "Connection reset by peer"), 2003, None),
+    (OSError(28, "No space left on device"), 1026, 28),
+    (DeltaError("Generic error: Failed to write: No space left on device (os error 28)"), 1026, 28),
+    (OSError(122, "Disk quota exceeded"), 1026, 122),
+    (DeltaError("Generic error: Failed to write: Disk quota exceeded (os error 122)"), 1026, 122),
+    (IngestError("the events table refused the batch"), 13114, None),
+])
+def test_receiver_errors_are_named_as_mysql_names_them(error, code, errno):
+    got, message = _io_error(error)
+    assert got == code and "\n" not in message
+    if errno is not None:
+        assert f"(errno: {errno} - " in message
+
+
+def test_errors_and_lag_in_the_status_tell_the_truth(tmp_path):
+    st = service_status.ChannelStatus("a", pid=os.getpid(), updated=time.time(), io="Connecting", sql="Yes",
+                                      seconds_behind=0,
+                                      last_sql_error=[1146, "\x1b[31mTable 'crm.t'\x1b[0m\ndoesn't exist", "x"])
+    service_status.write_status(str(tmp_path), st)
+    st = service_status.read_status(str(tmp_path), "a")
+    assert st.last_sql_error[1] == "Table 'crm.t' doesn't exist"
+    shown = service_status.shown(st, True, True)
+    assert shown["seconds_behind"] is None  # the receiver is not connected: MySQL shows NULL
+    st.io = "Yes"
+    assert service_status.shown(st, True, True)["seconds_behind"] == 0
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    with running(tmp_path_factory, 701) as (server,):
+        yield server
+
+
+def test_outages_are_reported_then_cleared_and_reconnects_start_over(warehouse, src):
+    src.reset()
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + ";\nSTART REPLICA")
+    proc = start_service(warehouse)
+    try:
+        wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes", "the IO thread")
+        for outage in (9.0, 2.0):  # the first one grows the backoff (1, 2, 4, 8 s); the second starts over
+            src.stop()
+            row = wait_for(lambda: (r := status(session))["Last_IO_Errno"] and r, "the receiver's error")
+            assert row["Last_IO_Errno"] == 2003 and row["Replica_IO_Running"] == "Connecting"
+            assert row["Seconds_Behind_Source"] is None
+            first_wait = row["Replica_IO_State"]
+            time.sleep(outage)
+            src.start()
+            wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes", "the reconnect", 60)
+            row = status(session)
+            assert (row["Last_IO_Errno"], row["Last_IO_Error"]) == (0, "")  # cleared once it reads again
+        # the second outage's first retry waits 1 s (2 s if the status was read after the second failure), not
+        # the 16 s the first outage had grown it to
+        assert first_wait.endswith(("(retry in 1 s)", "(retry in 2 s)")), first_wait
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_another_server_at_the_source_address_stops_the_receiver(warehouse, tmp_path_factory):
+    """A fresh server (another server_id and datadir) comes up on the source's host and port: the channel must
+    not read its binlog as if it were the old one's. The receiver stops with 13117 naming both servers, in the
+    batch ingest as in the service; Source_Server_Id shows the server it read."""
+    from rpl_sql.pipeline.binlog import SourceChangedError, ingest_channel
+
+    _require()
+    first = MariaDBServer(tmp_path_factory.mktemp("identity_a"), server_id=801).start()
+    second = MariaDBServer(tmp_path_factory.mktemp("identity_b"), server_id=802).start()
+    try:
+        second.stop()
+        first.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (k INT PRIMARY KEY)",
+                      "INSERT INTO d.t VALUES (1)")
+        session = rpl_sql.connect(warehouse)
+        session.execute(first.channel_sql("a") + ";\nSTART REPLICA")
+        proc = start_service(warehouse)
+        try:
+            wait_for(lambda: status(session)["Source_Server_Id"] == 801, "Source_Server_Id")
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+        first.stop()
+        second.port = first.port  # the other server, at the same address
+        second.start()
+        second.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE other",
+                       "CREATE TABLE other.t (k INT PRIMARY KEY)", "INSERT INTO other.t VALUES (2)")
+        with pytest.raises(SourceChangedError) as e:
+            ingest_channel(warehouse, "a")
+        assert "server_id 801 -> 802" in str(e.value)
+        proc = start_service(warehouse)
+        try:
+            row = wait_for(lambda: (r := status(session))["Last_IO_Errno"] and r, "the receiver's error")
+            assert row["Last_IO_Errno"] == 13117 and "server_id 801 -> 802" in row["Last_IO_Error"]
+            wait_for(lambda: status(session)["Replica_IO_Running"] == "No", "the IO thread to stop")
+            assert not session.state.channel("a").io_running  # stopped, as a fatal receiver error does
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+        from tests.pipeline.replica.test_replica import _ours
+        assert "other" not in _ours(warehouse, ["a"])  # nothing of the other server landed
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_without_a_service_the_status_says_nothing_reads_the_source(warehouse):
+    """START REPLICA on a warehouse no service ever ran: the threads are asked for, but no receiver reads the
+    source (it used to show Replica_IO_Running: Yes and a lag of 0)."""
+    session = rpl_sql.connect(warehouse)
+    session.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST='h' FOR CHANNEL 'a'; START REPLICA")
+    row = status(session)
+    assert (row["Replica_IO_Running"], row["Replica_SQL_Running"], row["Seconds_Behind_Source"]) == \
+        ("Connecting", "Yes", None)
+    assert "rpl-sql replica" in row["Replica_IO_State"]
+    session.execute("STOP REPLICA")
+    row = status(session)
+    assert (row["Replica_IO_Running"], row["Replica_SQL_Running"], row["Replica_IO_State"]) == ("No", "No", "")

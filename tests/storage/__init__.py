@@ -1,0 +1,1 @@
+"""Tests of rpl_sql/storage/."""
