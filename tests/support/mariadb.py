@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -366,3 +367,27 @@ if pytest is not None:
         """Two running MariaDB servers (server ids 201, 202): sources of two channels."""
         with running(tmp_path_factory, 201, 202) as servers:
             yield servers
+
+
+class SourceWorkload(threading.Thread):
+    """`body(conn, cur)` on a connection of its own to `server`, in a thread, after `session_sql`: `done` is set
+    when it ends, and `failed` holds what it raised."""
+
+    def __init__(self, server: "MariaDBServer", body, *session_sql: str):
+        super().__init__(daemon=True)
+        self.server, self.body, self.session_sql = server, body, session_sql
+        self.done = threading.Event()
+        self.failed: list[BaseException] = []
+
+    def run(self) -> None:
+        conn = self.server.connect()
+        try:
+            with conn.cursor() as cur:
+                for sql in self.session_sql:
+                    cur.execute(sql)
+                self.body(conn, cur)
+        except BaseException as e:
+            self.failed.append(e)
+        finally:
+            conn.close()
+            self.done.set()

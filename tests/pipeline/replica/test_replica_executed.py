@@ -34,9 +34,9 @@ def _rows(warehouse, db, name) -> list:
     return sorted(DeltaTable(cat.data_path(entry)).to_pyarrow_table().column(0).to_pylist())
 
 
-def test_an_error_at_the_table_stage_leaves_the_position_before_its_transaction(warehouse, src):
-    """The issue's reproduction: CREATE TABLE in a database the replica never got stops with 1049. The executed
-    GTIDs and position are those before it; the skip counter then skips exactly it."""
+def _wedge(warehouse, src):
+    """The issue's reproduction on a fresh source, under REPLICATE_WILD_DO_TABLE = ('wedge.t%'): the session, and
+    each statement's (GTID set, binlog end) once the source ran it."""
     src.reset()
     session = rpl_sql.connect(warehouse)
     session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('wedge.t%') "
@@ -47,6 +47,13 @@ def test_an_error_at_the_table_stage_leaves_the_position_before_its_transaction(
                 "INSERT INTO wedge.t2 VALUES (2)"):
         src.execute("SET SESSION binlog_format = ROW", sql)
         marks.append((_gtid(src), src.binlog_end()))
+    return session, marks
+
+
+def test_an_error_at_the_table_stage_leaves_the_position_before_its_transaction(warehouse, src):
+    """The issue's reproduction: CREATE TABLE in a database the replica never got stops with 1049. The executed
+    GTIDs and position are those before it; the skip counter then skips exactly it."""
+    session, marks = _wedge(warehouse, src)
     proc = start_service(warehouse)
     try:
         row = wait_for(lambda: (r := status(session))["Last_SQL_Errno"] and r, "the SQL thread's error")
@@ -154,16 +161,7 @@ def test_the_spark_applier_counts_a_batch_executed_only_once_the_tables_hold_it(
     from rpl_sql.pipeline.applier import apply
     from rpl_sql.pipeline.binlog import ingest_channel
 
-    src.reset()
-    session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + ";\nCHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('wedge.t%') "
-                    "FOR CHANNEL 'a';\nSTART REPLICA")
-    marks = []
-    for sql in ("CREATE DATABASE wedge", "CREATE TABLE wedge.t1 (id INT PRIMARY KEY)",
-                "INSERT INTO wedge.t1 VALUES (1)", "CREATE TABLE wedge.t2 (id INT PRIMARY KEY)",
-                "INSERT INTO wedge.t2 VALUES (2)"):
-        src.execute("SET SESSION binlog_format = ROW", sql)
-        marks.append((_gtid(src), src.binlog_end()))
+    session, marks = _wedge(warehouse, src)
     ingest_channel(warehouse, "a")
     with pytest.raises(MySQLError) as e:
         apply(spark, warehouse, ["a"], tables=True, engine=engine)

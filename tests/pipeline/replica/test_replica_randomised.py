@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import random
 import signal
-import threading
 import time
 
 import pytest
 
-from tests.support.mariadb import running
+from tests.support.mariadb import SourceWorkload, running
 from tests.pipeline.replica.test_replica import _normal, _ours
-from tests.pipeline.replica.test_replica_service import caught_up, fresh_pair, start_service, status, wait_for
+from tests.pipeline.replica.test_replica_service import (caught_up, fresh_pair, killed_and_restarted, start_service,
+                                                         status, wait_for)
 from tests.pipeline.replica.test_replica_values import _text_decimals
 
 # (SQL type, edge values as SQL literals)
@@ -180,27 +180,15 @@ def test_a_random_workload_under_sigkills_ends_equal_to_a_mariadb_replica(wareho
     src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE fz", "CREATE DATABASE other")
     rnd = random.Random(seed)
     work = Workload(random.Random(seed * 7))
-    done = threading.Event()
-    failed: list[BaseException] = []
+    def run(conn, cur):
+        for _ in range(160):
+            work.step(cur)
+            conn.commit()
+            time.sleep(0.01)
+        work.touch_all(cur)
+        conn.commit()
 
-    def run():
-        conn = src.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION binlog_format = ROW")
-                cur.execute("SET SESSION time_zone = '+00:00'")
-                for _ in range(160):
-                    work.step(cur)
-                    conn.commit()
-                    time.sleep(0.01)
-                work.touch_all(cur)
-                conn.commit()
-        except BaseException as e:
-            failed.append(e)
-        finally:
-            conn.close()
-            done.set()
-
+    worker = SourceWorkload(src, run, "SET SESSION binlog_format = ROW", "SET SESSION time_zone = '+00:00'")
     handled: list[str] = []
 
     def go_past_a_stop(row: dict) -> None:
@@ -215,29 +203,24 @@ def test_a_random_workload_under_sigkills_ends_equal_to_a_mariadb_replica(wareho
         session.execute("SET GLOBAL sql_replica_skip_counter = 1;\nSTART REPLICA SQL_THREAD FOR CHANNEL 'a'")
         wait_for(lambda: status(session)["Last_SQL_Errno"] == 0, "the SQL thread to start again")
 
-    worker = threading.Thread(target=run)
     worker.start()
     proc = start_service(warehouse)
     kills = 0
     try:
-        while not done.is_set():
+        while not worker.done.is_set():
             time.sleep(rnd.uniform(0.3, 1.2))
             row = status(session)
             if row["Last_SQL_Errno"]:
                 go_past_a_stop(row)
             elif kills < 10:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                proc = killed_and_restarted(proc, warehouse)
                 kills += 1
-                proc = start_service(warehouse)
         worker.join()
-        assert not failed, failed
+        assert not worker.failed, worker.failed
         while True:  # the stops still ahead, then the end of the binlog; the catch-up is killed too
             if kills < 10:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                proc = killed_and_restarted(proc, warehouse)
                 kills += 1
-                proc = start_service(warehouse)
                 time.sleep(rnd.uniform(0.3, 1.2))
             row = status(session)
             if row["Last_SQL_Errno"]:
@@ -258,7 +241,7 @@ def test_a_random_workload_under_sigkills_ends_equal_to_a_mariadb_replica(wareho
             assert ours[key] == theirs[key], key
         assert kills == 10 and len(work.tables) >= 2 and work.injected
     finally:
-        done.wait(120)
+        worker.done.wait(120)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import rpl_sql
-from tests.support.mariadb import MariaDBServer, _require
+from tests.support.mariadb import MariaDBServer, SourceWorkload, _require
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import log as deltalog
 from rpl_sql.pipeline.replica.service import SERVICE_ALLOCATORS
@@ -56,6 +56,13 @@ def start_service(warehouse, *args, capture=False, env=None):
     return subprocess.Popen([sys.executable, "-m", "rpl_sql.cli", "replica", "--warehouse", warehouse, *args],
                             stdout=out, stderr=subprocess.STDOUT if not capture else subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
+
+
+def killed_and_restarted(proc, warehouse, *args):
+    """SIGKILL the service's whole process group, then start it again: the new process."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return start_service(warehouse, *args)
 
 
 def service_running(warehouse, channel="a") -> bool:
@@ -277,7 +284,6 @@ def test_sigkilled_twenty_times_the_replica_equals_a_mariadb_replica(warehouse, 
     """The service is SIGKILLed at random moments while the source is busy (20 times) and restarted each time;
     at the end every replica table equals the MariaDB replica's: nothing lost, nothing applied twice."""
     import random
-    import threading
 
     src, oracle = servers
     fresh_pair(warehouse, src, oracle,
@@ -287,55 +293,40 @@ def test_sigkilled_twenty_times_the_replica_equals_a_mariadb_replica(warehouse, 
                 "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT, note VARCHAR(30) CHARACTER SET utf8mb4)",
                 "CREATE TABLE journal (a INT, b VARCHAR(10))", "CREATE TABLE skip_me (k INT PRIMARY KEY)")
     rnd = random.Random(5)
-    done = threading.Event()
-    failed: list[BaseException] = []
+    def workload(conn, cur):
+        for i in range(600):
+            k = rnd.randint(1, 40)
+            cur.execute("INSERT INTO acct VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE bal = bal + 1",
+                        (k, i, f"n{i} ✓"))
+            cur.execute("INSERT INTO journal VALUES (%s, %s)", (k % 5, "x" if i % 3 else None))
+            if i % 7 == 0:
+                cur.execute("DELETE FROM acct WHERE id = %s", (rnd.randint(1, 40),))
+            if i % 11 == 0:
+                cur.execute("DELETE FROM journal WHERE a = %s LIMIT 1", (rnd.randint(0, 4),))
+            if i % 13 == 0:
+                cur.execute("UPDATE acct SET id = id + %s WHERE id = %s", (1000 * (i + 1), rnd.randint(1, 40)))
+            cur.execute("INSERT INTO skip_me VALUES (%s) ON DUPLICATE KEY UPDATE k = k", (i % 9,))
+            conn.commit()
+            time.sleep(0.01)
 
-    def workload():
-        conn = src.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION binlog_format = ROW")
-                cur.execute("USE shop")
-                for i in range(600):
-                    k = rnd.randint(1, 40)
-                    cur.execute("INSERT INTO acct VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE bal = bal + 1",
-                                (k, i, f"n{i} ✓"))
-                    cur.execute("INSERT INTO journal VALUES (%s, %s)", (k % 5, "x" if i % 3 else None))
-                    if i % 7 == 0:
-                        cur.execute("DELETE FROM acct WHERE id = %s", (rnd.randint(1, 40),))
-                    if i % 11 == 0:
-                        cur.execute("DELETE FROM journal WHERE a = %s LIMIT 1", (rnd.randint(0, 4),))
-                    if i % 13 == 0:
-                        cur.execute("UPDATE acct SET id = id + %s WHERE id = %s", (1000 * (i + 1), rnd.randint(1, 40)))
-                    cur.execute("INSERT INTO skip_me VALUES (%s) ON DUPLICATE KEY UPDATE k = k", (i % 9,))
-                    conn.commit()
-                    time.sleep(0.01)
-        except BaseException as e:
-            failed.append(e)
-        finally:
-            conn.close()
-            done.set()
-
-    worker = threading.Thread(target=workload)
+    worker = SourceWorkload(src, workload, "SET SESSION binlog_format = ROW", "USE shop")
     worker.start()
     kills = 0
     proc = start_service(warehouse)
     try:
         while kills < 20:
             time.sleep(rnd.uniform(0.3, 1.5))
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc = killed_and_restarted(proc, warehouse)
             kills += 1
-            proc = start_service(warehouse)
         worker.join()
-        assert not failed, failed
+        assert not worker.failed, worker.failed
         caught_up(warehouse, src, timeout=180)
         oracle.caught_up(src, "a")
         ours, theirs = _normal(_ours(warehouse, ["a"])), _normal(oracle.contents())
         assert ("crm", "acct") in ours and len(ours[("crm", "journal")]) > 400 and ("crm", "skip_me") not in ours
         assert ours == theirs
     finally:
-        done.wait(120)
+        worker.done.wait(120)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
