@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from rpl_sql.language.quoting import channel_predicate
 from rpl_sql.errors import RplSqlError
@@ -106,11 +106,9 @@ def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0,
 
 
 def open_table(path: str) -> DeltaTable | None:
+    """The events table, its log checked first (a damaged log stops ingest with `rpl-sql repair`'s advice)."""
     check(path)
-    try:
-        return archive.open_table(path)
-    except TableNotFoundError:
-        return None
+    return archive.open_existing(path)
 
 
 def committed_position(warehouse: str, channel: str, dt: DeltaTable | None = None) -> ChannelPosition | None:

@@ -19,8 +19,8 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
 
 from rpl_sql.language.quoting import ident
 from rpl_sql.storage.delta import archive
@@ -48,16 +48,9 @@ def _err(code: int, name: str, sqlstate: str, msg: str, seq: int | None = None) 
     return e
 
 
-def open_table(path: str) -> DeltaTable | None:
-    try:
-        return archive.open_table(path)
-    except TableNotFoundError:
-        return None
-
-
 def table_seq(path: str, channel: str) -> int:
     """The last seq merged into the table at `path` (0 when it has none)."""
-    dt = open_table(path)
+    dt = archive.open_existing(path)
     return (dt.transaction_version(delta_commit.app_id("replica", channel)) or 0) if dt is not None else 0
 
 
@@ -74,10 +67,12 @@ def _commit_properties(channel: str, seq: int) -> dict:
 
 
 def write(target: str | DeltaTable, data: pa.Table, channel: str, seq: int, *, mode: str) -> None:
+    """A replica table commit through delta/commit, with the channel's position (an overwrite may change the
+    columns: an ALTER's reshape)."""
     exists = isinstance(target, DeltaTable) or DeltaTable.is_deltatable(target)
-    kw = {"schema_mode": "overwrite"} if (exists and mode == "overwrite") else {}
-    write_deltalake(target, data, mode=mode, configuration=None if exists else delta_commit.TABLE_CONFIG, **kw,
-                    **_commit_properties(channel, seq))
+    delta_commit.write(target, data, mode=mode, metadata={CHANNEL_KEY: channel, "rpl_sql.replica.seq": str(seq)},
+                       app=(delta_commit.app_id("replica", channel), seq), checkpoint=True, create=not exists,
+                       schema_mode="overwrite" if exists and mode == "overwrite" else None)
 
 
 class Changes:
@@ -194,7 +189,7 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
         for r in (before, after):
             if r is not None:
                 touched.add(key(r))
-    dt = table if table is not None else open_table(path)
+    dt = table if table is not None else archive.open_existing(path)
     if table is not None and archive.local_root(path) is not None and \
             (deltalog.latest_version(path) or 0) > dt.version():
         dt.update_incremental()
@@ -310,7 +305,7 @@ def _expand(k: tuple, key_idx: list[int], width: int) -> list[Any]:
 
 
 def read_all(path: str) -> pa.Table | None:
-    dt = open_table(path)
+    dt = archive.open_existing(path)
     return dt.to_pyarrow_table() if dt is not None else None
 
 

@@ -176,6 +176,17 @@ def open_table(path: str, version: int | None = None, attempts: int = 5) -> Any:
                 raise
 
 
+def open_existing(path: str) -> Any:
+    """`open_table(path)`, or None where no Delta table is (yet): the one way rpl_sql opens a table it may not
+    have created yet."""
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return open_table(path)
+    except TableNotFoundError:
+        return None
+
+
 def read_commit(table: str, version: int) -> list[dict] | None:
     """The actions of commit `version`, from the log or, once moved, the archive; None when it is in neither
     (pruned, or never written). Race-free beside `archive()`: a commit only ever moves from the log to the
