@@ -12,6 +12,7 @@ import pkgutil
 import shlex
 import sys
 import textwrap
+from collections import Counter
 from datetime import datetime, timezone
 
 from rpl_sql import jvm
@@ -120,8 +121,9 @@ def _terminated(statement: str) -> str:
 
 
 def _comment(text: str) -> str:
-    """Free text for a `--` comment line: printable, one line, no variable references."""
-    return "".join(c if c.isprintable() else "?" for c in text).replace("${", "$ {")
+    """Free text for a `--` comment line: printable (other characters as `\\uXXXX`), one line, no variable
+    references."""
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text).replace("${", "$ {")
 
 
 def worker_env() -> dict[str, str]:
@@ -157,20 +159,24 @@ def stale_guard(warehouse: str, version: int | None, fingerprint: str):
     return Guard(f"{current} <=> {sql_str(fingerprint, script_safe=True)}", message)
 
 
-def _replica_tables(warehouse: str) -> tuple[list[str], list[str]]:
-    """The statements defining each replica table, and the header's notes on tables Spark knows by another
-    name or not at all. A table that cannot be written is left out with a note: the script never stops halfway."""
-    body: list[str] = []
+def _replica_tables(warehouse: str) -> tuple[list[list[str]], list[str]]:
+    """Each replica table's defining statements, and the header's notes on tables Spark knows by another name
+    or not at all. A table that cannot be written is left out with a note: the script never stops halfway."""
+    names = replica_spark_names(warehouse)
+    channels_of = Counter((where.db, where.name) for where, _ in names)
+    defined: list[list[str]] = []
     renamed: list[str] = []
     missing: list[str] = []
-    for where, entry in replica_spark_names(warehouse):
-        mysql = f"{where.db}.{where.name}" + (f" (channel {where.channel})" if where.why and "channels" in where.why
-                                              else "")
+    for where, entry in names:
+        mysql = f"{where.db}.{where.name}"
+        if channels_of[(where.db, where.name)] > 1:  # the same table in several channels
+            mysql += f" (channel {where.channel})"
         if entry.columns is None:
             missing.append(f"{mysql}: its CREATE TABLE was not readable and no row event has given its columns yet")
             continue
         try:
-            body.extend(harden(stmt) + ";" for stmt in create_statements(warehouse, where, script_safe=True))
+            defined.append([harden(stmt) + ";" for stmt in create_statements(warehouse, where, entry,
+                                                                               script_safe=True)])
         except Exception as e:  # dropped since the catalog was read, or its first commit is being written
             missing.append(f"{mysql}: {e}")
             continue
@@ -180,20 +186,14 @@ def _replica_tables(warehouse: str) -> tuple[list[str], list[str]]:
     if renamed:
         notes += [f"REPLICA TABLES UNDER ANOTHER NAME ({len(renamed)}): Spark folds case and takes only letters, "
                   "digits and _ in names, so these are defined under names of their own (a query by the MySQL "
-                  f"name fails rather than read another table):"] + [_one_line(r) for r in renamed[:50]]
+                  f"name fails rather than read another table):"] + renamed[:50]
         if len(renamed) > 50:
             notes.append(f"  ... and {len(renamed) - 50} more: SELECT * FROM {TABLES_VIEW} WHERE NOTE IS NOT NULL")
     if missing:
-        notes += [f"REPLICA TABLES NOT DEFINED ({len(missing)}):"] + [_one_line("  " + m) for m in missing[:50]]
+        notes += [f"REPLICA TABLES NOT DEFINED ({len(missing)}):"] + ["  " + m for m in missing[:50]]
         if len(missing) > 50:
             notes.append(f"  ... and {len(missing) - 50} more: SELECT * FROM {TABLES_VIEW} WHERE SPARK_TABLE IS NULL")
-    return body, notes
-
-
-def _one_line(text: str) -> str:
-    """A header line: names may hold line breaks and `${`, which a `--` comment must not carry raw."""
-    text = text.replace("${", "\\u0024{")
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+    return defined, notes
 
 
 def export_sql(session, stale_check: bool = True) -> str:
@@ -258,10 +258,9 @@ def export_sql(session, stale_check: bool = True) -> str:
                     f"  USING rpl_sql OPTIONS (path {sql_str(warehouse, script_safe=True)}, table '{table}');")
     if replica:
         body.append("")
-        count = sum(1 for line in replica if line.startswith("CREATE TABLE"))
-        body.append(f"-- The replica tables by name ({count} as of this export; their rows are read live). "
+        body.append(f"-- The replica tables by name ({len(replica)} as of this export; their rows are read live). "
                     f"Re-export to see tables created later. Their Spark names: {TABLES_VIEW}.")
-        body.extend(replica)
+        body.extend(line for table in replica for line in table)
     body.append("")
     body.append(f"-- Functions compiled from {source}.")
     if jar is not None:

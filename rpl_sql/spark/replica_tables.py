@@ -29,26 +29,30 @@ IDENTITY = "rpl_sql replica table "  # first column's comment of a replica table
 
 def replica_delta_table(warehouse: str, db: str, name: str, channel: str | None = None, exact: bool = False):
     """The Delta table of the replica table `db`.`name` now (after any RENAME or re-CREATE), or a clear error."""
-    from deltalake import DeltaTable
-
     found = find_table(warehouse, db, name, channel, exact)
     if found is None:
         raise ValueError(f"rpl_sql: the replica has no table {db}.{name} (dropped or renamed?)")
-    channel, entry = found
+    return _entry_table(warehouse, *found)
+
+
+def _entry_table(warehouse: str, channel: str, entry: TableEntry):
+    """The Delta table of a channel's catalog entry, or a clear error while it has no columns."""
+    from deltalake import DeltaTable
+
     path = Catalog(warehouse, channel).data_path(entry)
     if not DeltaTable.is_deltatable(path):
-        raise ValueError(f"rpl_sql: {db}.{name} has no columns yet (its CREATE TABLE was not readable; the next "
-                         "row event defines it)")
+        raise ValueError(f"rpl_sql: {entry.db}.{entry.name} has no columns yet (its CREATE TABLE was not readable; "
+                         "the next row event defines it)")
     return archive.open_table(path)
 
 
 def identity_comment(warehouse: str, where: SparkName, renamed: dict[str, str]) -> str:
     """The comment that names a replica table for the data source: Spark gives a catalog table's reader its
     schema (with comments) but not its OPTIONS. `renamed`: Spark column -> source column."""
-    ident = {"path": warehouse, "db": where.db, "name": where.name, "channel": where.channel}
+    identity = {"path": warehouse, "db": where.db, "name": where.name, "channel": where.channel}
     if renamed:
-        ident["columns"] = renamed
-    return IDENTITY + json.dumps(ident, ensure_ascii=False)
+        identity["columns"] = renamed
+    return IDENTITY + json.dumps(identity, ensure_ascii=False)
 
 
 def table_identity(schema) -> dict | None:
@@ -75,10 +79,9 @@ def _spark_type(t) -> str:
     raise ValueError(f"no Spark type for {t}")
 
 
-def replica_columns_ddl(warehouse: str, where: SparkName) -> str:
+def replica_columns_ddl(warehouse: str, where: SparkName, entry: TableEntry) -> str:
     """The Spark column list of a replica table now, its identity in the first column's comment."""
-    dt = replica_delta_table(warehouse, where.db, where.name, where.channel, exact=True)
-    schema = plain_schema(dt.schema().to_arrow())
+    schema = plain_schema(_entry_table(warehouse, where.channel, entry).schema().to_arrow())
     renamed = spark_columns(schema.names)
     spark_of = {source: spark for spark, source in renamed.items()}
     cols = []
@@ -90,7 +93,7 @@ def replica_columns_ddl(warehouse: str, where: SparkName) -> str:
     return ", ".join(cols)
 
 
-def create_statements(warehouse: str, where: SparkName, script_safe: bool = False) -> list[str]:
+def create_statements(warehouse: str, where: SparkName, entry: TableEntry, script_safe: bool = False) -> list[str]:
     """The statements that (re)define a replica table in a session catalog under its Spark name, over the rpl_sql
     data source, with the table's current columns (the first one's comment names the table for the data source)."""
     warehouse = os.path.abspath(warehouse)
@@ -99,7 +102,7 @@ def create_statements(warehouse: str, where: SparkName, script_safe: bool = Fals
     target = where.quoted()
     return [f"CREATE DATABASE IF NOT EXISTS {ident(where.spark_db)}",
             f"DROP TABLE IF EXISTS {target}",
-            f"CREATE TABLE {target} ({replica_columns_ddl(warehouse, where)}) USING rpl_sql OPTIONS ({opts})"]
+            f"CREATE TABLE {target} ({replica_columns_ddl(warehouse, where, entry)}) USING rpl_sql OPTIONS ({opts})"]
 
 
 def replica_spark_names(warehouse: str) -> list[tuple[SparkName, TableEntry]]:
@@ -139,29 +142,27 @@ class SparkCatalogSync:
         versions = catalog_versions(self.warehouse)
         if versions == self.seen:
             return
-        wanted: dict[tuple[str, str], tuple[SparkName, str]] = {}
-        for where, e in replica_spark_names(self.warehouse):
-            if e.columns is not None:
-                wanted[(where.spark_db, where.spark_table)] = (where, repr(e.columns) + e.path)
+        wanted = {(where.spark_db, where.spark_table): (where, e)
+                  for where, e in replica_spark_names(self.warehouse) if e.columns is not None}
         for key in [k for k in self.defined if k not in wanted]:
-            self.spark.sql(f"DROP TABLE IF EXISTS {ident(key[0])}.{ident(key[1])}")
+            self.spark.sql(f"DROP TABLE IF EXISTS {qualified(*key)}")
             del self.defined[key]
-        for key, (where, sig) in wanted.items():
-            sig = repr(where) + sig
-            if self.defined.get(key) == sig:
-                continue
-            try:
-                with _no_substitution(self.spark):
-                    for stmt in create_statements(self.warehouse, where):
+        with _no_substitution(self.spark):
+            for key, (where, entry) in wanted.items():
+                sig = repr((where, entry))
+                if self.defined.get(key) == sig:
+                    continue
+                try:
+                    for stmt in create_statements(self.warehouse, where, entry):
                         self.spark.sql(stmt)
-            except Exception as e:  # a table whose first commit is still being written: next sync
-                log.debug("replica table %s.%s not defined yet: %s", where.db, where.name, e)
-                continue
-            if where.why is not None and key not in self.defined:
-                warnings.warn(f"rpl_sql: replica table {qualified(where.db, where.name)} is {where.quoted()} in "
-                              f"Spark ({where.why}); every table's Spark name: SELECT * FROM {TABLES_VIEW}",
-                              ReplicaNameWarning, stacklevel=2)
-            self.defined[key] = sig
+                except Exception as e:  # a table whose first commit is still being written: next sync
+                    log.debug("replica table %s.%s not defined yet: %s", where.db, where.name, e)
+                    continue
+                if where.why is not None and key not in self.defined:
+                    warnings.warn(f"rpl_sql: replica table {qualified(where.db, where.name)} is {where.quoted()} "
+                                  f"in Spark ({where.why}); every table's Spark name: SELECT * FROM {TABLES_VIEW}",
+                                  ReplicaNameWarning, stacklevel=2)
+                self.defined[key] = sig
         self.seen = versions
 
 

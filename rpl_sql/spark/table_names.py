@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rpl_sql.language.quoting import qualified
 
@@ -53,6 +53,11 @@ def _stem(name: str, fallback: str) -> str:
     return _UNSAFE_RUN.sub("_", ascii_only.lower()).strip("_")[:48] or fallback
 
 
+def _made_up(name: str, fallback: str, identity: tuple[str, ...], size: int = 8) -> str:
+    """A Spark-safe name for `name`: its stem and a hash of its exact `identity`."""
+    return f"{_stem(name, fallback)}_{_digest(*identity, size=size)}"
+
+
 def _why_db(db: str, spellings: set[str]) -> str | None:
     if not spark_valid(db):
         return f"Spark takes only letters, digits and _ in a database name; {db!r} has others"
@@ -80,26 +85,28 @@ def spark_names(tables: list[tuple[str, str, str]]) -> dict[tuple[str, str, str]
     for _, db, _ in tables:
         spellings.setdefault(db.lower(), set()).add(db)
     db_names: dict[str, tuple[str, str | None]] = {}
-    for folded, group in spellings.items():
+    for group in spellings.values():
         for db in group:
             why = _why_db(db, group)
-            db_names[db] = (db.lower(), None) if why is None else (f"{_stem(db, 'db')}_{_digest(db, size=8)}", why)
+            db_names[db] = (db.lower(), None) if why is None else (_made_up(db, "db", (db,)), why)
     by_spark: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for t in tables:
         by_spark.setdefault((db_names[t[1]][0], t[2].lower()), []).append(t)
     out: dict[tuple[str, str, str], SparkName] = {}
+    identities: dict[tuple[str, str, str], tuple[str, ...]] = {}
     for (spark_db, _), sharing in by_spark.items():
         dup_channels = len({(d, n) for _, d, n in sharing}) < len(sharing)
         for channel, db, name in sharing:
             why = _why_table(db, name, sharing)
-            ident = (channel, db, name) if dup_channels else (db, name)
-            table = name.lower() if why is None else f"{_stem(name, 't')}_{_digest(*ident, size=8)}"
+            identity = identities[(channel, db, name)] = (channel, db, name) if dup_channels else (db, name)
+            table = name.lower() if why is None else _made_up(name, "t", identity)
             out[(channel, db, name)] = SparkName(channel, db, name, spark_db, table,
                                                  db_names[db][1] if why is None else why)
-    return _unique(out)
+    return _unique(out, identities)
 
 
-def _unique(names: dict[tuple[str, str, str], SparkName]) -> dict[tuple[str, str, str], SparkName]:
+def _unique(names: dict[tuple[str, str, str], SparkName],
+            identities: dict[tuple[str, str, str], tuple[str, ...]]) -> dict[tuple[str, str, str], SparkName]:
     """Lengthen the hash of a made-up name that happens to equal another table's Spark name."""
     taken: dict[tuple[str, str], tuple[str, str, str]] = {}
     for key, n in sorted(names.items(), key=lambda kv: kv[1].why is not None):
@@ -107,8 +114,7 @@ def _unique(names: dict[tuple[str, str, str], SparkName]) -> dict[tuple[str, str
         size = 8
         while spot in taken and n.why is not None and size < 40:
             size += 8
-            n = SparkName(n.channel, n.db, n.name, n.spark_db,
-                          f"{_stem(n.name, 't')}_{_digest(*key, size=size)}", n.why)
+            n = replace(n, spark_table=_made_up(n.name, "t", identities[key], size))
             spot = (n.spark_db, n.spark_table)
         if spot in taken:
             raise ValueError(f"replica tables {taken[spot]} and {key} got the same Spark name {n.quoted()}")
@@ -123,7 +129,7 @@ def spark_columns(columns: list[str]) -> dict[str, str]:
     taken = {c.lower() for c in columns}
     for c in columns:
         if _UNSAFE_COLUMN.search(c):
-            new = f"{_stem(c, 'col')}_{_digest(c, size=8)}"
+            new = _made_up(c, "col", (c,))
             while new.lower() in taken:
                 new += "_"
             taken.add(new.lower())
