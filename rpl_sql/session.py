@@ -80,8 +80,9 @@ class Session:
     """One client of a replica server whose state lives in Delta tables under `warehouse`.
 
     Control-plane statements never start Spark. Ordinary SQL needs a SparkSession: pass `spark`, or
-    `spark=True` (or "auto") to start a local one the first time a statement needs it. Without either, such
-    a statement raises SparkRequiredError and nothing starts.
+    `spark=True` with an `attach` (what rpl_sql.connect(warehouse, spark=True) gives) to start a local one the
+    first time a statement needs it. Without either, such a statement raises SparkRequiredError and nothing
+    starts.
     """
 
     def __init__(self, warehouse: str | os.PathLike | None = None, *, spark: Any = None,

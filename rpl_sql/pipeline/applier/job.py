@@ -267,8 +267,7 @@ class _Applier:
         counts = [0, 0]  # batches and events done, by the batches' completions
         pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
 
-        def completed(rec: BatchRecord) -> None:  # on the write stage, after the batch's two commits
-            self.materialize(channel)
+        def completed(rec: BatchRecord) -> None:  # on the write stage, after the batch's two commits (and gate)
             counts[0] += 1
             counts[1] += rec.events
             report.batches += 1
@@ -296,6 +295,7 @@ class _Applier:
                 rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
                 if rec is None:
                     break
+                self.materialize(channel)  # the catalog moves past the skipped events (the gate did not run)
                 completed(rec)
                 pos = rec.end
                 continue  # the events after the skipped ones, in this run

@@ -357,8 +357,7 @@ class ReplicaTables:
         text = (ev["statement"] or "")[:300]
         why = (f"(seq {ev['seq']}: '{text}'). A name written as db.table is not rewritten by REPLICATE_REWRITE_DB "
                "(only the default database is): run such DDL after USE, or, if the replica should not have the "
-               f"table, SET GLOBAL sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL "
-               f"'{self.channel}'")
+               f"table, {skip_advice(self.channel)}")
         if code == 1051:
             return MySQLError(1051, "42S02", "ER_BAD_TABLE_ERROR", f"Unknown table '{db}.{name}' {why}")
         return MySQLError(1146, "42S02", "ER_NO_SUCH_TABLE", f"Table '{db}.{name}' doesn't exist {why}")
@@ -401,8 +400,8 @@ class ReplicaTables:
                              f"{op} PARTITION at seq {ev['seq']} would remove or swap rows of the replica table "
                              f"{entry.db}.{entry.name}, which does not know the source's partitions: "
                              f"'{(ev['statement'] or '')[:300]}'. To go past it, make the replica table hold what "
-                             "the source's holds after it (delete the partition's rows from it), then SET GLOBAL "
-                             f"sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL '{self.channel}'")
+                             "the source's holds after it (delete the partition's rows from it), then "
+                             f"{skip_advice(self.channel)}")
         db, name = target
         if entry.columns is None:
             return  # no rows yet: the next table map of the table says what its columns are
@@ -502,8 +501,8 @@ class ReplicaTables:
         return MySQLError(
             1105, "HY000", "ER_UNKNOWN_ERROR",
             f"ALTER TABLE at seq {ev['seq']} changes the columns of the replica table {entry.db}.{entry.name} in a "
-            f"way rpl_sql cannot apply exactly: {why}: '{(ev['statement'] or '')[:300]}'. To go past it: SET GLOBAL "
-            f"sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL '{self.channel}'; the table then "
+            f"way rpl_sql cannot apply exactly: {why}: '{(ev['statement'] or '')[:300]}'. To go past it: "
+            f"{skip_advice(self.channel)}; the table then "
             "takes the source's columns from its next row event, with NULL in the rows already there for the "
             "columns this statement added or renamed")
 
@@ -522,15 +521,18 @@ class ReplicaTables:
             self.cat.add_database(e.db)
 
 
+def skip_advice(channel: str) -> str:
+    """How to go past the transaction the SQL thread stopped before, as MySQL's message says it."""
+    return f"SET GLOBAL sql_replica_skip_counter = 1; START REPLICA SQL_THREAD FOR CHANNEL {mysql_str(channel)}"
+
+
 def statement_dml_error(ev: dict, tables: list[tuple[str, str]], channel: str) -> StatementDMLError:
     names = ", ".join(f"{d}.{n}" for d, n in tables)
-    q = mysql_str(channel)
     return StatementDMLError(
         1105, "HY000", "ER_UNKNOWN_ERROR",
         f"Statement-format DML at seq {ev['seq']} would change the replica table(s) {names}: "
         f"'{(ev.get('statement') or '')[:300]}'. rpl_sql applies row events only: set binlog_format=ROW on the "
-        f"source. To go past this transaction: SET GLOBAL sql_replica_skip_counter = 1; START REPLICA SQL_THREAD "
-        f"FOR CHANNEL {q}")
+        f"source. To go past this transaction: {skip_advice(channel)}")
 
 
 def _in_snapshot(entry: TableEntry, ev: dict) -> bool:

@@ -60,18 +60,22 @@ def create(path: str, columns: list[dict], channel: str, seq: int) -> None:
     write(path, empty, channel, seq, mode="overwrite")
 
 
+def _position(channel: str, seq: int) -> dict:
+    """A replica table commit's position: the channel's seq as commit metadata and app transaction."""
+    return {"metadata": {CHANNEL_KEY: channel, "rpl_sql.replica.seq": str(seq)},
+            "app": (delta_commit.app_id("replica", channel), seq), "checkpoint": True}
+
+
 def _commit_properties(channel: str, seq: int) -> dict:
-    """A replica table commit's properties: the channel's position as commit metadata and app transaction."""
-    return delta_commit.properties({CHANNEL_KEY: channel, "rpl_sql.replica.seq": str(seq)},
-                                   (delta_commit.app_id("replica", channel), seq), checkpoint=True)
+    """A replica table commit's properties, for delta-rs calls that take them (the merge)."""
+    return delta_commit.properties(**_position(channel, seq))
 
 
 def write(target: str | DeltaTable, data: pa.Table, channel: str, seq: int, *, mode: str) -> None:
     """A replica table commit through delta/commit, with the channel's position (an overwrite may change the
     columns: an ALTER's reshape)."""
     exists = isinstance(target, DeltaTable) or DeltaTable.is_deltatable(target)
-    delta_commit.write(target, data, mode=mode, metadata={CHANNEL_KEY: channel, "rpl_sql.replica.seq": str(seq)},
-                       app=(delta_commit.app_id("replica", channel), seq), checkpoint=True, create=not exists,
+    delta_commit.write(target, data, mode=mode, create=not exists, **_position(channel, seq),
                        schema_mode="overwrite" if exists and mode == "overwrite" else None)
 
 
