@@ -334,7 +334,7 @@ class Session:
             with quiet_spark_errors():
                 df = spark.sql(stmt.text)
         except Exception as e:
-            if not _is_spark_error(e):
+            if not is_spark_error(e):
                 raise
             raise SparkSQLError.from_spark(e) from None
         return Result(stmt, tuple(df.columns), [], (), None, df)
@@ -449,7 +449,7 @@ def quiet_spark_errors() -> Iterator[None]:
             lg.disabled = was
 
 
-def _is_spark_error(e: BaseException) -> bool:
+def is_spark_error(e: BaseException) -> bool:
     """An error Spark raised for a statement (pyspark's exceptions, or py4j's for a JVM error)."""
     return any(c.__module__.startswith(("pyspark.errors", "py4j")) for c in type(e).__mro__)
 

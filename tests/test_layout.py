@@ -212,6 +212,17 @@ def _classes() -> list[tuple[str, str, int]]:
     return out
 
 
+def test_no_module_imports_another_ones_private_names():
+    """A folder's modules talk through names without a leading underscore: its internal API."""
+    private = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rpl_sql"):
+                private += [f"{name}: {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not private, private
+
+
 def test_no_two_classes_share_a_name():
     seen: dict[str, list[str]] = defaultdict(list)
     for cls, module, _ in _classes():

@@ -7,16 +7,16 @@ from sqlglot import exp
 
 from rpl_sql.errors import RplSqlError
 from rpl_sql.filters.evaluate import TableRef
-from rpl_sql.classify.info import StatementInfo, _info
+from rpl_sql.classify.info import StatementInfo, statement_info
 from rpl_sql.classify.tables import (
-    _Columns,
-    _delete_flags,
-    _refs_to_tables,
-    _ro_entries,
-    _seq,
-    _update_entries,
+    ColumnHints,
+    delete_flags,
+    refs_to_tables,
+    read_only_entries,
+    numbered,
+    update_entries,
 )
-from rpl_sql.classify.tokens import _LOCAL, _Ref
+from rpl_sql.classify.tokens import SQLGLOT_STATE, RawRef
 
 # ---------------------------------------------------------------- sqlglot AST readers
 
@@ -35,20 +35,20 @@ def _ident_pos(node: exp.Expression) -> float:
     return float("inf")
 
 
-def _ast_ref(t: exp.Table, ctes: frozenset[str]) -> _Ref:
+def _ast_ref(t: exp.Table, ctes: frozenset[str]) -> RawRef:
     pos = _ident_pos(t)
     alias = t.alias or None
     if not isinstance(t.this, exp.Identifier):  # table function
-        return _Ref(None, None, alias, pos, derived=True)
+        return RawRef(None, None, alias, pos, derived=True)
     db = t.args.get("db")
     dbname = db.this if isinstance(db, exp.Identifier) else None
     name = t.this.this
     if dbname is None and name.lower() in ctes:
-        return _Ref(None, name, alias, pos, derived=True)
-    return _Ref(dbname, name, alias, pos)
+        return RawRef(None, name, alias, pos, derived=True)
+    return RawRef(dbname, name, alias, pos)
 
 
-def _ast_from_items(node: exp.Expression | None, ctes: frozenset[str], out: list[tuple[_Ref, exp.Expression]]):
+def _ast_from_items(node: exp.Expression | None, ctes: frozenset[str], out: list[tuple[RawRef, exp.Expression]]):
     """The entries of a join tree in order: (ref, node). Nested join lists `(t8, t9)` are flattened."""
     if node is None:
         return
@@ -61,9 +61,9 @@ def _ast_from_items(node: exp.Expression | None, ctes: frozenset[str], out: list
             and not node.alias:
         _ast_from_items(node.this, ctes, out)  # a parenthesised join nest, not a derived table
     elif isinstance(node, exp.Subquery):
-        out.append((_Ref(None, None, node.alias or None, _first_pos(node), derived=True), node))
+        out.append((RawRef(None, None, node.alias or None, _first_pos(node), derived=True), node))
     else:
-        out.append((_Ref(None, None, None, _first_pos(node), derived=True), node))
+        out.append((RawRef(None, None, None, _first_pos(node), derived=True), node))
     for j in node.args.get("joins") or ():
         _ast_from_items(j, ctes, out)
 
@@ -76,12 +76,12 @@ def _first_pos(node: exp.Expression) -> float:
 
 
 def _ast_ctes(root: exp.Expression) -> frozenset[str]:
-    if not getattr(_LOCAL, "has_with", True):  # no WITH token in the statement: skip the tree walk
+    if not getattr(SQLGLOT_STATE, "has_with", True):  # no WITH token in the statement: skip the tree walk
         return frozenset()
     return frozenset(cte.alias.lower() for cte in root.find_all(exp.CTE) if cte.alias)
 
 
-def _ast_readonly(nodes: Iterable[exp.Expression | None], ctes: frozenset[str], exclude: set[int]) -> list[_Ref]:
+def _ast_readonly(nodes: Iterable[exp.Expression | None], ctes: frozenset[str], exclude: set[int]) -> list[RawRef]:
     """Every real table referenced under `nodes` except those whose id() is in `exclude`."""
     out = []
     for node in nodes:
@@ -116,15 +116,15 @@ def _plain(t: exp.Table, updating: bool = True) -> tuple[float, TableRef]:
 def _ast_insert(node: exp.Insert, verb: str) -> StatementInfo:
     target = _table_of(node.this)
     ctes = _ast_ctes(node)
-    entries = [_plain(target)] + _ro_entries(_ast_readonly([node], ctes, {id(target)}))
+    entries = [_plain(target)] + read_only_entries(_ast_readonly([node], ctes, {id(target)}))
     query = node.expression
     is_select = isinstance(query, (exp.Query, exp.Subquery)) and not isinstance(query, exp.Values)
-    return _info(verb + ("_SELECT" if is_select else ""), _refs_to_tables(_seq(entries)), "sqlglot")
+    return statement_info(verb + ("_SELECT" if is_select else ""), refs_to_tables(numbered(entries)), "sqlglot")
 
 
-def _ast_update(node: exp.Update, columns: _Columns) -> StatementInfo:
+def _ast_update(node: exp.Update, columns: ColumnHints) -> StatementInfo:
     ctes = _ast_ctes(node)
-    items: list[tuple[_Ref, exp.Expression]] = []
+    items: list[tuple[RawRef, exp.Expression]] = []
     _ast_from_items(node.this, ctes, items)
     frm = node.args.get("from_") or node.args.get("from")
     if frm is not None:
@@ -145,17 +145,17 @@ def _ast_update(node: exp.Update, columns: _Columns) -> StatementInfo:
             targets.append((col.db or None, col.table or None, col.name))
     else:
         targets = []
-    entries = _update_entries(refs, targets, _ast_readonly([node], ctes, main_ids), columns)
-    return _info("UPDATE_MULTI" if multi else "UPDATE", _refs_to_tables(_seq(entries)), "sqlglot")
+    entries = update_entries(refs, targets, _ast_readonly([node], ctes, main_ids), columns)
+    return statement_info("UPDATE_MULTI" if multi else "UPDATE", refs_to_tables(numbered(entries)), "sqlglot")
 
 
 def _ast_delete(node: exp.Delete) -> StatementInfo:
     ctes = _ast_ctes(node)
     using = node.args.get("using")
     target_nodes: list[exp.Expression]
-    items: list[tuple[_Ref, exp.Expression]] = []
+    items: list[tuple[RawRef, exp.Expression]] = []
     if using:
-        target_items: list[tuple[_Ref, exp.Expression]] = []
+        target_items: list[tuple[RawRef, exp.Expression]] = []
         _ast_from_items(node.this, ctes, target_items)
         target_nodes = [n for _, n in target_items]
         for u in using if isinstance(using, list) else [using]:
@@ -178,20 +178,20 @@ def _ast_delete(node: exp.Delete) -> StatementInfo:
             t = _table_of(t)
             r = _ast_ref(t, frozenset())
             targets.append((r.db, r.name, r.pos))
-        flags, extra = _delete_flags(refs, targets)
+        flags, extra = delete_flags(refs, targets)
     else:
         flags, extra = [not refs[0].derived], []
     entries = [(r.pos, TableRef(r.db, r.name, f)) for r, f in zip(refs, flags) if not r.derived] + extra
     exclude = {id(n) for r, n in items if not r.derived}
     for t in target_nodes:
         exclude.update(id(x) for x in t.find_all(exp.Table))
-    entries += _ro_entries(_ast_readonly([node], ctes, exclude))
-    return _info("DELETE_MULTI" if multi else "DELETE", _refs_to_tables(_seq(entries)), "sqlglot")
+    entries += read_only_entries(_ast_readonly([node], ctes, exclude))
+    return statement_info("DELETE_MULTI" if multi else "DELETE", refs_to_tables(numbered(entries)), "sqlglot")
 
 
 def _ast_query(node: exp.Expression) -> StatementInfo:
-    entries = _ro_entries(_ast_readonly([node], _ast_ctes(node), set()))
-    return _info("OTHER", _refs_to_tables(_seq(entries)), "sqlglot")
+    entries = read_only_entries(_ast_readonly([node], _ast_ctes(node), set()))
+    return statement_info("OTHER", refs_to_tables(numbered(entries)), "sqlglot")
 
 
 def _ast_create(node: exp.Create, family: str) -> StatementInfo:
@@ -207,16 +207,18 @@ def _ast_create(node: exp.Create, family: str) -> StatementInfo:
             sources.append(node.expression)
         ro = _ast_readonly(sources, _ast_ctes(node.expression) if node.expression is not None else frozenset(),
                            set())
-        return _info("CREATE_TABLE", _refs_to_tables(_seq([_plain(target)] + _ro_entries(ro))), "sqlglot")
+        entries = numbered([_plain(target)] + read_only_entries(ro))
+        return statement_info("CREATE_TABLE", refs_to_tables(entries), "sqlglot")
     if family == "CREATE_VIEW" and kind == "VIEW":
         target = _table_of(node.this)
         q = node.expression
         ro = _ast_readonly([q], _ast_ctes(q) if q is not None else frozenset(), set())
-        return _info("CREATE_VIEW", _refs_to_tables(_seq([_plain(target)] + _ro_entries(ro))), "sqlglot")
+        entries = numbered([_plain(target)] + read_only_entries(ro))
+        return statement_info("CREATE_VIEW", refs_to_tables(entries), "sqlglot")
     if family == "CREATE_INDEX" and kind == "INDEX" and isinstance(node.this, exp.Index):
-        return _info("CREATE_INDEX", [_plain(_table_of(node.this.args.get("table")))[1]], "sqlglot")
+        return statement_info("CREATE_INDEX", [_plain(_table_of(node.this.args.get("table")))[1]], "sqlglot")
     if family == "CREATE_DB" and kind in ("DATABASE", "SCHEMA"):
-        return _info("CREATE_DB", (), "sqlglot", database=_db_name(node.this))
+        return statement_info("CREATE_DB", (), "sqlglot", database=_db_name(node.this))
     raise _UnsupportedSyntaxError
 
 
@@ -236,17 +238,17 @@ def _ast_drop(node: exp.Drop, family: str) -> StatementInfo:
         refs = [_plain(_table_of(t))[1] for t in tables]
         if not refs:
             raise _UnsupportedSyntaxError
-        return _info(family, refs, "sqlglot")
+        return statement_info(family, refs, "sqlglot")
     if family == "DROP_INDEX" and kind == "INDEX":
         on = node.args.get("cluster")
         if not isinstance(on, exp.OnProperty):
             raise _UnsupportedSyntaxError
-        return _info("DROP_INDEX", [_plain(_table_of(on.this))[1]], "sqlglot")
+        return statement_info("DROP_INDEX", [_plain(_table_of(on.this))[1]], "sqlglot")
     if family == "DROP_TRIGGER" and kind == "TRIGGER" and len(tables) == 1:
         ref = _plain(_table_of(tables[0]))[1]
-        return _info("DROP_TRIGGER", (), "sqlglot", trigger=ref.name, trigger_db=ref.db)
+        return statement_info("DROP_TRIGGER", (), "sqlglot", trigger=ref.name, trigger_db=ref.db)
     if family == "DROP_DB" and kind in ("DATABASE", "SCHEMA") and len(tables) == 1:
-        return _info("DROP_DB", (), "sqlglot", database=_db_name(tables[0]))
+        return statement_info("DROP_DB", (), "sqlglot", database=_db_name(tables[0]))
     raise _UnsupportedSyntaxError
 
 
@@ -254,15 +256,16 @@ def _ast_alter(node: exp.Alter, family: str) -> StatementInfo:
     kind = (node.args.get("kind") or "").upper()
     target = _table_of(node.this)
     if family == "ALTER_TABLE" and kind == "TABLE":
-        return _info("ALTER_TABLE", [_plain(target)[1]], "sqlglot")
+        return statement_info("ALTER_TABLE", [_plain(target)[1]], "sqlglot")
     if family == "CREATE_VIEW" and kind == "VIEW":
         actions = node.args.get("actions") or []
         ro = _ast_readonly(actions, frozenset().union(*(_ast_ctes(a) for a in actions)), set())
-        return _info("CREATE_VIEW", _refs_to_tables(_seq([_plain(target)] + _ro_entries(ro))), "sqlglot")
+        entries = numbered([_plain(target)] + read_only_entries(ro))
+        return statement_info("CREATE_VIEW", refs_to_tables(entries), "sqlglot")
     raise _UnsupportedSyntaxError
 
 
-def _ast_read(node: exp.Expression, family: str, columns: _Columns) -> StatementInfo:
+def read_ast(node: exp.Expression, family: str, columns: ColumnHints) -> StatementInfo:
     if family in ("INSERT", "REPLACE") and isinstance(node, exp.Insert):
         return _ast_insert(node, family)
     if family == "UPDATE" and isinstance(node, exp.Update):
@@ -281,10 +284,10 @@ def _ast_read(node: exp.Expression, family: str, columns: _Columns) -> Statement
         refs = [_plain(_table_of(t))[1] for t in node.expressions]
         if not refs:
             raise _UnsupportedSyntaxError
-        return _info("TRUNCATE", refs, "sqlglot")
+        return statement_info("TRUNCATE", refs, "sqlglot")
     if family == "SET_OPTION" and isinstance(node, exp.Set):
-        return _info("SET_OPTION", _refs_to_tables(_seq(_ro_entries(_ast_readonly([node], _ast_ctes(node), set())))),
-                     "sqlglot")
+        entries = numbered(read_only_entries(_ast_readonly([node], _ast_ctes(node), set())))
+        return statement_info("SET_OPTION", refs_to_tables(entries), "sqlglot")
     raise _UnsupportedSyntaxError
 
 

@@ -1,12 +1,12 @@
 """The statement family from its leading keywords (after DEFINER= and the like), and the tokens to read."""
 from __future__ import annotations
 
-from sqlglot.tokens import Token
+from sqlglot.tokens import Token, TokenType
 
-from rpl_sql.classify.tokens import _T, _Cur, _TokenTables
+from rpl_sql.classify.tokens import TokenCursor, TokenTables
 
 
-def _skip_definer(c: _Cur) -> None:
+def _skip_definer(c: TokenCursor) -> None:
     """CREATE/ALTER prefixes: OR REPLACE, ALGORITHM = x, DEFINER = user, SQL SECURITY x."""
     while c.i < c.n:
         w = c.w()
@@ -20,15 +20,15 @@ def _skip_definer(c: _Cur) -> None:
             c.i += 3
             if c.w() == "(":
                 c.skip_parens()
-            if c.i < c.n and c.toks[c.i].token_type is _T.PARAMETER:  # user@host
+            if c.i < c.n and c.toks[c.i].token_type is TokenType.PARAMETER:  # user@host
                 c.i += 2
         else:
             return
 
 
-def _family(toks: list[Token], n: int) -> tuple[str, int, dict]:
+def statement_family(toks: list[Token], n: int) -> tuple[str, int, dict]:
     """(family, index after the leading keywords, extras) from the leading keywords."""
-    c = _Cur(toks, 0, n)
+    c = TokenCursor(toks, 0, n)
     w = c.w()
     nxt = c.w(1)
     if w in ("INSERT", "REPLACE"):
@@ -53,7 +53,7 @@ def _family(toks: list[Token], n: int) -> tuple[str, int, dict]:
         if main in ("UPDATE", "DELETE", "INSERT", "REPLACE"):
             return main, c.i + 1, {"with": True}
         return "QUERY", 0, {}
-    if w in ("SELECT", "TABLE", "VALUES") or (w == "(" and _TokenTables(toks, n, frozenset()).is_query_paren(0, n)):
+    if w in ("SELECT", "TABLE", "VALUES") or (w == "(" and TokenTables(toks, n, frozenset()).is_query_paren(0, n)):
         return "QUERY", 0, {}
     if w == "BEGIN" and (nxt in (None, "WORK", ";")):
         return "BEGIN", n, {}
@@ -135,11 +135,11 @@ def _family(toks: list[Token], n: int) -> tuple[str, int, dict]:
     return "OTHER", n, {}
 
 
-def _statement_tokens(toks: list[Token]) -> tuple[list[Token], int]:
+def statement_tokens(toks: list[Token]) -> tuple[list[Token], int]:
     """Drop optimizer hints (`/*+ ... */`) and leading semicolons; the first statement ends at index n."""
-    toks = [t for t in toks if t.token_type is not _T.HINT]
+    toks = [t for t in toks if t.token_type is not TokenType.HINT]
     lead = 0
-    while lead < len(toks) and toks[lead].token_type is _T.SEMICOLON:
+    while lead < len(toks) and toks[lead].token_type is TokenType.SEMICOLON:
         lead += 1
     toks = toks[lead:]
-    return toks, next((k for k, t in enumerate(toks) if t.token_type is _T.SEMICOLON), len(toks))
+    return toks, next((k for k, t in enumerate(toks) if t.token_type is TokenType.SEMICOLON), len(toks))

@@ -8,7 +8,7 @@ from rpl_sql.filters.evaluate import DROP_TEMPORARY_IF_EXISTS, StatementEvent, T
 DML, TABLE_DDL, DATABASE_DDL, TRANSACTION, OTHER = "DML", "TABLE_DDL", "DATABASE_DDL", "TRANSACTION", "OTHER"
 KINDS = (DML, TABLE_DDL, DATABASE_DDL, TRANSACTION, OTHER)
 
-_KIND_OF = {
+KIND_OF = {
     **dict.fromkeys(("INSERT", "INSERT_SELECT", "REPLACE", "REPLACE_SELECT", "UPDATE", "UPDATE_MULTI", "DELETE",
                      "DELETE_MULTI", "LOAD"), DML),
     **dict.fromkeys(("CREATE_TABLE", "ALTER_TABLE", "DROP_TABLE", DROP_TEMPORARY_IF_EXISTS, "TRUNCATE",
@@ -44,9 +44,9 @@ class StatementInfo:
         return statement_event(self.command, default_db, tables)
 
 
-def _info(command: str, tables=(), method: str = "tokens", kind: str | None = None, **kw) -> StatementInfo:
-    return StatementInfo(command, kind or _KIND_OF.get(command, OTHER), tuple(tables), method=method, **kw)
+def statement_info(command: str, tables=(), method: str = "tokens", kind: str | None = None, **kw) -> StatementInfo:
+    return StatementInfo(command, kind or KIND_OF.get(command, OTHER), tuple(tables), method=method, **kw)
 
 
-_OTHER = StatementInfo("OTHER", OTHER, ())
+OTHER_STATEMENT = StatementInfo("OTHER", OTHER, ())
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from rpl_sql.filters.evaluate import TableRef
-from rpl_sql.classify.tokens import _ci, _Ref
+from rpl_sql.classify.tokens import same_ci, RawRef
 
 # ---------------------------------------------------------------- assembling the table list
 
 
-def _refs_to_tables(entries: Iterable[tuple[float, int, TableRef]]) -> tuple[TableRef, ...]:
+def refs_to_tables(entries: Iterable[tuple[float, int, TableRef]]) -> tuple[TableRef, ...]:
     return tuple(t for _, _, t in sorted(entries, key=lambda e: (e[0], e[1])))
 
 
-class _Columns:
+class ColumnHints:
     """The optional knowledge about a multi-table UPDATE: the schema (table name or `db.table` -> column names,
     case-insensitive) and the source's table_map_for_update bitmap."""
 
@@ -29,7 +29,7 @@ class _Columns:
     def __bool__(self) -> bool:
         return bool(self.exact)
 
-    def of(self, ref: _Ref) -> frozenset[str] | None:
+    def of(self, ref: RawRef) -> frozenset[str] | None:
         keys = ([f"{ref.db}.{ref.name}"] if ref.db is not None else []) + [ref.name or ""]
         for k in keys:
             if k in self.exact:
@@ -40,9 +40,9 @@ class _Columns:
         return None
 
 
-def _match_qualified(refs: list[_Ref], db: str | None, table: str) -> list[int]:
+def _match_qualified(refs: list[RawRef], db: str | None, table: str) -> list[int]:
     """Indexes of join-list entries that `db.table` / `table` (a column qualifier or a DELETE target) names."""
-    for same in (lambda a, b: a == b, _ci):
+    for same in (lambda a, b: a == b, same_ci):
         hits = [k for k, r in enumerate(refs)
                 if not r.derived and same(r.visible, table)
                 and (db is None or (r.alias is None and (r.db is None or same(r.db, db))))]
@@ -51,8 +51,8 @@ def _match_qualified(refs: list[_Ref], db: str | None, table: str) -> list[int]:
     return []
 
 
-def _multi_update_flags(refs: list[_Ref], targets: list[tuple[str | None, str | None, str]],
-                        columns: _Columns) -> list[bool]:
+def _multi_update_flags(refs: list[RawRef], targets: list[tuple[str | None, str | None, str]],
+                        columns: ColumnHints) -> list[bool]:
     """Which join-list entries a multi-table UPDATE's SET list assigns (see the module docstring)."""
     real = [k for k, r in enumerate(refs) if not r.derived]
     flags = [False] * len(refs)
@@ -70,7 +70,7 @@ def _multi_update_flags(refs: list[_Ref], targets: list[tuple[str | None, str | 
     return flags
 
 
-def _bitmap_flags(refs: list[_Ref], ro: list[_Ref], table_map: int) -> list[bool] | None:
+def _bitmap_flags(refs: list[RawRef], ro: list[RawRef], table_map: int) -> list[bool] | None:
     """Updating flags from the Query event's Q_TABLE_MAP_FOR_UPDATE_CODE bitmap (bit k = k-th table of MySQL's
     global table list), when our list provably has MySQL's positions: the join list holds only base tables
     and every other (read-only, subquery) table comes after it. Otherwise None."""
@@ -79,7 +79,7 @@ def _bitmap_flags(refs: list[_Ref], ro: list[_Ref], table_map: int) -> list[bool
     return [bool(table_map >> k & 1) for k in range(len(refs))]
 
 
-def _update_entries(refs: list[_Ref], targets: list, ro: list[_Ref], columns: _Columns) -> list:
+def update_entries(refs: list[RawRef], targets: list, ro: list[RawRef], columns: ColumnHints) -> list:
     """(pos, TableRef) for an UPDATE: the join list with its updating flags, then the read-only tables."""
     if len(refs) == 1:
         flags = [not refs[0].derived]
@@ -90,10 +90,10 @@ def _update_entries(refs: list[_Ref], targets: list, ro: list[_Ref], columns: _C
         if flags is None:
             flags = _multi_update_flags(refs, targets, columns)
     entries = [(r.pos, TableRef(r.db, r.name, f)) for r, f in zip(refs, flags) if not r.derived]
-    return entries + _ro_entries(ro)
+    return entries + read_only_entries(ro)
 
 
-def _delete_flags(refs: list[_Ref], targets: list[tuple[str | None, str, int]]) -> tuple[list[bool], list]:
+def delete_flags(refs: list[RawRef], targets: list[tuple[str | None, str, int]]) -> tuple[list[bool], list]:
     """Mark the FROM/USING entries a multi-table DELETE deletes from; unmatched targets come back as extras."""
     flags = [False] * len(refs)
     extra = []
@@ -106,9 +106,9 @@ def _delete_flags(refs: list[_Ref], targets: list[tuple[str | None, str, int]]) 
     return flags, extra
 
 
-def _seq(entries: list) -> list[tuple[float, int, TableRef]]:
+def numbered(entries: list) -> list[tuple[float, int, TableRef]]:
     return [(p, k, t) for k, (p, t) in enumerate(entries)]
 
 
-def _ro_entries(refs: Iterable[_Ref]) -> list[tuple[float, TableRef]]:
+def read_only_entries(refs: Iterable[RawRef]) -> list[tuple[float, TableRef]]:
     return [(r.pos, TableRef(r.db, r.name, False)) for r in refs]

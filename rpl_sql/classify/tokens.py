@@ -11,7 +11,7 @@ from sqlglot.tokens import Token, TokenType
 # ---------------------------------------------------------------- tokens
 
 _DIALECT = MySQL()
-_T = TokenType
+TokenType = TokenType
 
 
 class _Tokenizer(MySQL.Tokenizer):
@@ -21,7 +21,7 @@ class _Tokenizer(MySQL.Tokenizer):
     COMMANDS: set = set()
 
 
-_LOCAL = threading.local()
+SQLGLOT_STATE = threading.local()
 
 
 class _QuietWhileClassifying(logging.Filter):
@@ -29,23 +29,23 @@ class _QuietWhileClassifying(logging.Filter):
     reader handles those statements); sqlglot's logging elsewhere in the process is untouched."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_LOCAL, "quiet", False)
+        return not getattr(SQLGLOT_STATE, "quiet", False)
 
 
 logging.getLogger("sqlglot").addFilter(_QuietWhileClassifying())
 
 
-def _tools():
+def sqlglot_tools():
     """A tokenizer and a parser per thread (neither is thread-safe; building them costs ~25 us each)."""
-    tools = getattr(_LOCAL, "tools", None)
+    tools = getattr(SQLGLOT_STATE, "tools", None)
     if tools is None:
-        tools = _LOCAL.tools = (_Tokenizer(dialect=_DIALECT), _DIALECT.parser())
+        tools = SQLGLOT_STATE.tools = (_Tokenizer(dialect=_DIALECT), _DIALECT.parser())
     return tools
 
-_LITERALS = frozenset(getattr(_T, n) for n in ("STRING", "BIT_STRING", "HEX_STRING", "BYTE_STRING",
+_LITERALS = frozenset(getattr(TokenType, n) for n in ("STRING", "BIT_STRING", "HEX_STRING", "BYTE_STRING",
                                                "NATIONAL_RAW_STRING", "NATIONAL_STRING", "RAW_STRING",
                                                "HEREDOC_STRING", "UNICODE_STRING", "IDENTIFIER", "NUMBER")
-                      if hasattr(_T, n))
+                      if hasattr(TokenType, n))
 
 # Words that cannot be an unquoted table name or alias where we read one (MySQL reserved words that matter here).
 _RESERVED = frozenset("""
@@ -57,12 +57,12 @@ LINES FIELDS COLUMNS CHARACTER CHARSET COLLATE TERMINATED ESCAPED OPTIONALLY ENC
 """.split())
 _JOIN_WORDS = frozenset({"JOIN", "INNER", "CROSS", "LEFT", "RIGHT", "NATURAL", "OUTER", "FULL", "STRAIGHT_JOIN"})
 _QUERY_START = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})
-_CLAUSE_STOPS = frozenset({"WHERE", "ORDER BY", "ORDER", "LIMIT"})
-_ON_STOPS = _JOIN_WORDS | _CLAUSE_STOPS | {"SET", "GROUP BY", "HAVING", "WINDOW", "UNION", "EXCEPT", "INTERSECT",
+CLAUSE_STOPS = frozenset({"WHERE", "ORDER BY", "ORDER", "LIMIT"})
+_ON_STOPS = _JOIN_WORDS | CLAUSE_STOPS | {"SET", "GROUP BY", "HAVING", "WINDOW", "UNION", "EXCEPT", "INTERSECT",
                                            "FOR", "LOCK", "INTO", "USING"}
 
 
-def _word(tok: Token) -> str:
+def word_of(tok: Token) -> str:
     """Upper-cased text of an unquoted token; '' for literals and quoted identifiers."""
     if tok.token_type in _LITERALS:
         return ""
@@ -79,16 +79,16 @@ def _match_paren(toks: list[Token], i: int, n: int) -> int:
     depth = 0
     for j in range(i, n):
         tt = toks[j].token_type
-        if tt is _T.L_PAREN:
+        if tt is TokenType.L_PAREN:
             depth += 1
-        elif tt is _T.R_PAREN:
+        elif tt is TokenType.R_PAREN:
             depth -= 1
             if depth == 0:
                 return j
     return n
 
 
-class _Cur:
+class TokenCursor:
     """A cursor over toks[i:n]."""
 
     __slots__ = ("toks", "i", "n")
@@ -98,7 +98,7 @@ class _Cur:
 
     def w(self, k: int = 0) -> str | None:
         j = self.i + k
-        return _word(self.toks[j]) if j < self.n else None
+        return word_of(self.toks[j]) if j < self.n else None
 
     def accept(self, *words: str) -> bool:
         if self.w() in words:
@@ -115,7 +115,7 @@ class _Cur:
         if self.i >= self.n:
             return None
         t = self.toks[self.i]
-        if t.token_type is _T.IDENTIFIER:
+        if t.token_type is TokenType.IDENTIFIER:
             self.i += 1
             return t.text
         if t.token_type in _LITERALS or not _is_word(t.text):
@@ -144,7 +144,7 @@ class _Cur:
 
 
 @dataclass
-class _Ref:
+class RawRef:
     """A table reference of a join list (derived: a derived table / CTE reference / table function)."""
 
     db: str | None
@@ -158,33 +158,33 @@ class _Ref:
         return self.alias or self.name
 
 
-def _ci(a: str | None, b: str | None) -> bool:
+def same_ci(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and a.lower() == b.lower()
 
 
 # ---------------------------------------------------------------- the token-level recognizer
 
 
-class _TokenTables:
+class TokenTables:
     """Reads table references from tokens; read-only tables met on the way are collected in `ro`."""
 
     def __init__(self, toks: list[Token], n: int, ctes: frozenset[str]):
         self.toks, self.n, self.ctes = toks, n, ctes
-        self.ro: list[_Ref] = []
+        self.ro: list[RawRef] = []
 
     def is_query_paren(self, i: int, n: int) -> bool:
-        while i < n and self.toks[i].token_type is _T.L_PAREN:
+        while i < n and self.toks[i].token_type is TokenType.L_PAREN:
             i += 1
-        return i < n and _word(self.toks[i]) in _QUERY_START
+        return i < n and word_of(self.toks[i]) in _QUERY_START
 
-    def alias(self, c: _Cur) -> str | None:
+    def alias(self, c: TokenCursor) -> str | None:
         if c.accept("AS"):
             return c.name(after_dot=True)
         return c.name()
 
-    def refs(self, c: _Cur) -> list[_Ref]:
+    def refs(self, c: TokenCursor) -> list[RawRef]:
         """A join list (MySQL `table_reference_list`), stopping at the first token that cannot continue it."""
-        out: list[_Ref] = []
+        out: list[RawRef] = []
         if not self.factor(c, out):
             return out
         while c.i < c.n:
@@ -209,7 +209,7 @@ class _TokenTables:
             break
         return out
 
-    def factor(self, c: _Cur, out: list[_Ref]) -> bool:
+    def factor(self, c: TokenCursor, out: list[RawRef]) -> bool:
         w = c.w()
         if w is None:
             return False
@@ -222,9 +222,9 @@ class _TokenTables:
                 alias = self.alias(c)
                 if c.w() == "(":
                     c.skip_parens()
-                out.append(_Ref(None, None, alias, pos, derived=True))
+                out.append(RawRef(None, None, alias, pos, derived=True))
             else:
-                out.extend(self.refs(_Cur(self.toks, c.i + 1, j)))
+                out.extend(self.refs(TokenCursor(self.toks, c.i + 1, j)))
                 c.i = min(j + 1, c.n)
             return True
         if w == "LATERAL":
@@ -237,7 +237,7 @@ class _TokenTables:
             pos = self.toks[c.i].start
             c.i += 1
             c.skip_parens()
-            out.append(_Ref(None, None, self.alias(c), pos, derived=True))
+            out.append(RawRef(None, None, self.alias(c), pos, derived=True))
             return True
         ident = c.table_ident()
         if ident is None:
@@ -255,12 +255,12 @@ class _TokenTables:
             if c.w() == "(":
                 c.skip_parens()
         if db is None and name.lower() in self.ctes:
-            out.append(_Ref(None, name, alias, pos, derived=True))
+            out.append(RawRef(None, name, alias, pos, derived=True))
         else:
-            out.append(_Ref(db, name, alias, pos))
+            out.append(RawRef(db, name, alias, pos))
         return True
 
-    def skip_expr(self, c: _Cur, stops: frozenset[str] | set[str]) -> None:
+    def skip_expr(self, c: TokenCursor, stops: frozenset[str] | set[str]) -> None:
         """Skip an expression up to a top-level ',' or stop word; subqueries inside feed `ro`."""
         while c.i < c.n:
             w = c.w()
@@ -281,24 +281,24 @@ class _TokenTables:
         """Collect, read-only, every table referenced by a query (FROM lists, TABLE t) within toks[lo:hi]."""
         i = lo
         while i < hi:
-            w = _word(self.toks[i])
+            w = word_of(self.toks[i])
             if w == "FROM":
-                c = _Cur(self.toks, i + 1, hi)
+                c = TokenCursor(self.toks, i + 1, hi)
                 self.ro.extend(r for r in self.refs(c) if not r.derived)
                 i = max(c.i, i + 1)
                 continue
             if w == "TABLE":
-                prev = _word(self.toks[i - 1]) if i > lo else None
+                prev = word_of(self.toks[i - 1]) if i > lo else None
                 if prev in (None, "(", "UNION", "ALL", "DISTINCT", "EXCEPT", "INTERSECT", "AS"):
-                    c = _Cur(self.toks, i + 1, hi)
+                    c = TokenCursor(self.toks, i + 1, hi)
                     ident = c.table_ident()
                     if ident is not None and not (ident[0] is None and ident[1].lower() in self.ctes):
-                        self.ro.append(_Ref(ident[0], ident[1], None, ident[2]))
+                        self.ro.append(RawRef(ident[0], ident[1], None, ident[2]))
                     i = max(c.i, i + 1)
                     continue
             i += 1
 
-    def table_list(self, c: _Cur) -> list[tuple[str | None, str, int]]:
+    def table_list(self, c: TokenCursor) -> list[tuple[str | None, str, int]]:
         """`t1, db.t2, ...` (DROP TABLE, ANALYZE TABLE, ...)."""
         out = []
         while True:
@@ -311,13 +311,13 @@ class _TokenTables:
         return out
 
 
-def _cte_names_tokens(toks: list[Token], n: int) -> frozenset[str]:
+def cte_names(toks: list[Token], n: int) -> frozenset[str]:
     """Names defined by `WITH [RECURSIVE] name [(cols)] AS (...) [, ...]` anywhere in toks[:n] (lower-cased)."""
     names = set()
     for i in range(n):
-        if toks[i].token_type is not _T.WITH:
+        if toks[i].token_type is not TokenType.WITH:
             continue
-        c = _Cur(toks, i + 1, n)
+        c = TokenCursor(toks, i + 1, n)
         c.accept("RECURSIVE")
         while True:
             name = c.name(after_dot=True)

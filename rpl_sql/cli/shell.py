@@ -33,7 +33,7 @@ from rpl_sql.errors import MySQLError, RplSqlError, SparkSQLError, StartupError,
 from rpl_sql.language.lexer import split_statements
 from rpl_sql.language.parser import check_utf8, parse_statement, strip_vertical
 from rpl_sql.display.render import format_table, format_vertical
-from rpl_sql.session import Result, Session, _is_spark_error, quiet_spark_errors
+from rpl_sql.session import Result, Session, is_spark_error, quiet_spark_errors
 from rpl_sql.spark import attach_when_needed
 from rpl_sql.server.startup import is_startup_option
 from rpl_sql.language.statements import OtherSQL
@@ -88,7 +88,7 @@ class Shell:
             except Exception as e:
                 if ctl.interrupted:
                     raise KeyboardInterrupt from None
-                if not _is_spark_error(e):  # a failure while Spark runs the query (collect)
+                if not is_spark_error(e):  # a failure while Spark runs the query (collect)
                     raise
                 self.error(SparkSQLError.from_spark(e), stmt.line)
                 return False

@@ -31,7 +31,7 @@ class GtidSet:
 
     def __init__(self, mysql: dict[str, list[tuple[int, int]]] | None = None,
                  mariadb: dict[int, tuple[int, int]] | None = None):
-        self.mysql = {k: _merge(v) for k, v in (mysql or {}).items() if v}
+        self.mysql = {k: merge_intervals(v) for k, v in (mysql or {}).items() if v}
         self.mariadb = dict(mariadb or {})  # domain -> (server_id, seq_no)
 
     @classmethod
@@ -94,7 +94,7 @@ class GtidSet:
     __repr__ = __str__
 
 
-def _merge(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def merge_intervals(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for a, b in sorted(intervals):
         if out and a <= out[-1][1] + 1:

@@ -51,11 +51,11 @@ def tables_of(sql: str, **kw) -> tuple[TableRef, ...]:
 
 def tokens_only(sql: str, columns=None, table_map=None) -> StatementInfo:
     """The token reader alone (what runs when sqlglot cannot parse a statement)."""
-    return classify_module._classify(sql, classify_module._Columns(columns, table_map), use_sqlglot=False)
+    return classify_module.classify_with_hints(sql, classify_module.ColumnHints(columns, table_map), use_sqlglot=False)
 
 
 def sqlglot_first(sql: str, columns=None) -> StatementInfo:
-    return classify_module._classify(sql, classify_module._Columns(columns))
+    return classify_module.classify_with_hints(sql, classify_module.ColumnHints(columns))
 
 
 # ================================================================ 1. §10 worked examples
@@ -670,7 +670,7 @@ def test_sql_like_token_soup_never_raises_inside(words, use_sqlglot, table_map):
     """Stronger than the public guarantee: the readers themselves do not raise (the catch-all stays unused)."""
     sql = " ".join(words)
     for cols in (None, TNE_COLUMNS):
-        info = classify_module._classify(sql, classify_module._Columns(cols, table_map), use_sqlglot)
+        info = classify_module.classify_with_hints(sql, classify_module.ColumnHints(cols, table_map), use_sqlglot)
         _well_formed(info)
 
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rpl_sql.server.applier_state import (  # noqa: F401
-    ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature)
+    ApplyError, BatchRecord, GtidSet, merge_intervals, applier_status, record_batch, slot_signature)
 from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.storage.delta import archive
 from rpl_sql.errors import MySQLError
@@ -640,7 +640,7 @@ def _word_intervals(words: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
             out.append((base + pos, base + pos + ones - 1))
             x >>= ones
             pos += ones
-    return _merge(out)
+    return merge_intervals(out)
 
 
 def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:

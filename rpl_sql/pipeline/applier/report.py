@@ -5,7 +5,7 @@ import logging
 from dataclasses import dataclass, field
 
 from rpl_sql.server.applier_state import (  # noqa: F401
-    ApplyError, BatchRecord, GtidSet, _merge, applier_status, record_batch, slot_signature)
+    ApplyError, BatchRecord, GtidSet, merge_intervals, applier_status, record_batch, slot_signature)
 from rpl_sql.display.render import format_table
 
 log = logging.getLogger(__name__)
