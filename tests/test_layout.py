@@ -38,10 +38,10 @@ MAX_MODULE_LINES, MAX_CLASS_LINES = 500, 250
 # Past those sizes today, each to be split along the seams docs/architecture.md names (issue #58, item 5); a
 # module here may not grow, and no other may pass the limits.
 OVERSIZED = {
-    "rpl_sql/pipeline/applier/job.py": 740, "rpl_sql/storage/store.py": 715,
+    "rpl_sql/pipeline/applier/job.py": 740,
     "rpl_sql/pipeline/replica/service.py": 700, "rpl_sql/language/parser.py": 700, "rpl_sql/pipeline/binlog.py": 545,
     "rpl_sql/pipeline/replica/materialize.py": 565, "rpl_sql/pipeline/writer.py": 510,
-    "_Applier": 470, "ReplicaTables": 455, "DeltaStore": 395, "BinlogIngest": 390, "_Compiler": 375, "Session": 350,
+    "_Applier": 470, "ReplicaTables": 455, "BinlogIngest": 390, "_Compiler": 375, "Session": 350,
     "Matchers": 290, "ChannelLoops": 280,
 }
 

@@ -26,6 +26,7 @@ from rpl_sql.filters.rules import (CHANGE_REPLICATION_FILTER, CHANGE_REPLICATION
                            STARTUP_OPTIONS_FOR_CHANNEL, TYPES, Filters, FilterType, Slot, format_rule)
 from rpl_sql.filters.state import GR_CHANNELS, ApplierPosition, Channel, ServerState, initial_state
 from rpl_sql.storage.state_table import SCHEMA, state_from_table, state_to_table
+import rpl_sql.storage.state_history as history_module
 import rpl_sql.storage.store as store_module
 from rpl_sql.storage.store import Commit, ConcurrentCommitError, DeltaStore, FilterChange, Snapshot
 
@@ -505,7 +506,7 @@ def test_filter_changes_by_time_travel_agree(warehouse, monkeypatch):
     """The fast path (reading each rpl_sql commit's own data file) and plain time travel give the same trail."""
     audit_story(DeltaStore(warehouse, checkpoint_every=2))
     fast = DeltaStore(warehouse).filter_changes()
-    monkeypatch.setattr(DeltaStore, "_overwrite_files", lambda self, commit: None)
+    monkeypatch.setattr(history_module, "_overwrite_files", lambda path, version: None)
     assert DeltaStore(warehouse).filter_changes() == fast
 
 
@@ -538,7 +539,7 @@ def test_counter_only_commits_are_not_changes(warehouse):
 def _whole_history_changes(store: DeltaStore, monkeypatch, **kw) -> list[FilterChange]:
     """filter_changes read the old way, from every commit (what a broken chain falls back to)."""
     with monkeypatch.context() as m:
-        m.setattr(store_module, "_commit_info_of", lambda root, version: None)
+        m.setattr(history_module, "commit_info_of", lambda root, version: None)
         return DeltaStore(store.warehouse).filter_changes(**kw)
 
 
@@ -554,14 +555,14 @@ def test_filter_history_reads_the_commits_that_changed_filters_not_every_commit(
         store.transact(lambda s: (replace(s, global_filters=s.global_filters.add_counts({T.DO_DB: 1})), None),
                        {"statement": f"APPLY {i}", "operation": "APPLY"})
     reads = []
-    real = store_module._commit_info_of
-    monkeypatch.setattr(store_module, "_commit_info_of", lambda root, v: reads.append(v) or real(root, v))
+    real = history_module.commit_info_of
+    monkeypatch.setattr(history_module, "commit_info_of", lambda root, v: reads.append(v) or real(root, v))
     got = DeltaStore(warehouse).filter_changes()
     # the newest commit and the six that changed filters (v0, v1, v4, v5, v6 of the story, v157): the 200
     # counter-only commits and the story's v2 and v3 are jumped over
     assert reads == [207, 157, 6, 5, 4, 1, 0]
     assert [(c.version, c.filter_rule) for c in got[:1]] == [(157, "z")]
-    monkeypatch.setattr(store_module, "_commit_info_of", real)
+    monkeypatch.setattr(history_module, "commit_info_of", real)
     assert got == _whole_history_changes(store, monkeypatch)
     assert DeltaStore(warehouse).filter_changes(channel="ch1", limit=2) == \
         _whole_history_changes(store, monkeypatch, channel="ch1", limit=2)
@@ -609,8 +610,8 @@ def test_as_of_a_time_reads_a_few_commits_and_agrees_with_the_whole_history(ware
             time.sleep(0.005)
     history = store.history()
     reads = []
-    real = store_module._commit_info_of
-    monkeypatch.setattr(store_module, "_commit_info_of", lambda root, v: reads.append(v) or real(root, v))
+    real = history_module.commit_info_of
+    monkeypatch.setattr(history_module, "commit_info_of", lambda root, v: reads.append(v) or real(root, v))
     for c in history:
         for at in (c.timestamp, c.timestamp + timedelta(microseconds=500)):
             text = at.strftime("%Y-%m-%d %H:%M:%S.%f")
