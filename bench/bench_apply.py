@@ -414,7 +414,7 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
     from rpl_sql.storage.delta import archive
     from rpl_sql.pipeline.applier import arrow_write, job
     from rpl_sql.pipeline.applier.landed import summarized
-    from rpl_sql.pipeline.writer import channel_commits
+    from rpl_sql.pipeline.ingest_position import channel_commits
 
     deltaread = _module("rpl_sql.spark.deltaread")
     configure(wh, r)

@@ -25,7 +25,8 @@ from rpl_sql.storage import landed_shapes
 from rpl_sql.filters import lint
 from rpl_sql.server import execute as server
 from rpl_sql.storage import service_status
-from rpl_sql.server.applier_state import GtidSet, applier_status, executed_gtids
+from rpl_sql.server.gtid_set import GtidSet
+from rpl_sql.server.applier_state import applier_status, executed_gtids
 from rpl_sql.errors import MySQLError, SparkRequiredError, SparkSQLError, MySQLWarning
 from rpl_sql.filters.evaluate import Decision, Event
 from rpl_sql.language.lexer import redact

@@ -17,7 +17,8 @@ from rpl_sql.pipeline.replica.snapshot import SourceSnapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import ApplyProgress
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.pipeline.debezium import ingest_debezium_file
-from rpl_sql.pipeline.writer import IngestError, IngestReport
+from rpl_sql.pipeline.ingest_position import IngestError
+from rpl_sql.pipeline.writer import IngestReport
 from rpl_sql.display.progress import Progress as Display
 from rpl_sql.display.progress import bar
 from rpl_sql.spark.env import configured_master, local_spark

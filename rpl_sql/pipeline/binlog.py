@@ -18,24 +18,16 @@ from typing import Any, Callable
 
 
 from rpl_sql.storage import credentials
-from rpl_sql.server.applier_state import GtidSet
+from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
 from rpl_sql.pipeline.binlog_txn import (ROW_TYPES, STMT_END_F, OpenTransaction, PendingEvent, TableMapColumns,
                                          library_images, xa_xid)
 from rpl_sql.pipeline.row_images import ImageDecoder
 from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
-from rpl_sql.pipeline.writer import (
-    MAX_DROPPED_KEYS,
-    MAX_MERGED_IMAGES,
-    Batch,
-    ChannelPosition,
-    EventsWriter,
-    IngestError,
-    IngestReport,
-    rows_json,
-    tables_value,
-)
+from rpl_sql.pipeline.writer import EventsWriter, IngestReport, MAX_DROPPED_KEYS, MAX_MERGED_IMAGES
+from rpl_sql.pipeline.canonical_rows import Batch, rows_json, tables_value
+from rpl_sql.pipeline.ingest_position import ChannelPosition, IngestError
 from rpl_sql.filters.state import ServerState, channel_key
 from rpl_sql.storage.store import DeltaStore
 

@@ -22,7 +22,9 @@ from rpl_sql.language.quoting import qualified
 from rpl_sql.classify import classify
 from rpl_sql.storage.delta import archive
 from rpl_sql.pipeline.debezium_types import RowDecoder
-from rpl_sql.pipeline.writer import Batch, EventsWriter, IngestError, IngestReport, tables_value
+from rpl_sql.pipeline.canonical_rows import Batch, tables_value
+from rpl_sql.pipeline.writer import EventsWriter, IngestReport
+from rpl_sql.pipeline.ingest_position import IngestError
 from rpl_sql.filters.state import channel_key
 
 __all__ = ["ingest_debezium", "ingest_debezium_file", "DebeziumRecordError"]

@@ -20,7 +20,7 @@ from typing import Callable
 from rpl_sql.storage.delta.archive import Needed
 from rpl_sql.pipeline.applier.commits import apply_meta
 from rpl_sql.pipeline.events import applied_path, events_path
-from rpl_sql.pipeline.writer import ingest_meta
+from rpl_sql.pipeline.ingest_position import ingest_meta
 from rpl_sql.storage.replica_catalog import CHANNEL_KEY, replica_root
 from rpl_sql.storage.store import STATE_TABLE, DeltaStore
 

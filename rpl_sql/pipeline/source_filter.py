@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL, RowEvent, TableRef, decide, hit_rules, statement_event
 from rpl_sql.pipeline.events import events_path
-from rpl_sql.pipeline.writer import IngestError, SourceFilterConflictError, channel_commits, open_table
+from rpl_sql.pipeline.ingest_position import IngestError, SourceFilterConflictError, channel_commits, open_table
 from rpl_sql.filters.rules import TYPES, FilterType, tally_rule_hits, type_counts
 from rpl_sql.filters.state import ServerState
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rpl_sql.server.applier_state import GtidSet
+from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.pipeline.events import TABLES_TYPE
 
-SHAPES, GTIDS, LAST_FILE, LAST_POS = "shapes", "gtids", "last_file", "last_pos"  # metadata keys (writer.META + )
+SHAPES, GTIDS, LAST_FILE, LAST_POS = "shapes", "gtids", "last_file", "last_pos"  # metadata keys (META + )
 MAX_ENCODED = 1 << 20  # characters of encoded shapes a commit carries at most (more: no summary)
 
 SHAPES_SCHEMA = pa.schema([("event_type", pa.string()), ("db_name", pa.string()), ("table_name", pa.string()),

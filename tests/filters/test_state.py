@@ -6,7 +6,7 @@ import pytest
 from rpl_sql import StartupError
 from rpl_sql.language.parser import parse_statement
 from rpl_sql.pipeline.binlog import BinlogIngest
-from rpl_sql.pipeline.writer import app_id
+from rpl_sql.pipeline.ingest_position import app_id
 from rpl_sql.server.startup import parse_startup
 from rpl_sql.filters.state import channel_key
 

@@ -26,7 +26,8 @@ from tests.support.landed import evaluator_event, expected_applied
 
 from rpl_sql import MySQLError, Session
 from rpl_sql.server import execute as server
-from rpl_sql.server.applier_state import ApplyError, BatchRecord, GtidSet, applier_status, record_batch, slot_signature
+from rpl_sql.server.applier_state import ApplyError, BatchRecord, applier_status, record_batch, slot_signature
+from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, statement_event
 from rpl_sql.pipeline.applier import job as A
 from rpl_sql.pipeline.applier import apply

@@ -13,7 +13,8 @@ from deltalake import DeltaTable
 
 from rpl_sql.pipeline.debezium import DebeziumRecordError, ingest_debezium, ingest_debezium_file
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
-from rpl_sql.pipeline.writer import ConcurrentIngestError, EventsWriter, IngestError, committed_position
+from rpl_sql.pipeline.ingest_position import ConcurrentIngestError, IngestError, committed_position
+from rpl_sql.pipeline.writer import EventsWriter
 
 from tests.support.landed import landed
 
@@ -235,7 +236,7 @@ def test_schema_is_canonical(warehouse):
 
 
 def test_binlog_fed_channel_refuses_debezium(warehouse):
-    from rpl_sql.pipeline.writer import Batch
+    from rpl_sql.pipeline.canonical_rows import Batch
 
     with EventsWriter(warehouse, "x") as w:
         b = Batch("x", "binlog")

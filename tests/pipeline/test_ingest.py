@@ -25,8 +25,9 @@ import rpl_sql
 from rpl_sql.server import execute as server
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, events_path
-from rpl_sql.pipeline.writer import (ConcurrentIngestError, EventsWriter, IngestError, SourceFilterConflictError,
-                                     committed_position)
+from rpl_sql.pipeline.ingest_position import (ConcurrentIngestError, IngestError, SourceFilterConflictError,
+                                              committed_position)
+from rpl_sql.pipeline.writer import EventsWriter
 from rpl_sql.pipeline.binlog import BACKLOG_COMMIT_SECONDS, BinlogIngest, _log_key, ingest_all, ingest_channel
 from rpl_sql.cli.commands import ingest_main as main
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
@@ -247,7 +248,7 @@ def test_one_writer_per_channel(sources, warehouse):
 
 def test_optimistic_check_without_the_lock(warehouse):
     """Two writers that both read seq 0 (no lock, e.g. on an object store): the second commit fails cleanly."""
-    from rpl_sql.pipeline.writer import Batch
+    from rpl_sql.pipeline.canonical_rows import Batch
 
     def batch():
         b = Batch("a", "binlog")
@@ -323,7 +324,7 @@ def test_compaction_replaces_exactly_the_writers_rows(warehouse, monkeypatch, ch
     """The default channel (its partition value reads back NULL) and a hostile name: the rewrite removes what
     it rewrites, whatever the channel is called, and leaves the other channels' files alone."""
     from rpl_sql.pipeline import writer as W
-    from rpl_sql.pipeline.writer import Batch
+    from rpl_sql.pipeline.canonical_rows import Batch
 
     monkeypatch.setattr(W, "COMPACT_EVERY", 3)
 
@@ -353,7 +354,7 @@ def test_the_events_table_keeps_few_files_however_long_a_writer_runs(warehouse, 
     """Each compaction's merged file would stay: a day of the service made 10,000 of them, and every read
     and open of the table costs more with each. They are merged by tiers, per channel."""
     from rpl_sql.pipeline import writer as W
-    from rpl_sql.pipeline.writer import Batch
+    from rpl_sql.pipeline.canonical_rows import Batch
 
     monkeypatch.setattr(W, "COMPACT_EVERY", 2)
 

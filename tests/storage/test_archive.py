@@ -107,7 +107,7 @@ def test_a_table_without_the_setting_keeps_deltas_thirty_days(tmp_path):
 
 def test_the_applier_finds_its_ingest_windows_among_archived_commits(tmp_path):
     """An applier far behind (its position is before the log's start) still reads every commit after it."""
-    from rpl_sql.pipeline.writer import channel_commits
+    from rpl_sql.pipeline.ingest_position import channel_commits
 
     path = str(tmp_path / "t")
     _table(path, 30, checkpoints=(20,))
@@ -242,7 +242,7 @@ def test_upkeep_keeps_the_events_an_applier_has_not_passed(tmp_path):
     from rpl_sql.storage.upkeep import upkeep
     from rpl_sql.pipeline.events import events_path
     from rpl_sql.pipeline.retention import needed_commits
-    from rpl_sql.pipeline.writer import channel_commits, committed_position
+    from rpl_sql.pipeline.ingest_position import channel_commits, committed_position
     from rpl_sql.filters.state import ApplierPosition
 
     wh = str(tmp_path / "wh")

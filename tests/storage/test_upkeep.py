@@ -97,7 +97,9 @@ def test_upkeep_compacts_the_events_table_keeping_rows_and_positions(tmp_path):
     from deltalake import DeltaTable
 
     from rpl_sql.pipeline.events import events_path
-    from rpl_sql.pipeline.writer import Batch, EventsWriter, app_id, committed_position
+    from rpl_sql.pipeline.canonical_rows import Batch
+    from rpl_sql.pipeline.writer import EventsWriter
+    from rpl_sql.pipeline.ingest_position import app_id, committed_position
 
     wh = str(tmp_path / "wh")
     for channel in ("a", "b"):
@@ -364,7 +366,8 @@ def test_an_upkeep_compaction_beside_the_events_writers_own_leaves_every_row_onc
     from rpl_sql.storage.upkeep import compact_table
     from rpl_sql.pipeline import writer as W
     from rpl_sql.pipeline.events import events_path
-    from rpl_sql.pipeline.writer import Batch, EventsWriter
+    from rpl_sql.pipeline.canonical_rows import Batch
+    from rpl_sql.pipeline.writer import EventsWriter
 
     monkeypatch.setattr(W, "COMPACT_EVERY", 1000)  # its commits kept for a compaction only this test asks for
     caplog.set_level("WARNING", logger=W.__name__)

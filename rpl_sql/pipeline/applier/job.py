@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rpl_sql.server.applier_state import (  # noqa: F401
-    ApplyError, BatchRecord, GtidSet, merge_intervals, applier_status, record_batch, slot_signature)
+from rpl_sql.server.applier_state import ApplyError, BatchRecord
+from rpl_sql.server.gtid_set import GtidSet, merge_intervals
 from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.storage.delta import archive
 from rpl_sql.errors import MySQLError
@@ -54,7 +54,7 @@ from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE, applied_path, ev
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.summary import Summary, merge, tables_key
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.writer import SourceFilterConflictError, channel_commits
+from rpl_sql.pipeline.ingest_position import SourceFilterConflictError, channel_commits
 from rpl_sql.filters.rules import TYPES, FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.deltaread import DeltaFile

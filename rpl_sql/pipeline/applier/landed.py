@@ -39,7 +39,7 @@ class Landed:
 
 
 def summarized(commits: list[tuple[int, dict[str, str]]], after_seq: int) -> Landed:
-    """The chain of summaries in the channel's `commits` after `after_seq` (writer.channel_commits: version and
+    """The chain of summaries in the channel's `commits` after `after_seq` (ingest_position.channel_commits: version and
     ingest metadata, oldest first), while each carries one and starts where the previous one ended."""
     chain: list[Summary] = []
     expected = after_seq + 1

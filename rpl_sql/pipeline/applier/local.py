@@ -18,14 +18,15 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rpl_sql.server.applier_state import ApplyError, BatchRecord, GtidSet, Stop, slot_signature
+from rpl_sql.server.applier_state import ApplyError, BatchRecord, Stop, slot_signature
+from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.storage.delta.scan import Followed, read_range
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record, decide_shapes
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.writer import SourceFilterConflictError, committed_position
+from rpl_sql.pipeline.ingest_position import SourceFilterConflictError, committed_position
 from rpl_sql.filters.rules import TYPES
 from rpl_sql.filters.state import channel_key
 from rpl_sql.storage.store import DeltaStore

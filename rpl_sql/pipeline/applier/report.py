@@ -4,8 +4,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from rpl_sql.server.applier_state import (  # noqa: F401
-    ApplyError, BatchRecord, GtidSet, merge_intervals, applier_status, record_batch, slot_signature)
+from rpl_sql.server.applier_state import BatchRecord
 from rpl_sql.display.render import format_table
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from rpl_sql.server.applier_state import (  # noqa: F401
-    ApplyError, BatchRecord, GtidSet, merge_intervals, applier_status, record_batch, slot_signature)
+from rpl_sql.server.applier_state import ApplyError, BatchRecord, slot_signature
 from rpl_sql.server.applier_state import rule_counts_meta
 from rpl_sql.compile import APPLIER_PREFIX, sql_str
 from rpl_sql.storage.delta import commit as delta_commit

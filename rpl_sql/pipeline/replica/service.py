@@ -36,8 +36,9 @@ from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.binlog import BinlogIngest, SourceChangedError
 from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
-from rpl_sql.pipeline.writer import ChannelLock, IngestError, IngestReport
-from rpl_sql.pipeline.writer import app_id as ingest_app_id
+from rpl_sql.pipeline.writer import ChannelLock, IngestReport
+from rpl_sql.pipeline.ingest_position import IngestError
+from rpl_sql.pipeline.ingest_position import app_id as ingest_app_id
 from rpl_sql.spark.env import local_spark
 from rpl_sql.filters.state import ServerState, channel_key
 from rpl_sql.storage.store import DeltaStore, resolve_warehouse

@@ -29,7 +29,7 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.binlog import source_settings
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica.merge import create, write
-from rpl_sql.pipeline.writer import committed_position
+from rpl_sql.pipeline.ingest_position import committed_position
 from rpl_sql.storage.replica_catalog import Catalog, new_table_path
 from rpl_sql.session import Session
 from rpl_sql.filters.state import channel_key

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica import ddl
 from rpl_sql.pipeline.replica.merge import Changes, ReplicaRowError, apply_changes, create, reshape, table_seq
-from rpl_sql.pipeline.writer import rows_json
+from rpl_sql.pipeline.canonical_rows import rows_json
 
 HOSTILE = ["i`d", "we'ird \"x\", %_ é\\", "Mixed Case"]
 

@@ -15,7 +15,7 @@ import rpl_sql
 from tests.support.mariadb import MariaDBServer, _require, running
 from rpl_sql.storage import service_status
 from rpl_sql.pipeline.replica.service import _io_error
-from rpl_sql.pipeline.writer import IngestError
+from rpl_sql.pipeline.ingest_position import IngestError
 from tests.pipeline.replica.test_replica_service import start_service, status, wait_for
 
 
