@@ -24,7 +24,8 @@ from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta.log import check
 
 SCHEMA = pa.schema([("kind", pa.string()), ("db", pa.string()), ("name", pa.string()), ("path", pa.string()),
-                    ("columns", pa.string()), ("since", pa.string())])
+                    ("columns", pa.string()), ("since", pa.string()), ("exact_after", pa.string()),
+                    ("state", pa.string())])
 
 
 CHANNEL_KEY = "rpl_sql.replica.channel"  # commit metadata: the channel a catalog's or replica table's commit is of
@@ -57,6 +58,9 @@ def new_table_path() -> str:
     return f"tables/{uuid.uuid4().hex}"
 
 
+COPYING = "copying"
+
+
 def app_id(channel: str) -> str:
     return delta_commit.app_id("replica", channel)
 
@@ -69,6 +73,10 @@ class TableEntry:
     columns: list[dict] | None     # None: created by a statement the replica could not read; the next table map
     #                                of the table gives them (until then the table has no Delta data)
     since: tuple[str, int] | None = None  # copied by a snapshot at this binlog position: events up to it are in it
+    # copied in pages read between `since` and this position: events in between may find the table ahead of
+    # them (a row already there, or gone), and are applied as upserts; past it the table is exact
+    exact_after: tuple[str, int] | None = None
+    state: str | None = None  # COPYING: a copy is being made (its pages are in the table); None: replicated
 
 
 @dataclass
@@ -104,11 +112,12 @@ class Catalog:
         self.databases.setdefault(self.fold(db), self.fold(db) if self.lctn else db)
 
     def add_table(self, db: str, name: str, columns: list[dict] | None,
-                  since: tuple[str, int] | None = None, path: str | None = None) -> TableEntry:
+                  since: tuple[str, int] | None = None, path: str | None = None,
+                  exact_after: tuple[str, int] | None = None, state: str | None = None) -> TableEntry:
         """A new table (its data under `path`, relative to the replica root, default a fresh one)."""
         self.add_database(db)
         e = TableEntry(self.fold(db) if self.lctn else db, self.fold(name) if self.lctn else name,
-                       path or new_table_path(), columns, since)
+                       path or new_table_path(), columns, since, exact_after, state)
         self.tables[self.key(db, name)] = e
         return e
 
@@ -158,11 +167,11 @@ class Catalog:
         return cat
 
     def to_arrow(self) -> pa.Table:
-        rows = [{"kind": "database", "db": d, "name": None, "path": None, "columns": None, "since": None}
-                for d in sorted(self.databases.values())]
+        rows = [{"kind": "database", "db": d, "name": None, "path": None, "columns": None, "since": None,
+                 "exact_after": None, "state": None} for d in sorted(self.databases.values())]
         rows += [{"kind": "table", "db": e.db, "name": e.name, "path": e.path,
                   "columns": json.dumps(e.columns, ensure_ascii=False) if e.columns is not None else None,
-                  "since": f"{e.since[0]}:{e.since[1]}" if e.since else None}
+                  "since": _position_text(e.since), "exact_after": _position_text(e.exact_after), "state": e.state}
                  for e in sorted(self.tables.values(), key=lambda e: (e.db, e.name))]
         return pa.Table.from_pylist(rows, schema=SCHEMA)
 
@@ -170,7 +179,10 @@ class Catalog:
         """The catalog as of `seq`, in one commit (creating the table on first use)."""
         path = catalog_path(self.warehouse, self.channel)
         created = self._table is None and not DeltaTable.is_deltatable(path)
-        delta_commit.write(self._table or path, self.to_arrow(), mode="overwrite", create=created,
+        target = self._table or path
+        older = not created and len((target if self._table else archive.open_table(path)).schema().fields) < len(SCHEMA)
+        delta_commit.write(target, self.to_arrow(), mode="overwrite", create=created,
+                           schema_mode="overwrite" if older else None,  # a catalog of an earlier release
                            metadata={CHANNEL_KEY: self.channel, "rpl_sql.replica.seq": str(seq)},
                            app=(app_id(self.channel), seq), checkpoint=True)
         if self._table is None:
@@ -178,11 +190,18 @@ class Catalog:
         self.seq = seq
 
 
+def _position_text(pos: tuple[str, int] | None) -> str | None:
+    return f"{pos[0]}:{pos[1]}" if pos else None
+
+
+def _position(text: str | None) -> tuple[str, int] | None:
+    return (text.rsplit(":", 1)[0], int(text.rsplit(":", 1)[1])) if text else None
+
+
 def _entry(r: dict) -> TableEntry:
     cols = json.loads(r["columns"]) if r["columns"] else None
-    since = r.get("since")
-    pos = (since.rsplit(":", 1)[0], int(since.rsplit(":", 1)[1])) if since else None
-    return TableEntry(r["db"], r["name"], r["path"], cols, pos)
+    return TableEntry(r["db"], r["name"], r["path"], cols, _position(r.get("since")),
+                      _position(r.get("exact_after")), r.get("state"))
 
 
 def catalog_versions(warehouse: str) -> tuple:

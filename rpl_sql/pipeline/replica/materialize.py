@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,7 +40,7 @@ from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica import ddl
-from rpl_sql.storage.replica_catalog import Catalog, TableEntry
+from rpl_sql.storage.replica_catalog import COPYING, Catalog, TableEntry
 from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, reshape, table_seq
 from rpl_sql.filters.rules import FilterType, fold
 from rpl_sql.filters.state import ServerState, channel_key
@@ -180,6 +180,8 @@ class ReplicaTables:
         if cols is None:  # landed without a table map (Debezium, or before rpl_sql recorded table maps)
             cols = [{"name": k, "type": "text"} for k in _image_names(images)]
         entry = self.cat.table(db, name)
+        if entry is not None and entry.state == COPYING:
+            raise _copy_unfinished(entry, self.channel)
         if entry is not None and _in_snapshot(entry, ev):
             return
         if entry is not None:
@@ -200,7 +202,17 @@ class ReplicaTables:
         ch = self.pending.get(key)
         if ch is None:
             ch = self.pending[key] = Changes(entry.columns)
-        ch.add(ev["seq"], ev["event_type"], images)
+        ch.add(ev["seq"], ev["event_type"], images, lenient=self._in_copy_window(entry, ev))
+
+    def _in_copy_window(self, entry: TableEntry, ev: dict) -> bool:
+        """The event ran while a paged copy read the table (see TableEntry.exact_after); the first event past
+        that window ends it for good."""
+        if entry.exact_after is None or ev.get("binlog_file") is None or ev.get("binlog_pos") is None:
+            return False
+        if (ev["binlog_file"], int(ev["binlog_pos"])) <= entry.exact_after:
+            return True
+        self.cat.tables[self.cat.key(entry.db, entry.name)] = replace(entry, exact_after=None)
+        return False
 
     def _evolve(self, entry: TableEntry, cols: list[dict], seq: int) -> TableEntry:
         """The table map differs from what the replica holds (an ALTER it could not read, or none): take it."""
@@ -277,6 +289,9 @@ class ReplicaTables:
     def _snapshotted(self, ev: dict) -> bool:
         refs = ev["tables"] or []
         entries = [self.cat.table(*self._resolve(t["db"], t["name"], ev)) for t in refs]
+        for e in entries:
+            if e is not None and e.state == COPYING:
+                raise _copy_unfinished(e, self.channel)
         return bool(entries) and all(e is not None and _in_snapshot(e, ev) for e in entries)
 
     def _statement_dml(self, ev: dict) -> None:
@@ -519,6 +534,13 @@ class ReplicaTables:
         for e in kept:  # copied by a snapshot taken after this DROP DATABASE: they exist
             self.cat.tables[self.cat.key(e.db, e.name)] = e
             self.cat.add_database(e.db)
+
+
+def _copy_unfinished(entry: TableEntry, channel: str) -> MySQLError:
+    """An event for a table whose copy was interrupted: applying it would leave the table silently short."""
+    return MySQLError(1105, "HY000", "ER_UNKNOWN_ERROR",
+                      f"the copy of {entry.db}.{entry.name} has not finished: run `rpl-sql snapshot --channel "
+                      f"{channel}` to complete it before START REPLICA FOR CHANNEL '{channel}'")
 
 
 def skip_advice(channel: str) -> str:

@@ -1,23 +1,28 @@
-"""Provisioning a channel's replica from a source that already holds data: a consistent copy per table.
+"""Provisioning a channel's replica from a source that already holds data: a copy per table, no lock.
 
     rpl-sql snapshot --warehouse WH --channel shop
 
 Every table the channel's filters apply (decided as a row event on it, then named after REPLICATE_REWRITE_DB)
-is read in its own consistent read, tied to the binlog position that read saw (MariaDB: `START TRANSACTION
-WITH CONSISTENT SNAPSHOT` and `binlog_snapshot_file/position`, no lock; MySQL: a brief `FLUSH TABLES WITH
-READ LOCK` around `SHOW MASTER STATUS`, as mysqldump --single-transaction --master-data does). The table
-lands as a replica table marked with that position, and the channel then streams from the first table's
-position: events a table's copy already holds (at or before its position) are passed over for that table,
-so the tables become consistent as the stream moves past the last copy. An interrupted snapshot resumes:
-copied tables are in the catalog, the rest are copied when it is run again. Databases whose CREATE DATABASE
-the filters apply exist on the replica too.
+is copied. A table with a primary key is read in keyset pages (`source_read`: connectorx into Arrow, each
+page its own statement), between two binlog positions taken before the first page and after the last: the
+table is marked with both. Events that end at or before the first are in every page and are passed over for
+that table; events between the two may find the table ahead of them and are applied as upserts (an update
+of a row not there yet inserts its after image, a delete of a missing row is done), which needs full row
+images (`binlog_row_image=FULL`); past the second the table is exact. Each page lands in its own commit with
+the key it ends at, so an interrupted copy resumes after its last page. A table without a primary key (or
+a source with partial row images) is read in one consistent read tied to the position it saw (MariaDB:
+`START TRANSACTION WITH CONSISTENT SNAPSHOT` and `binlog_snapshot_file/position`, no lock; MySQL: a brief
+`FLUSH TABLES WITH READ LOCK` around `SHOW MASTER STATUS`, as mysqldump --single-transaction --master-data
+does). The channel then streams from the earliest position of any table. Databases whose CREATE DATABASE the
+filters apply exist on the replica too.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import pyarrow as pa
@@ -29,8 +34,9 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.binlog import source_settings
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica.merge import create, write
+from rpl_sql.pipeline.replica.source_read import key_columns, read_page, table_columns
 from rpl_sql.pipeline.ingest_position import committed_position
-from rpl_sql.storage.replica_catalog import Catalog, new_table_path
+from rpl_sql.storage.replica_catalog import COPYING, Catalog, new_table_path
 from rpl_sql.session import Session
 from rpl_sql.filters.state import channel_key
 from rpl_sql.storage.store import DeltaStore, resolve_warehouse
@@ -72,10 +78,13 @@ class SnapshotReport:
     seconds: float = 0.0
 
 
+COPY_KEY = "rpl_sql.copy.after"  # a page's commit metadata: the key of its last row (JSON)
+
+
 class SourceSnapshot:
     """One snapshot run of one channel (stopped, with no events landed yet)."""
 
-    def __init__(self, warehouse: str | os.PathLike | None, channel: str, *, batch_rows: int = 50_000,
+    def __init__(self, warehouse: str | os.PathLike | None, channel: str, *, batch_rows: int = 100_000,
                  progress: Callable[[SnapshotProgress], None] | None = None):
         self.warehouse = resolve_warehouse(warehouse)
         self.channel = channel_key(channel)
@@ -131,7 +140,7 @@ class SourceSnapshot:
         cat.commit(cat.seq)
         for i, (db, name, target, tname, estimate) in enumerate(wanted):
             done = cat.table(target, tname)
-            if done is not None and done.since is not None:
+            if done is not None and done.since is not None and done.state != COPYING:
                 report.skipped += 1
                 continue
             report.rows += self._copy(settings, db, name, target, tname, cat, estimate, i, len(wanted))
@@ -166,6 +175,98 @@ class SourceSnapshot:
 
     def _copy(self, settings: dict, db: str, name: str, target: str, tname: str, cat: Catalog,
               estimate: int | None, index: int, total: int) -> int:
+        """Copy one table: in pages when it has a primary key and the source logs full row images, else in
+        one consistent read. Its catalog entry (with the positions) says it is whole only at the end."""
+        import pymysql
+
+        conn = pymysql.connect(**settings, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cols = table_columns(cur, db, name)
+                cur.execute("SELECT @@GLOBAL.binlog_row_image")  # upserts need whole rows
+                full = str(cur.fetchone()[0]).upper() == "FULL"
+        finally:
+            conn.close()
+        if key_columns(cols) and full:
+            return self._copy_pages(settings, db, name, target, tname, cat, cols, estimate, index, total)
+        return self._copy_consistent(settings, db, name, target, tname, cat, estimate, index, total)
+
+    def _columns(self, settings: dict, db: str, name: str) -> list[dict]:
+        import pymysql
+
+        conn = pymysql.connect(**settings, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                return table_columns(cur, db, name)
+        finally:
+            conn.close()
+
+    def _copy_again(self, settings: dict, db: str, name: str, target: str, tname: str, cat: Catalog,
+                    estimate: int | None, index: int, total: int) -> int:
+        cat.drop_table(target, tname)
+        cat.commit(cat.seq)
+        return self._copy(settings, db, name, target, tname, cat, estimate, index, total)
+
+    def _binlog_position(self, settings: dict) -> tuple[str, int]:
+        """Where the source's binlog ends now: a watermark around a paged copy."""
+        import pymysql
+
+        conn = pymysql.connect(**settings, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                try:
+                    cur.execute("SHOW BINARY LOG STATUS")
+                except pymysql.err.MySQLError:  # MariaDB, MySQL before 8.2
+                    cur.execute("SHOW MASTER STATUS")
+                row = cur.fetchone()
+        finally:
+            conn.close()
+        if row is None:
+            raise MySQLError.of("ER_UNKNOWN_ERROR", "the source has no binary log (log_bin=OFF): nothing to follow")
+        return str(row[0]), int(row[1])
+
+    def _copy_pages(self, settings: dict, db: str, name: str, target: str, tname: str, cat: Catalog,
+                    cols: list[dict], estimate: int | None, index: int, total: int) -> int:
+        """Keyset pages between two watermarks (see the module docstring); resumes after its last page."""
+        entry = cat.table(target, tname)
+        after, rows = None, 0
+        if entry is not None and entry.state == COPYING and entry.columns == cols:
+            path = cat.data_path(entry)
+            after, rows = _copied_through(path)
+        else:
+            entry = cat.add_table(target, tname, cols, self._binlog_position(settings), state=COPYING)
+            path = cat.data_path(entry)
+            create(path, cols, self.channel, 0)
+            cat.commit(cat.seq)
+        t0 = time.monotonic()
+        while True:
+            try:
+                page = read_page(settings, db, name, cols, after, self.batch_rows)
+            except Exception:  # a column an ALTER dropped, say: copy again if the columns moved
+                if self._columns(settings, db, name) == cols:
+                    raise
+                return self._copy_again(settings, db, name, target, tname, cat, estimate, index, total)
+            if page.last_key is None:
+                break
+            rows += page.rows.num_rows
+            after = page.last_key
+            write(path, page.rows, self.channel, 0, mode="append",
+                  metadata={COPY_KEY: json.dumps([after, rows], ensure_ascii=False)})
+            if self.progress is not None:
+                self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index, total,
+                                               seconds=time.monotonic() - t0))
+        exact_after = self._binlog_position(settings)
+        if self._columns(settings, db, name) != cols:  # an ALTER ran during the copy: the pages disagree
+            return self._copy_again(settings, db, name, target, tname, cat, estimate, index, total)
+        cat.tables[cat.key(target, tname)] = replace(cat.table(target, tname), exact_after=exact_after, state=None)
+        cat.commit(cat.seq)
+        if self.progress is not None:
+            self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index + 1, total, finished=True,
+                                           seconds=time.monotonic() - t0))
+        return rows
+
+    def _copy_consistent(self, settings: dict, db: str, name: str, target: str, tname: str, cat: Catalog,
+                         estimate: int | None, index: int, total: int) -> int:
         """Copy one table in one consistent read; its catalog entry (with the position) commits last."""
         import pymysql
         import pymysql.cursors
@@ -176,11 +277,7 @@ class SourceSnapshot:
             with conn.cursor() as cur:
                 cur.execute("SET SESSION time_zone = '+00:00'")
                 since = self._consistent_read(cur)
-                cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, "
-                            "DATETIME_PRECISION, COLUMN_KEY FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                            "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (db, name))
-                names = [d[0] for d in cur.description]
-                cols = C.from_information_schema([dict(zip(names, r)) for r in cur.fetchall()])
+                cols = table_columns(cur, db, name)
                 convs = [C.client_converter(c) for c in cols]
                 schema = C.arrow_schema(cols)
                 rel = new_table_path()  # registered only once the copy is complete
@@ -202,12 +299,25 @@ class SourceSnapshot:
             conn.commit()
         finally:
             conn.close()
+        cat.drop_table(target, tname)
         cat.add_table(target, tname, cols, since, path=rel)
         cat.commit(cat.seq)
         if self.progress is not None:
             self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index + 1, total, finished=True,
                                            seconds=time.monotonic() - t0))
         return rows
+
+
+def _copied_through(path: str) -> tuple[tuple | None, int]:
+    """(the key of the last page a copy committed to the table at `path`, rows copied), from its log."""
+    from deltalake import DeltaTable
+
+    for info in DeltaTable(path).history():
+        recorded = info.get(COPY_KEY)
+        if recorded is not None:
+            after, rows = json.loads(recorded)
+            return tuple(after), int(rows)
+    return None, 0
 
 
 def snapshot(warehouse: str | os.PathLike | None, channel: str, **kw) -> SnapshotReport:
