@@ -203,9 +203,10 @@ def _say_running(state, names: list[str]) -> None:
 def snapshot_main(argv: list[str] | None = None) -> int:
     """`rpl-sql snapshot --channel C`: provision a new channel's replica tables from its source's data."""
     p = argparse.ArgumentParser(prog="rpl-sql snapshot",
-                                description="Copy the tables a channel's filters apply from its source, each in a "
-                                            "consistent read tied to its binlog position; the channel then "
-                                            "streams from there (rpl-sql replica).")
+                                description="Copy the tables a channel's filters apply from its source, without a "
+                                            "lock: keyed tables in pages between two binlog positions, others in "
+                                            "one consistent read; the channel then streams from there (rpl-sql "
+                                            "replica). Run it again to resume an interrupted copy.")
     add_warehouse_option(p)
     p.add_argument("--channel", required=True, help="the channel (stopped, with no events landed yet)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -225,7 +226,7 @@ def snapshot_main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the source's (pymysql) or Delta's
         display.close()
         sys.stderr.write(f"rpl-sql snapshot: {type(e).__name__}: {e}\n(run it again to resume: copied tables "
-                         "are kept)\n")
+                         "and pages are kept)\n")
         return 1
     display.close()
     at = f"{report.start[0]}:{report.start[1]}" if report.start else "(no table copied)"

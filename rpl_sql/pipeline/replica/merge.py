@@ -54,10 +54,10 @@ def table_seq(path: str, channel: str) -> int:
     return (dt.transaction_version(delta_commit.app_id("replica", channel)) or 0) if dt is not None else 0
 
 
-def create(path: str, columns: list[dict], channel: str, seq: int) -> None:
+def create(path: str, columns: list[dict], channel: str, seq: int, metadata: dict[str, str] | None = None) -> None:
     """An empty table with the columns (or one replacing what is at `path`)."""
     empty = C.arrow_schema(columns).empty_table()
-    write(path, empty, channel, seq, mode="overwrite")
+    write(path, empty, channel, seq, mode="overwrite", metadata=metadata)
 
 
 def _position(channel: str, seq: int) -> dict:
@@ -72,13 +72,13 @@ def _commit_properties(channel: str, seq: int) -> dict:
 
 
 def write(target: str | DeltaTable, data: pa.Table, channel: str, seq: int, *, mode: str,
-          metadata: dict[str, str] | None = None) -> None:
+          metadata: dict[str, str] | None = None, compression: str | None = None) -> None:
     """A replica table commit through delta/commit, with the channel's position (an overwrite may change the
     columns: an ALTER's reshape) and any further `metadata` (a copy's page)."""
     exists = isinstance(target, DeltaTable) or DeltaTable.is_deltatable(target)
     position = _position(channel, seq)
     position["metadata"].update(metadata or {})
-    delta_commit.write(target, data, mode=mode, create=not exists, **position,
+    delta_commit.write(target, data, mode=mode, create=not exists, **position, compression=compression,
                        schema_mode="overwrite" if exists and mode == "overwrite" else None)
 
 

@@ -34,7 +34,8 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.binlog import source_settings
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica.merge import create, write
-from rpl_sql.pipeline.replica.source_read import key_columns, read_page, table_columns
+from rpl_sql.storage.delta import archive
+from rpl_sql.pipeline.replica.source_read import key_columns, key_ranges, read_page, table_columns
 from rpl_sql.pipeline.ingest_position import committed_position
 from rpl_sql.storage.replica_catalog import COPYING, Catalog, new_table_path
 from rpl_sql.session import Session
@@ -78,17 +79,20 @@ class SnapshotReport:
     seconds: float = 0.0
 
 
+# 2M rows of 5 columns landed in 0.61 s as ZSTD (26 MB), 0.89 s as delta-rs' default snappy (51 MB)
+COPY_COMPRESSION = "ZSTD"
 COPY_KEY = "rpl_sql.copy.after"  # a page's commit metadata: the key of its last row (JSON)
 
 
 class SourceSnapshot:
     """One snapshot run of one channel (stopped, with no events landed yet)."""
 
-    def __init__(self, warehouse: str | os.PathLike | None, channel: str, *, batch_rows: int = 100_000,
-                 progress: Callable[[SnapshotProgress], None] | None = None):
+    def __init__(self, warehouse: str | os.PathLike | None, channel: str, *, batch_rows: int = 200_000,
+                 progress: Callable[[SnapshotProgress], None] | None = None, readers: int = 2):
         self.warehouse = resolve_warehouse(warehouse)
         self.channel = channel_key(channel)
-        self.batch_rows, self.progress = batch_rows, progress
+        self.batch_rows, self.progress = batch_rows, progress  # rows per page (or fetch, in one consistent read)
+        self.readers = readers  # key ranges read side by side (an integer primary key)
 
     def _check(self, state) -> None:
         ch = state.channel(self.channel)
@@ -229,29 +233,38 @@ class SourceSnapshot:
                     cols: list[dict], estimate: int | None, index: int, total: int) -> int:
         """Keyset pages between two watermarks (see the module docstring); resumes after its last page."""
         entry = cat.table(target, tname)
-        after, rows = None, 0
         if entry is not None and entry.state == COPYING and entry.columns == cols:
             path = cat.data_path(entry)
-            after, rows = _copied_through(path)
+            ranges, rows = _copied_through(path)
         else:
-            entry = cat.add_table(target, tname, cols, self._binlog_position(settings), state=COPYING)
+            since = self._binlog_position(settings)
+            bounds = key_ranges(settings, db, name, cols, self.readers)
+            # per key range: [key of the last row copied (None: none yet), inclusive upper bound, finished]
+            ranges = [[None if k == 0 else [str(bounds[k - 1])], upto, False] for k, upto in enumerate(bounds)]
+            rows = 0
+            entry = cat.add_table(target, tname, cols, since, state=COPYING)
             path = cat.data_path(entry)
-            create(path, cols, self.channel, 0)
+            create(path, cols, self.channel, 0, metadata={COPY_KEY: json.dumps([ranges, rows])})
             cat.commit(cat.seq)
         t0 = time.monotonic()
+        table = archive.open_existing(path)
+        pages = _read_ahead(settings, db, name, cols, ranges, self.batch_rows)
         while True:
             try:
-                page = read_page(settings, db, name, cols, after, self.batch_rows)
+                k, page = next(pages)
+            except StopIteration:
+                break
             except Exception:  # a column an ALTER dropped, say: copy again if the columns moved
                 if self._columns(settings, db, name) == cols:
                     raise
                 return self._copy_again(settings, db, name, target, tname, cat, estimate, index, total)
             if page.last_key is None:
-                break
+                ranges[k][2] = True  # recorded with the next page (a resumed copy reads one empty page again)
+                continue
             rows += page.rows.num_rows
-            after = page.last_key
-            write(path, page.rows, self.channel, 0, mode="append",
-                  metadata={COPY_KEY: json.dumps([after, rows], ensure_ascii=False)})
+            ranges[k][0] = list(page.last_key)
+            write(table, page.rows, self.channel, 0, mode="append", compression=COPY_COMPRESSION,
+                  metadata={COPY_KEY: json.dumps([ranges, rows], ensure_ascii=False)})
             if self.progress is not None:
                 self.progress(SnapshotProgress(f"{db}.{name}", rows, estimate, index, total,
                                                seconds=time.monotonic() - t0))
@@ -308,16 +321,56 @@ class SourceSnapshot:
         return rows
 
 
-def _copied_through(path: str) -> tuple[tuple | None, int]:
-    """(the key of the last page a copy committed to the table at `path`, rows copied), from its log."""
-    from deltalake import DeltaTable
+def _read_ahead(settings: dict, db: str, name: str, cols: list[dict], ranges: list[list], rows: int):
+    """(range index, page) of every unfinished key range, each range read on its own thread while the caller
+    lands the pages (the reader and delta-rs both work outside the GIL); a range's last page has no rows."""
+    import queue
+    import threading
 
-    for info in DeltaTable(path).history():
+    out: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def read(k: int, after: list | None, upto: int | None) -> None:
+        key = tuple(after) if after is not None else None
+        try:
+            while not stop.is_set():
+                page = read_page(settings, db, name, cols, key, rows, upto=upto)
+                out.put((k, page))
+                if page.last_key is None:
+                    return
+                key = page.last_key
+        except BaseException as e:  # handed to the caller, which raises it
+            out.put((k, e))
+
+    threads = [threading.Thread(target=read, args=(k, after, upto), name=f"rpl_sql-copy-reader-{k}", daemon=True)
+               for k, (after, upto, done) in enumerate(ranges) if not done]
+    for t in threads:
+        t.start()
+    running = len(threads)
+    try:
+        while running:
+            k, got = out.get()
+            if isinstance(got, BaseException):
+                raise got
+            running -= got.last_key is None
+            yield k, got
+    finally:
+        stop.set()
+        while any(t.is_alive() for t in threads):  # let readers blocked on a full queue see `stop`
+            try:
+                out.get(timeout=0.05)
+            except queue.Empty:
+                pass
+
+
+def _copied_through(path: str) -> tuple[list[list], int]:
+    """(each key range's progress, rows copied) as the last commit of a copy to the table at `path` says."""
+    for info in archive.history(archive.open_existing(path), None):
         recorded = info.get(COPY_KEY)
         if recorded is not None:
-            after, rows = json.loads(recorded)
-            return tuple(after), int(rows)
-    return None, 0
+            ranges, rows = json.loads(recorded)
+            return ranges, int(rows)
+    raise FileNotFoundError(f"{path}: no copy recorded")
 
 
 def snapshot(warehouse: str | os.PathLike | None, channel: str, **kw) -> SnapshotReport:

@@ -43,6 +43,9 @@ def _value_sql(c: dict) -> str:
         return f"DATEDIFF({q}, '1970-01-01')"
     if t == "timestamp":  # the stored epoch, whatever the session's time zone; 0 is only the zero value
         return f"CAST(NULLIF(UNIX_TIMESTAMP({q}), 0) * 1000000 AS SIGNED)"
+    if t == "decimal" and int(c.get("scale", 0)) <= 10 and int(c.get("precision", 10)) - int(c.get("scale", 0)) <= 17:
+        # connectorx reads it into rust_decimal (96 bits) at scale 10: 17 integer digits fit; cast back exactly
+        return q
     if t == "decimal" or t == "time" or (t == "bigint" and c.get("unsigned")):
         return f"CAST({q} AS CHAR)"
     if t == "bit":
@@ -82,9 +85,10 @@ def key_columns(cols: list[dict]) -> list[dict]:
     return [c for c in cols if c.get("pk")]
 
 
-def page_sql(db: str, name: str, cols: list[dict], after: tuple | None, limit: int | None) -> str:
-    """The SELECT of one page: every column as `_value_sql`, then the key as text; rows after `after`, in key
-    order."""
+def page_sql(db: str, name: str, cols: list[dict], after: tuple | None, limit: int | None,
+             upto: int | None = None) -> str:
+    """The SELECT of one page: every column as `_value_sql`, then the key as text; rows after `after` (and with
+    a single integer key up to `upto`), in key order."""
     keys = key_columns(cols)
     # aliases of their own: ORDER BY would take a column's name for the alias of its converted value
     select = [f"{_value_sql(c)} AS {ident('__rpl_value_' + str(i))}" for i, c in enumerate(cols)]
@@ -97,6 +101,8 @@ def page_sql(db: str, name: str, cols: list[dict], after: tuple | None, limit: i
             eq = [f"{ident(k['name'])} = {_key_literal(k, after[j])}" for j, k in enumerate(keys[:i])]
             terms.append("(" + " AND ".join(eq + [f"{ident(c['name'])} > {_key_literal(c, after[i])}"]) + ")")
         sql += " WHERE " + " OR ".join(terms)
+    if upto is not None:
+        sql += (" AND " if after is not None else " WHERE ") + f"{ident(keys[0]['name'])} <= {int(upto)}"
     if keys:
         sql += " ORDER BY " + ", ".join(ident(c["name"]) for c in keys)
     if limit is not None:
@@ -155,10 +161,32 @@ def connectorx_url(settings: dict) -> str | None:
     return f"mysql://{auth}{settings['host']}:{int(settings.get('port') or 3306)}"
 
 
+def key_ranges(settings: dict, db: str, name: str, cols: list[dict], parts: int) -> list[int | None]:
+    """Upper bounds splitting a single integer key's current span into `parts` ranges of equal width, the last
+    open (None): [b0, b1, ..., None], range i being (b[i-1], b[i]]. One open range for other keys."""
+    keys = key_columns(cols)
+    if parts < 2 or len(keys) != 1 or keys[0]["type"] not in _INTEGERS - {"bit", "year"}:
+        return [None]
+    import pymysql
+
+    conn = pymysql.connect(**settings, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            q = ident(keys[0]["name"])
+            cur.execute(f"SELECT MIN({q}), MAX({q}) FROM {qualified(db, name)}")
+            lo, hi = cur.fetchone()
+    finally:
+        conn.close()
+    if lo is None or hi - lo < parts * 1000:
+        return [None]
+    step = (int(hi) - int(lo)) // parts
+    return [int(lo) + step * (i + 1) for i in range(parts - 1)] + [None]
+
+
 def read_page(settings: dict, db: str, name: str, cols: list[dict], after: tuple | None, limit: int | None,
-              *, fast: bool = True) -> Page:
+              *, fast: bool = True, upto: int | None = None) -> Page:
     """One keyset page of `db.name` (the whole table with no key or no `limit`)."""
-    sql = page_sql(db, name, cols, after, limit)
+    sql = page_sql(db, name, cols, after, limit, upto)
     url = connectorx_url(settings) if fast else None
     if url is not None:
         import connectorx as cx

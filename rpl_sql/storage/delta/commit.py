@@ -49,10 +49,15 @@ def properties(metadata: dict[str, str], app: tuple[str, int] | None = None, ret
 def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str, str],
           app: tuple[str, int] | None = None, retries: int | None = None, checkpoint: bool = False,
           partition_by: list[str] | None = None, create: bool = False, predicate: str | None = None,
-          schema_mode: str | None = None) -> None:
+          schema_mode: str | None = None, compression: str | None = None) -> None:
     """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log;
-    `predicate` (overwrite) replaces just the rows it matches; `schema_mode` 'overwrite' lets it change columns."""
-    extra = {"schema_mode": schema_mode} if schema_mode else {}
+    `predicate` (overwrite) replaces just the rows it matches; `schema_mode` 'overwrite' lets it change columns;
+    `compression` a Parquet codec other than delta-rs' default (snappy)."""
+    extra: dict[str, Any] = {"schema_mode": schema_mode} if schema_mode else {}
+    if compression:
+        from deltalake import WriterProperties
+
+        extra["writer_properties"] = WriterProperties(compression=compression)
     write_deltalake(target, data, mode=mode, partition_by=partition_by,
                     configuration=TABLE_CONFIG if create else None, predicate=predicate,
                     **properties(metadata, app, retries, checkpoint), **extra)
