@@ -11,8 +11,9 @@ from rpl_sql.cli.options import DEFAULT_MASTER, add_spark_options, add_warehouse
 from rpl_sql.errors import MySQLError, error_text
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.job import engine_for_master
-from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SERVICE_ALLOCATORS, SQL_THREAD_MAX_MEMORY,
-                                              ReplicaService, ServiceError, set_service_allocators)
+from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError,
+                                              service_logging)
+from rpl_sql.pipeline.replica.service_memory import SERVICE_ALLOCATORS, set_service_allocators
 from rpl_sql.pipeline.replica.snapshot import SourceSnapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import ApplyProgress
 from rpl_sql.pipeline.binlog import ingest_channel
@@ -173,6 +174,7 @@ def replica_main(argv: list[str] | None = None) -> int:
     if args.batch_size < 1 or args.sql_thread_max_memory < 0:
         p.error("--batch-size wants 1 or more events, --sql-thread-max-memory 0 (never) or more MB")
     _rerun_with_allocator_setting(argv)
+    service_logging()
     try:
         service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode,
                                  processes=not args.one_process, master=args.master,

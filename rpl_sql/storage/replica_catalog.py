@@ -25,7 +25,7 @@ from rpl_sql.storage.delta.log import check
 
 SCHEMA = pa.schema([("kind", pa.string()), ("db", pa.string()), ("name", pa.string()), ("path", pa.string()),
                     ("columns", pa.string()), ("since", pa.string()), ("exact_after", pa.string()),
-                    ("state", pa.string())])
+                    ("state", pa.string()), ("copy", pa.string())])
 
 
 CHANNEL_KEY = "rpl_sql.replica.channel"  # commit metadata: the channel a catalog's or replica table's commit is of
@@ -58,7 +58,7 @@ def new_table_path() -> str:
     return f"tables/{uuid.uuid4().hex}"
 
 
-COPYING = "copying"
+COPYING, BACKFILLING, UNREPLICATED = "copying", "backfilling", "not replicated"
 
 
 def app_id(channel: str) -> str:
@@ -76,7 +76,10 @@ class TableEntry:
     # copied in pages read between `since` and this position: events in between may find the table ahead of
     # them (a row already there, or gone), and are applied as upserts; past it the table is exact
     exact_after: tuple[str, int] | None = None
-    state: str | None = None  # COPYING: a copy is being made (its pages are in the table); None: replicated
+    # COPYING: `rpl-sql snapshot` is making its copy; BACKFILLING: the replica service is (the stream holds the
+    # table's events meanwhile); UNREPLICATED: the filters no longer apply it; None: replicated
+    state: str | None = None
+    copy: dict | None = None  # BACKFILLING / UNREPLICATED: the source table, since which state version, ...
 
 
 @dataclass
@@ -89,6 +92,7 @@ class Catalog:
     seq: int = 0
     databases: dict[str, str] = field(default_factory=dict)         # folded -> as created
     tables: dict[tuple[str, str], TableEntry] = field(default_factory=dict)
+    filters: str | None = None  # the channel's filters the tables follow (backfill.filters_text); None: unknown
     # the catalog table as this object last read or wrote it: its only writer commits through it, so a commit
     # does not replay the log since the last checkpoint to open the table
     _table: DeltaTable | None = field(default=None, repr=False, compare=False)
@@ -113,11 +117,12 @@ class Catalog:
 
     def add_table(self, db: str, name: str, columns: list[dict] | None,
                   since: tuple[str, int] | None = None, path: str | None = None,
-                  exact_after: tuple[str, int] | None = None, state: str | None = None) -> TableEntry:
+                  exact_after: tuple[str, int] | None = None, state: str | None = None,
+                  copy: dict | None = None) -> TableEntry:
         """A new table (its data under `path`, relative to the replica root, default a fresh one)."""
         self.add_database(db)
         e = TableEntry(self.fold(db) if self.lctn else db, self.fold(name) if self.lctn else name,
-                       path or new_table_path(), columns, since, exact_after, state)
+                       path or new_table_path(), columns, since, exact_after, state, copy)
         self.tables[self.key(db, name)] = e
         return e
 
@@ -162,17 +167,23 @@ class Catalog:
         for r in dt.to_pyarrow_table().to_pylist():
             if r["kind"] == "database":
                 cat.databases[cat.fold(r["db"])] = r["db"]
+            elif r["kind"] == "filters":
+                cat.filters = r["columns"]
             else:
                 cat.tables[cat.key(r["db"], r["name"])] = _entry(r)
         return cat
 
     def to_arrow(self) -> pa.Table:
         rows = [{"kind": "database", "db": d, "name": None, "path": None, "columns": None, "since": None,
-                 "exact_after": None, "state": None} for d in sorted(self.databases.values())]
+                 "exact_after": None, "state": None, "copy": None} for d in sorted(self.databases.values())]
         rows += [{"kind": "table", "db": e.db, "name": e.name, "path": e.path,
                   "columns": json.dumps(e.columns, ensure_ascii=False) if e.columns is not None else None,
-                  "since": _position_text(e.since), "exact_after": _position_text(e.exact_after), "state": e.state}
+                  "since": _position_text(e.since), "exact_after": _position_text(e.exact_after), "state": e.state,
+                  "copy": json.dumps(e.copy, ensure_ascii=False) if e.copy is not None else None}
                  for e in sorted(self.tables.values(), key=lambda e: (e.db, e.name))]
+        if self.filters is not None:
+            rows.append({"kind": "filters", "db": None, "name": None, "path": None, "columns": self.filters,
+                         "since": None, "exact_after": None, "state": None, "copy": None})
         return pa.Table.from_pylist(rows, schema=SCHEMA)
 
     def commit(self, seq: int) -> None:
@@ -201,7 +212,8 @@ def _position(text: str | None) -> tuple[str, int] | None:
 def _entry(r: dict) -> TableEntry:
     cols = json.loads(r["columns"]) if r["columns"] else None
     return TableEntry(r["db"], r["name"], r["path"], cols, _position(r.get("since")),
-                      _position(r.get("exact_after")), r.get("state"))
+                      _position(r.get("exact_after")), r.get("state"),
+                      json.loads(r["copy"]) if r.get("copy") else None)
 
 
 def catalog_versions(warehouse: str) -> tuple:

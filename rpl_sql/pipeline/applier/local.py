@@ -103,7 +103,9 @@ class LocalApplier:
     def run_batch(self, channel: str, through: int | None = None) -> BatchRecord | None:
         """Decide and commit the next batch of `channel`; None when its SQL thread is stopped or nothing is new."""
         channel = channel_key(channel)
-        state = self.store.load().state
+        snap = self.store.load()
+        state = snap.state
+        self.batch_state = (state, snap.version)  # what this batch is decided with (the gate follows it)
         ch = state.channel(channel)
         if ch is None or not ch.configured or not ch.sql_running:
             return None

@@ -28,17 +28,16 @@ from rpl_sql.storage import service_status
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import log as deltalog
-from rpl_sql.storage.delta.scan import Followed
 from rpl_sql.errors import MySQLError, RplSqlError
-from rpl_sql.pipeline.applier.job import apply
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ChannelReport
-from rpl_sql.pipeline.binlog import BinlogIngest, SourceChangedError
-from rpl_sql.pipeline.events import events_path
+from rpl_sql.pipeline.binlog import BinlogIngest, SourceChangedError, source_settings
+from rpl_sql.pipeline.replica.backfill import Backfills
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
+from rpl_sql.pipeline.replica.spark_sql_thread import spark_sql_thread
+from rpl_sql.pipeline.replica.service_memory import return_freed_memory, rss_mb, set_service_allocators
 from rpl_sql.pipeline.writer import ChannelLock, IngestReport
 from rpl_sql.pipeline.ingest_position import IngestError
-from rpl_sql.pipeline.ingest_position import app_id as ingest_app_id
 from rpl_sql.spark.env import local_spark
 from rpl_sql.filters.state import ServerState, channel_key
 from rpl_sql.storage.store import DeltaStore, resolve_warehouse
@@ -58,59 +57,6 @@ BATCH_SIZE = 10_000
 # 380-450 MB over ten minutes at 5,000 rows/s). Off unless asked: at 320 MB each replacement stalled the SQL
 # thread for seconds on 2 cores (lag p99 3.54 -> 6.31 s) and the two processes of a handoff raised the peak.
 SQL_THREAD_MAX_MEMORY: int | None = None
-# The allocator linked into deltalake (jemalloc, configured by this variable) keeps much of what the SQL
-# thread's merges free: with its defaults the process grows for as long as it runs. One arena and freed pages
-# handed back after 200 ms about halve that growth at 1.06x the time; without thread caches as well (delta-rs
-# runs a hundred runtime threads, each caching freed memory for itself), the service rose about 1 MB a minute
-# over minutes 1-10, a third of before, and still 2.6 from minute 10 to 20 (bench/bench_replica.py;
-# docs/benchmarks.md, "Where the memory goes").
-# Read once, when deltalake loads: set for the SQL-thread processes when they start, and for `rpl-sql replica`
-# itself by running it again with it; a value the user set wins.
-MALLOC_CONF_VAR = "_RJEM_MALLOC_CONF"
-SERVICE_MALLOC_CONF = "narenas:1,tcache:false,dirty_decay_ms:200,muzzy_decay_ms:0"
-# pyarrow's own allocations (parquet reads, the batches handed to deltalake) go to glibc's malloc rather than
-# pyarrow's default mimalloc: in a thirty-minute run mimalloc's 1 GiB arena in the SQL-thread process went from
-# 20 to 55 MB while pyarrow held 0-2 MB at each count, the whole of that process's growth. glibc then keeps
-# free space in its arenas instead (33 to 70 MB with an arena per thread; a 52 MB step at minute 27 with two),
-# unless its mmap threshold is fixed: large blocks are then mapped and unmapped, and the threshold for
-# trimming an arena's top no longer rises with them (docs/benchmarks.md, "pyarrow's allocator"). Read when
-# pyarrow and glibc first allocate: set like MALLOC_CONF_VAR.
-SERVICE_ALLOCATORS = {MALLOC_CONF_VAR: SERVICE_MALLOC_CONF, "ARROW_DEFAULT_MEMORY_POOL": "system",
-                      "MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}
-
-
-def set_service_allocators() -> None:
-    """Put `SERVICE_ALLOCATORS` in this process's environment (for what it starts or runs again); a value
-    already set wins."""
-    for var, value in SERVICE_ALLOCATORS.items():
-        os.environ.setdefault(var, value)
-
-
-def _malloc_trim():
-    import ctypes
-    import ctypes.util
-
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def return_freed_memory() -> None:
-    """Hand back to the system what pyarrow's pool and glibc's malloc (one and the same in the service,
-    `SERVICE_ALLOCATORS`) hold freed, after each SQL-thread batch and at each receiver heartbeat (microseconds
-    a call). The service's RSS was about 25 MB lower at minutes 10 and 20 and rose more slowly, lag unchanged
-    (bench/bench_replica.py; docs/benchmarks.md, "Returning freed memory")."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
-
 class ServiceError(RplSqlError):
     """The service cannot run: no channel to run, or a channel already run by another service."""
 
@@ -172,11 +118,14 @@ class ChannelLoops:
         if old is not None:  # errors outlive the service, as MySQL keeps them until START REPLICA
             self.status.last_io_error, self.status.last_sql_error = old.last_io_error, old.last_sql_error
         applier = self._applier_process if service.processes else \
-            self._applier_spark if service.master else self._applier
+            (lambda: spark_sql_thread(self, STATE_EVERY)) if service.master else self._applier
         self.threads = [threading.Thread(target=self._receiver, name=f"io-{channel}", daemon=True),
                         threading.Thread(target=applier, name=f"sql-{channel}", daemon=True)]
         self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
         self.error_version = -1  # the state version of this SQL thread's own stop on an error
+        # copies of the tables a filter change newly applies (pipeline/replica/backfill.py)
+        self.backfills = Backfills(channel, lambda: source_settings(service.warehouse, service.state.get(),
+                                                                    channel)[0])
 
     def _stopped(self, thread: str, version: int) -> None:
         """The thread is stopped as of state `version`; said at once (STOP REPLICA is waiting for it)."""
@@ -274,10 +223,13 @@ class ChannelLoops:
             st.sql_version = version  # acting on this version: a STOP committed later waits for the loop
             if not started or tables.lctn != state.lower_case_table_names:
                 tables = ReplicaTables(self.svc.warehouse, self.channel, lctn=state.lower_case_table_names,
-                                       exec_mode=self.svc.exec_mode)
+                                       exec_mode=self.svc.exec_mode, backfills=self.backfills)
                 local.stop_before = tables.statement_conflict  # statement-format DML stops the batch before it
-            # a batch is executed (position, GTIDs) once the replica tables hold it, not before
-            local.gate = lambda lo, last, out, t=tables, s=state: t.catch_up(last, handed=(lo, out), state=s)
+            # a batch is executed (position, GTIDs) once the replica tables hold it, not before; the tables
+            # follow the filters the batch was decided with
+            local.gate = lambda lo, last, out, t=tables: t.catch_up(last, handed=(lo, out),
+                                                                    state=local.batch_state[0],
+                                                                    version=local.batch_state[1])
             try:
                 if not started:  # START clears the last error (MySQL); recovery of a crashed batch first
                     st.last_sql_error = [0, "", ""]
@@ -287,12 +239,15 @@ class ChannelLoops:
                     tables.catch_up(self.svc.store.load().state.channel(self.channel).applier.seq)
                     started = True
                 rec = local.run_batch(self.channel)
+                backfilling = self.backfills.describe()
+                if rec is None and backfilling:
+                    tables.catch_up(state=local.batch_state[0], version=local.batch_state[1])  # finish copies
                 if rec is None:
-                    st.sql_state = "Replica has read all relay log; waiting for more updates"
+                    st.sql_state = backfilling or "Replica has read all relay log; waiting for more updates"
                     st.seconds_behind = 0
                     self.svc.stopping.wait(self.svc.poll)
                     continue
-                st.sql_state = "Applying batch"
+                st.sql_state = "Applying batch" + (f"; {backfilling}" if backfilling else "")
                 return_freed_memory()
                 st.sql_version = version
                 if local.last_event_time is not None:
@@ -303,61 +258,6 @@ class ChannelLoops:
         self._stopped("sql", self.svc.state.versioned()[1])
 
     # ------------------------------------------------------------ applier on a Spark cluster (--master)
-
-    def _applier_spark(self) -> None:
-        """The SQL thread with Spark deciding (`--master`): whenever events wait, the Spark job (`rpl-sql
-        apply`) applies them batch by batch on the cluster and keeps the replica tables; it is asked between
-        batches whether to go on, so STOP REPLICA waits for at most one batch."""
-        st = self.status
-        spark = None
-        started = False
-        events = Followed(events_path(self.svc.warehouse))
-
-        class Interrupted(Exception):
-            pass
-
-        while not self.svc.stopping.is_set():
-            state, version = self.svc.state.versioned()
-            ch = state.channel(self.channel)
-            if ch is None or not ch.configured or not ch.sql_running or version <= self.error_version:
-                started = False
-                self._stopped("sql", version)
-                self.svc.stopping.wait(STATE_EVERY)
-                continue
-            st.sql_version = version
-            try:
-                if not started:
-                    st.last_sql_error = [0, "", ""]
-                    st.sql, st.sql_state = "Yes", "Applying batch"
-                    self.svc.publish(self)
-                    started = True
-                dt = events.table()
-                landed = (dt.transaction_version(ingest_app_id(self.channel)) or 0) if dt is not None else 0
-                if landed <= ch.applier.seq:
-                    st.sql_state = "Replica has read all relay log; waiting for more updates"
-                    st.seconds_behind = 0
-                    self.svc.stopping.wait(self.svc.poll)
-                    continue
-                if spark is None:
-                    st.sql_state = "Starting Spark"
-                    spark = self.svc.spark()
-                st.sql_state = "Applying batch"
-
-                def between(_progress) -> None:
-                    now, _ = self.svc.state.versioned()
-                    c = now.channel(self.channel)
-                    if self.svc.stopping.is_set() or c is None or not c.sql_running:
-                        raise Interrupted()
-
-                apply(spark, self.svc.warehouse, [self.channel], batch_size=self.svc.batch_size, progress=between,
-                      tables=True, exec_mode=self.svc.exec_mode)
-                st.sql_version = version
-            except Interrupted:
-                continue
-            except Exception as e:
-                self._sql_error(e)
-                started = False
-        self._stopped("sql", self.svc.state.versioned()[1])
 
     def _applier_process(self) -> None:
         """The SQL thread in a child process (decoding and applying then use a second core instead of sharing
@@ -552,6 +452,13 @@ class ReplicaService:
             service_status.write_status(self.warehouse, lp.status)
 
 
+def service_logging() -> None:
+    """Warnings on stderr (the service log), and the notes a DBA wants there: tables starting and ending a
+    backfill, or no longer replicated, as MySQL's error log notes them."""
+    logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
+    logging.getLogger("rpl_sql.pipeline.replica.backfill").setLevel(logging.INFO)
+
+
 def run_service(warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, **kw) -> None:
     """`ReplicaService(warehouse, channels, **kw).run()`: blocks until SIGTERM/SIGINT."""
     ReplicaService(warehouse, channels, **kw).run()
@@ -602,15 +509,6 @@ class _Child:
         return _Child.ENDED
 
 
-def _rss_mb() -> float | None:
-    """This process's resident memory (Linux), None where /proc does not say."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class _ChildService(ReplicaService):
     """The service as the SQL-thread process sees it: its publish sends the SQL fields to the parent."""
 
@@ -634,7 +532,7 @@ def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: 
     # Ctrl-C reaches the whole process group: the parent stops this process over the pipe, at a batch boundary,
     # so the interrupt is no error here (it printed a KeyboardInterrupt traceback)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
+    service_logging()
     limit = settings.pop("sql_thread_max_memory", None)
     if settings.get("master"):  # its SparkSession would start again with every replacement
         limit = None
@@ -649,7 +547,7 @@ def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: 
                 if conn.poll(HEARTBEAT) and conn.recv() == "stop":
                     break
                 svc.publish(lp, changed_only=True)
-                rss = _rss_mb() if limit and not asked else None
+                rss = rss_mb() if limit and not asked else None
                 if rss is not None and rss > limit:
                     with svc.write_lock:
                         conn.send({"recycle": int(rss)})
@@ -675,7 +573,10 @@ def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: 
             time.sleep(0.05)
     threading.Thread(target=listen, daemon=True).start()
     try:
-        (lp._applier_spark if svc.master else lp._applier)()
+        if svc.master:
+            spark_sql_thread(lp, STATE_EVERY)
+        else:
+            lp._applier()
     finally:
         lock.release()
         conn.close()

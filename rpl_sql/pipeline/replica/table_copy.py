@@ -49,6 +49,7 @@ class CopyResult:
     since: Position           # events ending at or before it are in the copy
     exact_after: Position | None  # events up to it may find the copy ahead of them (paged copies)
     rows: int
+    columns: list[dict] | None = None
 
 
 def _connect(settings: dict, **kw):
@@ -94,7 +95,7 @@ def copy_done(path: str) -> CopyResult | None:
         if COPY_DONE in info:
             got = json.loads(info[COPY_DONE])
             return CopyResult(tuple(got["since"]), tuple(got["exact_after"]) if got["exact_after"] else None,
-                              int(got["rows"]))
+                              int(got["rows"]), got.get("columns"))
         if COPY_KEY in info:
             return None
     return None
@@ -169,10 +170,9 @@ class TableCopy:
         exact_after = binlog_position(self.settings)
         if source_columns(self.settings, self.db, self.name)[0] != cols:
             raise ColumnsMovedError(f"{self.db}.{self.name} changed during its copy")
-        result = CopyResult(since, exact_after, rows)
         self._commit(table, C.arrow_schema(cols).empty_table(),
-                     {COPY_DONE: {"since": since, "exact_after": exact_after, "rows": rows}})
-        return result
+                     {COPY_DONE: {"since": since, "exact_after": exact_after, "rows": rows, "columns": cols}})
+        return CopyResult(since, exact_after, rows, cols)
 
     def _consistent(self, cols: list[dict]) -> CopyResult:
         import pymysql.cursors
@@ -207,8 +207,9 @@ class TableCopy:
             conn.close()
         if self.stop.is_set():
             raise InterruptedError(f"the copy of {self.db}.{self.name} was stopped")
-        self._commit(table, schema.empty_table(), {COPY_DONE: {"since": since, "exact_after": None, "rows": rows}})
-        return CopyResult(since, None, rows)
+        self._commit(table, schema.empty_table(),
+                     {COPY_DONE: {"since": since, "exact_after": None, "rows": rows, "columns": cols}})
+        return CopyResult(since, None, rows, cols)
 
 
 def consistent_read(cur) -> Position:

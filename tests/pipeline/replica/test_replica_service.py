@@ -15,7 +15,7 @@ import rpl_sql
 from tests.support.mariadb import MariaDBServer, SourceWorkload, _require
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import log as deltalog
-from rpl_sql.pipeline.replica.service import SERVICE_ALLOCATORS
+from rpl_sql.pipeline.replica.service_memory import SERVICE_ALLOCATORS
 from rpl_sql.storage.replica_catalog import Catalog
 from rpl_sql.storage.store import DeltaStore
 from tests.pipeline.replica.test_replica import _normal, _ours

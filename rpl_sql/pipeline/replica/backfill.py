@@ -1,0 +1,235 @@
+"""Tables stay whole when what a channel applies changes on a running replica (WL#7057's promise).
+
+The SQL thread (`materialize.ReplicaTables`) compares the filters its batch was decided with against the ones
+its catalog followed so far (`Catalog.filters`). When they differ, `plan` lists the source's tables by both:
+- a table the new filters apply and the old did not (a new do or wild-do rule, an ignore rule gone, a database
+  newly mapped by REPLICATE_REWRITE_DB to another target) is *widened*: its catalog entry becomes BACKFILLING
+  on a fresh path, and a worker thread copies it from the source (`table_copy`: keyset pages between two
+  watermarks, or one consistent read when it has no primary key; no lock, nothing written to the source);
+- a table the old filters applied and the new do not is *narrowed*: its entry says UNREPLICATED since that
+  state version; its rows stay as they were (dropped by `rpl-sql upkeep --drop-unreplicated`).
+While a table is backfilled the stream holds its events: they stay in the applied table, and once the copy is
+done the SQL thread replays them onto it from where the backfill began (events the copy holds are passed over,
+those of its copy window applied as upserts), and the table is replicated from there on. Every other table goes
+on being applied meanwhile. A worker that dies, or a service that is SIGKILLed, resumes after the last page it
+committed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db
+from rpl_sql.filters.rules import TYPES, Filters, fold
+from rpl_sql.pipeline.replica.table_copy import ColumnsMovedError, TableCopy, copy_done, source_columns
+from rpl_sql.storage.replica_catalog import BACKFILLING, UNREPLICATED
+
+log = logging.getLogger(__name__)
+
+SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
+RETRY_SECONDS = 5.0  # a worker whose source went away tries again after this
+
+
+def filters_text(filters: Filters, lctn: int) -> str:
+    """The rules that decide which tables a channel applies, as stable text (what a catalog follows)."""
+    return json.dumps({"lctn": lctn, **{t.value: [list(v) if isinstance(v, tuple) else v
+                                                    for v in filters.values(t)] for t in TYPES}},
+                      ensure_ascii=False, sort_keys=True)
+
+
+def filters_of(text: str) -> tuple[Filters, int]:
+    """`filters_text` read back."""
+    got = json.loads(text)
+    f = Filters()
+    for t in TYPES:
+        vals = got.get(t.value) or []
+        f = f.configure(t, tuple(tuple(v) if isinstance(v, list) else v for v in vals), "", 0)
+    return f, int(got.get("lctn", 0))
+
+
+@dataclass
+class Plan:
+    """What a filter change does to the tables: (source db, name, target db, target name, row estimate)."""
+
+    widened: list[tuple[str, str, str, str, int | None]] = field(default_factory=list)
+    narrowed: list[tuple[str, str, str, str, int | None]] = field(default_factory=list)
+
+
+def plan(old: Filters, new: Filters, matching, lctn: int, source_tables) -> Plan:
+    """Which source tables (db, name, row estimate) a change from `old` to `new` filters widens or narrows."""
+    out = Plan()
+    for db, name, estimate in source_tables:
+        a, b = decide(old, RowEvent(db, name), matching).apply, decide(new, RowEvent(db, name), matching).apply
+        was = rewrite_db(old, db, lctn) if a else None
+        now = rewrite_db(new, db, lctn) if b else None
+        if now is not None and (was is None or fold(was, lctn) != fold(now, lctn)):
+            out.widened.append((db, name, now, fold(name, lctn), estimate))
+        if was is not None and (now is None or fold(was, lctn) != fold(now, lctn)):
+            out.narrowed.append((db, name, was, fold(name, lctn), estimate))
+    return out
+
+
+def source_tables(settings: dict) -> list[tuple[str, str, int | None]]:
+    """The source's base tables outside the system databases, with information_schema's row estimates."""
+    import pymysql
+
+    conn = pymysql.connect(**settings, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
+                        "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+            return [(db, name, rows) for db, name, rows in cur.fetchall() if db.lower() not in SYSTEM_DBS]
+    finally:
+        conn.close()
+
+
+@dataclass
+class CopyStatus:
+    """A running backfill as the status and the views show it."""
+
+    table: str
+    rows: int = 0
+    estimate: int | None = None
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+class Backfills:
+    """One channel's backfill workers, started and watched by its SQL thread."""
+
+    def __init__(self, channel: str, settings: Callable[[], dict], *, page_rows: int = 200_000, readers: int = 2):
+        self.channel, self.settings = channel, settings
+        self.page_rows, self.readers = page_rows, readers
+        self.workers: dict[str, threading.Thread] = {}  # path -> its worker
+        self.status: dict[str, CopyStatus] = {}
+        self.stop = threading.Event()
+
+    def ensure(self, path: str, source: tuple[str, str], estimate: int | None) -> None:
+        """A worker copying `source` into `path`, unless one runs (it resumes a copy the path holds)."""
+        t = self.workers.get(path)
+        if t is not None and t.is_alive():
+            return
+        st = self.status.setdefault(path, CopyStatus(f"{source[0]}.{source[1]}", estimate=estimate))
+        t = threading.Thread(target=self._work, args=(path, source, st), daemon=True,
+                             name=f"rpl_sql-backfill-{source[0]}.{source[1]}")
+        self.workers[path] = t
+        t.start()
+
+    def forget(self, path: str) -> None:
+        self.workers.pop(path, None)
+        self.status.pop(path, None)
+
+    def _work(self, path: str, source: tuple[str, str], st: CopyStatus) -> None:
+        def progress(rows: int, seconds: float) -> None:
+            st.rows, st.seconds = rows, seconds
+        while not self.stop.is_set():
+            try:
+                settings = self.settings()
+                cols, full = source_columns(settings, *source)
+                TableCopy(settings, source[0], source[1], path, self.channel, page_rows=self.page_rows,
+                          readers=self.readers, progress=progress, stop=self.stop).run(cols, full)
+                st.error = ""
+                return
+            except ColumnsMovedError as e:
+                log.info("channel %r: %s; copying it again", self.channel, e)
+            except InterruptedError:
+                return
+            except Exception as e:  # the source went away, say: the stream's IO thread says so too
+                st.error = f"{type(e).__name__}: {e}"
+                log.warning("channel %r: backfill of %s.%s failed (%s); trying again in %.0fs", self.channel,
+                            *source, st.error, RETRY_SECONDS)
+                self.stop.wait(RETRY_SECONDS)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in list(self.workers.values()):
+            t.join(30)
+
+    def describe(self) -> str:
+        """For Replica_SQL_Running_State: what the backfills are doing ('' when none runs)."""
+        live = [st for p, st in self.status.items() if self.workers.get(p) and self.workers[p].is_alive()]
+        if not live:
+            return ""
+        parts = [f"{st.table} {st.rows:,}" + (f" of ~{st.estimate:,}" if st.estimate else "") + " rows"
+                 for st in live]
+        return f"Backfilling {len(live)} table{'s' if len(live) > 1 else ''}: " + ", ".join(parts)
+
+
+def follow_filters(rt: Any, filters: Filters, matching, version: int | None) -> None:
+    """Bring the catalog (of `rt`, the channel's `materialize.ReplicaTables`) to the filters the SQL thread's
+    batch was decided with: widened tables start their backfill (their events held from here), narrowed ones
+    are marked as no longer replicated."""
+    cat = rt.cat
+    text = filters_text(filters, rt.lctn)
+    if cat.filters == text:
+        return
+    if cat.filters is None:  # a catalog of an earlier release, or a new channel: what it follows from now on
+        cat.filters = text
+        return
+    old, _ = filters_of(cat.filters)
+    change = plan(old, filters, matching, rt.lctn, source_tables(rt.backfills.settings()))
+    for db, name, target, tname, _ in change.narrowed:
+        e = cat.table(target, tname)
+        if e is not None and e.state != UNREPLICATED:
+            rt.backfills.forget(cat.data_path(e))
+            cat.tables[cat.key(target, tname)] = replace(e, state=UNREPLICATED, copy={
+                "source": [db, name], "version": version, "at": int(time.time())})
+            log.info("channel %r: %s.%s is no longer replicated (state version %s)", rt.channel, target, tname,
+                     version)
+    for db, name, target, tname, estimate in change.widened:
+        e = cat.table(target, tname)
+        if e is not None and e.state == BACKFILLING and e.copy["source"] == [db, name]:
+            continue
+        cat.drop_table(target, tname)  # what an earlier replication left there is replaced by the copy
+        cat.add_table(target, tname, None, state=BACKFILLING, copy={
+            "source": [db, name], "held_from": cat.seq, "version": version, "estimate": estimate,
+            "at": int(time.time())})
+        log.info("channel %r: %s.%s is now replicated: backfilling it from %s.%s", rt.channel, target, tname,
+                 db, name)
+    cat.filters = text
+    cat.commit(cat.seq)
+
+
+def finish_backfills(rt: Any) -> None:
+    """Keep a worker on every unfinished backfill; replay the held events onto each finished copy and replicate
+    the table from there."""
+    from deltalake import DeltaTable
+
+    cat = rt.cat
+    for key, e in list(cat.tables.items()):
+        if e.state != BACKFILLING:
+            continue
+        path = cat.data_path(e)
+        done = copy_done(path) if DeltaTable.is_deltatable(path) else None
+        if done is None:
+            rt.backfills.ensure(path, tuple(e.copy["source"]), e.copy.get("estimate"))
+            continue
+        rt.forget_table(path)
+        cat.tables[key] = replace(e, columns=done.columns, since=done.since, exact_after=done.exact_after,
+                                  state=None, copy=None)
+        held = [ev for ev in rt.events_between(e.copy["held_from"], cat.seq) if _touches(rt, ev, key)]
+        if held:
+            rt.apply_events(held, cat.seq)
+        rt.backfills.forget(path)
+        cat.commit(cat.seq)
+        log.info("channel %r: %s.%s backfilled (%d rows, %d held events replayed)", rt.channel, e.db, e.name,
+                 done.rows, len(held))
+
+
+def _touches(rt: Any, ev: dict, key: tuple[str, str]) -> bool:
+    """Whether an applied event is on the replica table `key` (a row event) or names it (a statement)."""
+    if ev["event_type"] == "query":
+        try:
+            return any(rt.cat.key(*rt.resolve(t["db"], t["name"], ev)) == key for t in ev["tables"] or [])
+        except Exception:  # no database to resolve it in: not this table's
+            return False
+    db = ev["applied_db"] if ev["applied_db"] is not None else ev["db_name"]
+    return db is not None and ev["table_name"] is not None and rt.cat.key(db, ev["table_name"]) == key

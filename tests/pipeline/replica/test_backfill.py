@@ -1,0 +1,159 @@
+"""A filter change on a running replica keeps every table whole (WL#7057): a widening backfills the newly
+applied tables from the source while the stream goes on and a workload changes them (inserts, updates,
+deletes, primary-key changes; a keyed table, a keyless one, a database newly mapped by REPLICATE_REWRITE_DB),
+and a narrowing leaves the tables it drops as they were, marked with the state version since which."""
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import threading
+
+import pytest
+
+import rpl_sql
+from rpl_sql.filters.rules import FilterType
+from rpl_sql.pipeline.replica.backfill import Plan, filters_of, filters_text, plan
+from rpl_sql.storage.replica_catalog import BACKFILLING, UNREPLICATED, Catalog
+from rpl_sql.storage.store import DeltaStore
+from tests.pipeline.replica.test_replica import _normal, _ours
+from tests.pipeline.replica.test_replica_service import caught_up, start_service, status, wait_for
+from tests.support.mariadb import running
+
+ROWS = 4000
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    with running(tmp_path_factory, 811) as (server,):
+        yield server
+
+
+def test_a_plan_names_what_a_change_widens_and_narrows(warehouse):
+    s = rpl_sql.connect(warehouse)
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'h' FOR CHANNEL 'p'")
+    none = s.state.channel("p").filters
+    s.execute("CHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('shop.o%', 'crm.%'), "  # after the rewrite
+              "REPLICATE_REWRITE_DB = ((src, crm)), REPLICATE_IGNORE_TABLE = (shop.old) FOR CHANNEL 'p'")
+    rules = s.state.channel("p").filters
+    tables = [("shop", "orders", 5), ("shop", "old", 1), ("src", "c", 2), ("hr", "people", 3)]
+    got = plan(none, rules, s.state.matching, 0, tables)
+    assert got.widened == [("src", "c", "crm", "c", 2)]  # a new rewrite target: copied there
+    assert {n[:3] for n in got.narrowed} == {("shop", "old", "shop"), ("src", "c", "src"), ("hr", "people", "hr")}
+    back = plan(rules, none, s.state.matching, 0, tables)
+    assert {w[:3] for w in back.widened} == {("shop", "old", "shop"), ("src", "c", "src"), ("hr", "people", "hr")}
+    assert back.narrowed == [("src", "c", "crm", "c", 2)]
+    assert isinstance(got, Plan) and plan(rules, rules, s.state.matching, 0, tables) == Plan()
+    again, lctn = filters_of(filters_text(rules, 1))
+    assert lctn == 1 and all(again.values(t) == rules.values(t) for t in FilterType)
+
+
+def _workload(src, stop: threading.Event, seed: int) -> threading.Thread:
+    """Seeded changes to every table about to be applied, and to one already applied, one per commit."""
+    def run():
+        rnd = random.Random(seed)
+        conn = src.connect()
+        n = ROWS
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                while not stop.is_set():
+                    k, op = rnd.randint(1, n), rnd.random()
+                    if op < 0.3:
+                        n += 1
+                        cur.execute("INSERT IGNORE INTO shop.t VALUES (%s, %s, 'new')", (n, k % 10))
+                    elif op < 0.6:
+                        cur.execute("UPDATE shop.t SET v = CONCAT('u', %s), k = k + 1 WHERE id = %s", (k, k))
+                    elif op < 0.75:
+                        cur.execute("DELETE FROM shop.t WHERE id = %s", (k,))
+                    else:
+                        cur.execute("UPDATE IGNORE shop.t SET id = %s WHERE id = %s", (n + 100_000 + k, k))
+                    if op < 0.5:
+                        cur.execute("INSERT INTO shop.bag VALUES (%s, 'w')", (k % 7,))
+                    else:
+                        cur.execute("DELETE FROM shop.bag WHERE a = %s LIMIT 1", (k % 7,))
+                    cur.execute("UPDATE src.c SET n = n + 1 WHERE id = %s", (k % 500 + 1,))
+                    cur.execute("INSERT INTO hr.people VALUES (%s, 'p') ON DUPLICATE KEY UPDATE name = 'q'",
+                                (k,))
+                    conn.commit()
+        finally:
+            conn.close()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _expected(src) -> dict:
+    """The source's tables as the widened channel maps them (src -> crm)."""
+    out = {}
+    for k, rows in src.contents().items():
+        if isinstance(k, tuple) and rows is not None:
+            out[("crm" if k[0] == "src" else k[0], k[1])] = rows
+    return _normal(out)
+
+
+def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_them(warehouse, src):
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE src",
+                "CREATE DATABASE hr", "CREATE TABLE shop.t (id INT PRIMARY KEY, k INT, v VARCHAR(30))",
+                f"INSERT INTO shop.t SELECT seq, seq % 10, CONCAT('v', seq) FROM shop.seq_1_to_{ROWS}",
+                "CREATE TABLE shop.bag (a INT, b TEXT)", "INSERT INTO shop.bag SELECT seq % 7, 'x' FROM "
+                "shop.seq_1_to_300", "CREATE TABLE src.c (id INT PRIMARY KEY, n BIGINT)",
+                "INSERT INTO src.c SELECT seq, 0 FROM src.seq_1_to_500",
+                "CREATE TABLE hr.people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO hr.people VALUES (1, 'a')")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr) FOR CHANNEL 'a'"
+                    "; START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    stop = threading.Event()
+    try:
+        caught_up(warehouse, src)
+        worker = _workload(src, stop, seed=7057)
+        wait_for(lambda: src.binlog_end()[1] > 0, "the workload")
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, shop, crm), "
+                        "REPLICATE_REWRITE_DB = ((src, crm)) FOR CHANNEL 'a'")
+        widened_at = DeltaStore(warehouse).version()
+        session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        wait_for(lambda: any(e.state == BACKFILLING for e in Catalog.load(warehouse, "a").tables.values()),
+                 "the backfills to start")
+        seen_backfilling = wait_for(lambda: "Backfilling" in (status(session)["Replica_SQL_Running_State"] or "")
+                                    or not any(e.state == BACKFILLING
+                                               for e in Catalog.load(warehouse, "a").tables.values()),
+                                    "SHOW REPLICA STATUS to say so")
+        assert seen_backfilling
+        stop.set()
+        worker.join(30)
+        wait_for(lambda: not any(e.state for e in Catalog.load(warehouse, "a").tables.values()),
+                 "the backfills to finish", 120)
+        caught_up(warehouse, src, timeout=120)
+        st = status(session)
+        assert st["Last_SQL_Errno"] == 0, st["Last_SQL_Error"]
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
+        for key in (("shop", "t"), ("shop", "bag"), ("crm", "c"), ("hr", "people")):
+            assert ours[key] == theirs[key], key
+        with open(os.path.join(warehouse, "service.log")) as f:
+            replayed = re.findall(r"shop\.t backfilled \((\d+) rows, (\d+) held events replayed\)", f.read())
+        assert replayed and int(replayed[0][1]) > 0  # the workload ran while the copy was made
+        cat = Catalog.load(warehouse, "a")
+        assert all(cat.table(*k).since is not None for k in (("shop", "t"), ("shop", "bag"), ("crm", "c")))
+
+        # narrowing: shop goes; its tables stay as they were and say since which version
+        kept = ours[("shop", "t")]
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; CHANGE REPLICATION FILTER "
+                        "REPLICATE_DO_DB = (hr, crm), REPLICATE_REWRITE_DB = ((src, crm)) FOR CHANNEL 'a'")
+        narrowed_at = DeltaStore(warehouse).version()
+        session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        src.execute("SET SESSION binlog_format = ROW", "DELETE FROM shop.t WHERE id < 100",
+                    "INSERT INTO hr.people VALUES (999999, 'late')")
+        caught_up(warehouse, src, timeout=120)
+        cat = Catalog.load(warehouse, "a")
+        entry = cat.table("shop", "t")
+        assert entry.state == UNREPLICATED and entry.copy["version"] >= narrowed_at > widened_at
+        assert _normal(_ours(warehouse, ["a"]))[("shop", "t")] == kept
+        assert status(session)["Last_SQL_Errno"] == 0
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
