@@ -35,18 +35,9 @@ from rpl_sql.language.parser import check_utf8, parse
 from rpl_sql.server.startup import StartupOptions, parse_startup, read_option_file
 from rpl_sql.filters.state import ServerState
 from rpl_sql.language.statements import (
-    ChangeReplicationSource,
-    OtherSQL,
-    SetDefaultConnection,
-    SetReplicationVariable,
-    ExplainChangeReplicationFilter,
-    ShowReplicationFilterHistory,
-    ShowReplicationFilterWarnings,
-    ShowVariables,
-    ShowWarnings,
-    Statement,
-    StopReplica,
-    WaitForGtidSet,
+    ChangeReplicationSource, ExplainChangeReplicationFilter, OtherSQL, SetDefaultConnection, SetReplicationVariable,
+    ShowReplicaTables, ShowReplicationFilterHistory, ShowReplicationFilterWarnings, ShowVariables, ShowWarnings,
+    Statement, StopReplica, WaitForGtidSet,
 )
 from rpl_sql.storage.store import DeltaStore, resolve_warehouse
 
@@ -456,12 +447,23 @@ def is_spark_error(e: BaseException) -> bool:
 
 
 # statement type -> the Session method that runs it; any other statement is the server layer's (a commit)
+def replica_tables(session: Session, stmt: ShowReplicaTables) -> Result:
+    """SHOW REPLICA TABLES: each replica table's state (storage/replica_states.py)."""
+    from rpl_sql.storage import replica_states  # with delta-rs and pyarrow: loaded when asked
+
+    if stmt.channel is not None and session.state.channel(stmt.channel) is None:
+        raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", stmt.channel)
+    rows = [t.row() for t in replica_states.table_states(session.warehouse, stmt.channel)]
+    return Result(stmt, replica_states.COLUMNS, rows)
+
+
 SESSION_HANDLERS: dict[type, Callable[[Session, Any], Result]] = {
     WaitForGtidSet: Session._wait_statement,
     SetDefaultConnection: Session._set_default_connection,
     ShowVariables: Session._show_variables,
     OtherSQL: Session._spark_sql,
     ShowReplicationFilterHistory: Session._history,
+    ShowReplicaTables: replica_tables,
     ShowReplicationFilterWarnings: Session._lint,
     ExplainChangeReplicationFilter: Session._impact,
 }

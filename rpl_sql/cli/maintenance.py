@@ -59,6 +59,9 @@ def upkeep_main(argv: list[str]) -> int:
     p.add_argument("--keep-days", type=float, metavar="N",
                    help="keep time travel for N days: delete older versions' data files and the archived commits "
                         "no reader needs (default: keep all); the filter history is kept whole")
+    p.add_argument("--drop-unreplicated", action="store_true",
+                   help="drop the replica tables the filters no longer apply (SHOW REPLICA TABLES: 'not "
+                        "replicated'; their channels' SQL threads stopped); by default they are kept as they were")
     p.add_argument("--grace", type=float, default=GRACE_SECONDS, metavar="SECONDS",
                    help=f"leftovers younger than this are kept (a writer may be using them; default {GRACE_SECONDS})")
     args = p.parse_args(argv)
@@ -68,6 +71,12 @@ def upkeep_main(argv: list[str]) -> int:
     from rpl_sql.pipeline.retention import needed_commits
 
     try:
+        if args.drop_unreplicated:
+            from rpl_sql.storage.replica_states import drop_unreplicated
+
+            for channel, db, name in drop_unreplicated(warehouse, args.dry_run):
+                print(f"{'would drop' if args.dry_run else 'dropped'} {db}.{name} of channel '{channel}' "
+                      "(no longer replicated)")
         reports, spark_dirs = upkeep(warehouse, args.keep_days, args.dry_run, args.grace,
                                      retention=needed_commits(warehouse))
     except MySQLError as e:
@@ -81,6 +90,7 @@ def upkeep_main(argv: list[str]) -> int:
     print(format_table(("table", "data files before", "after", "log files", "archived", "pruned",
                         "leftovers removed", "compacted", "vacuumed", "checkpoint"), rows))
     if spark_dirs:
-        print(f"{'would remove' if args.dry_run else 'removed'} {len(spark_dirs)} Spark leftover(s): "
+        print(f"{'would remove' if args.dry_run else 'removed'} {len(spark_dirs)} leftover(s) (Spark's scratch, "
+              "dropped replica tables): "
               + ", ".join(spark_dirs))
     return 0

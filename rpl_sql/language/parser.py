@@ -25,25 +25,10 @@ from rpl_sql.language.lexer import SECRET, expand_executable_comments, pieces, s
 from rpl_sql.filters.rules import FilterType
 from rpl_sql.filters.state import channel_key
 from rpl_sql.language.statements import (
-    ChangeReplicationFilter,
-    ChangeReplicationSource,
-    ExplainChangeReplicationFilter,
-    ExplainReplicationFilter,
-    OtherSQL,
-    ResetReplica,
-    SetDefaultConnection,
-    SetReplicationVariable,
-    SetSkipCounter,
-    ShowReplicaStatus,
-    ShowReplicationFilterHistory,
-    ShowReplicationFilters,
-    ShowReplicationFilterWarnings,
-    ShowVariables,
-    ShowWarnings,
-    StartReplica,
-    Statement,
-    StopReplica,
-    WaitForGtidSet,
+    ChangeReplicationFilter, ChangeReplicationSource, ExplainChangeReplicationFilter, ExplainReplicationFilter,
+    OtherSQL, ResetReplica, SetDefaultConnection, SetReplicationVariable, SetSkipCounter, ShowReplicaStatus,
+    ShowReplicaTables, ShowReplicationFilterHistory, ShowReplicationFilters, ShowReplicationFilterWarnings,
+    ShowVariables, ShowWarnings, StartReplica, Statement, StopReplica, WaitForGtidSet,
 )
 
 # MySQL 8.0's reserved words (manual: "Keywords and Reserved Words in MySQL 8.0", the (R) entries,
@@ -453,6 +438,9 @@ class _Build(Transformer):
     def show_replica_status(self, c):
         legacy, channel = c
         return ShowReplicaStatus(channel=channel, legacy=legacy)
+
+    def show_replica_tables(self, c):
+        return ShowReplicaTables(channel=c[1])
 
     def explain_change(self, c):
         change, window = c

@@ -65,6 +65,13 @@ class ShowReplicaStatus(Statement):
 
 
 @dataclass(frozen=True)
+class ShowReplicaTables(Statement):
+    """rpl_sql extension: each replica table's state (replicating, backfilling, no longer replicated)."""
+
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
 class ShowReplicationFilterHistory(Statement):
     """rpl_sql extension: the Delta history of filter changes (MySQL keeps none)."""
 
@@ -173,6 +180,6 @@ class OtherSQL(Statement):
 
 
 REPLICATION_STATEMENTS = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica,
-                          StopReplica, ShowReplicaStatus, ShowReplicationFilterHistory, ShowWarnings,
+                          StopReplica, ShowReplicaStatus, ShowReplicaTables, ShowReplicationFilterHistory, ShowWarnings,
                           ExplainReplicationFilter, ShowReplicationFilters, ShowReplicationFilterWarnings,
                           ExplainChangeReplicationFilter)

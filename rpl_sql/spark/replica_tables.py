@@ -20,6 +20,7 @@ from rpl_sql.language.quoting import ident, qualified
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.replica_catalog import Catalog, TableEntry, all_tables, catalog_versions, find_table, plain_schema
 from rpl_sql.spark.table_names import SparkName, spark_columns, spark_names
+from rpl_sql.storage.replica_states import table_states
 
 log = logging.getLogger(__name__)
 
@@ -114,19 +115,27 @@ def replica_spark_names(warehouse: str) -> list[tuple[SparkName, TableEntry]]:
 
 
 def table_rows(warehouse: str) -> list[tuple]:
-    """rpl_sql_replica_tables: each replica table, its Spark name and why it differs or is missing."""
+    """rpl_sql_replica_tables: each replica table, its Spark name and why it differs or is missing, and what it is
+    doing (storage/replica_states.py)."""
+    states = {(t.channel, t.db, t.name): t for t in table_states(warehouse)}
     rows = []
     for n, entry in replica_spark_names(warehouse):
+        st = states.get((n.channel, entry.db, entry.name))
         note, has_columns = n.why, entry.columns is not None
-        if not has_columns:
+        if st is not None and st.note:
+            note = st.note if note is None else f"{note}; {st.note}"
+        elif not has_columns:
             note = "not defined in Spark yet: its CREATE TABLE was not readable; the next row event gives its columns"
         rows.append((n.channel, n.db, n.name, n.spark_db if has_columns else None,
-                     n.spark_table if has_columns else None, note))
+                     n.spark_table if has_columns else None) + (
+                    (st.state, st.since_version, st.rows_copied, st.rows_estimate,
+                     None if st.rate is None else round(st.rate, 1)) if st is not None else (None,) * 5) + (note,))
     return rows
 
 
 TABLES_SCHEMA = ("CHANNEL_NAME STRING NOT NULL, TABLE_SCHEMA STRING NOT NULL, TABLE_NAME STRING NOT NULL, "
-                 "SPARK_SCHEMA STRING, SPARK_TABLE STRING, NOTE STRING")
+                 "SPARK_SCHEMA STRING, SPARK_TABLE STRING, STATE STRING, SINCE_VERSION BIGINT, ROWS_COPIED BIGINT, "
+                 "ROWS_ESTIMATE BIGINT, ROWS_PER_SECOND DOUBLE, NOTE STRING")
 
 
 class SparkCatalogSync:

@@ -274,6 +274,25 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     return report
 
 
+def dropped_replica_tables(warehouse: str, grace_seconds: float) -> set[str]:
+    """Replica table folders no channel's catalog names (DROP TABLE, a table replaced by a backfill, or dropped
+    as no longer replicated), untouched for `grace_seconds`: a table being created is named first."""
+    from rpl_sql.storage.replica_catalog import all_tables, replica_root
+
+    root = os.path.join(replica_root(os.fspath(warehouse)), "tables")
+    if "://" in root or not os.path.isdir(root):
+        return set()
+    named = {os.path.realpath(os.path.join(replica_root(os.fspath(warehouse)), e.path))
+             for _, e in all_tables(os.fspath(warehouse))}
+    now = time.time()
+    out = set()
+    for name in os.listdir(root):
+        path = os.path.realpath(os.path.join(root, name))
+        if path not in named and _old(path, now, grace_seconds):
+            out.add(path)
+    return out
+
+
 def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False,
            grace_seconds: float = GRACE_SECONDS, compact: bool = True,
            retention: Callable[[str], archive.Needed | None] | None = None) -> tuple[list[TableUpkeep], list[str]]:
@@ -287,9 +306,11 @@ def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False
         damage = deltalog.find_damage(table)
         if damage is not None:
             raise deltalog.damaged(damage)
+    dropped = dropped_replica_tables(warehouse, grace_seconds)
+    tables = [t for t in tables if os.path.realpath(t) not in dropped]
     reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact, retention(t) if retention else None)
                for t in tables]
-    leftovers = scratch.leftovers()
+    leftovers = scratch.leftovers() + sorted(dropped)
     if not dry_run:
         for path in leftovers:
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)

@@ -11,8 +11,8 @@ tied to the position it saw (MariaDB: `START TRANSACTION WITH CONSISTENT SNAPSHO
 STATUS`, as mysqldump --single-transaction --master-data does): `since` is that position, and there is no
 window.
 
-The copy's progress is in the table's own commits (COPY_KEY: the positions, each range's last key, the rows so
-far), so an interrupted paged copy resumes after its last page; the last commit says it is done (COPY_DONE).
+The copy's progress is in the table's own commits (COPY_PROGRESS_KEY: the positions, each range's last key, the rows so
+far), so an interrupted paged copy resumes after its last page; the last commit says it is done (COPY_DONE_KEY).
 """
 from __future__ import annotations
 
@@ -31,9 +31,8 @@ from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica.merge import create, write
 from rpl_sql.pipeline.replica.source_read import key_columns, key_ranges, read_page, table_columns
 from rpl_sql.storage.delta import archive
+from rpl_sql.storage.replica_states import COPY_DONE_KEY, COPY_PROGRESS_KEY
 
-COPY_KEY = "rpl_sql.copy.progress"  # a copy commit's metadata (JSON): since, ranges, rows
-COPY_DONE = "rpl_sql.copy.done"    # the copy's last commit (JSON): since, exact_after, rows
 # 2M rows of 5 columns landed in 0.61 s as ZSTD (26 MB), 0.89 s as delta-rs' default snappy (51 MB)
 COPY_COMPRESSION = "ZSTD"
 
@@ -92,19 +91,19 @@ def source_columns(settings: dict, db: str, name: str) -> tuple[list[dict], bool
 def copy_done(path: str) -> CopyResult | None:
     """The finished copy recorded at `path` (None: unfinished, or no copy)."""
     for info in archive.history(archive.open_existing(path), 4):
-        if COPY_DONE in info:
-            got = json.loads(info[COPY_DONE])
+        if COPY_DONE_KEY in info:
+            got = json.loads(info[COPY_DONE_KEY])
             return CopyResult(tuple(got["since"]), tuple(got["exact_after"]) if got["exact_after"] else None,
                               int(got["rows"]), got.get("columns"))
-        if COPY_KEY in info:
+        if COPY_PROGRESS_KEY in info:
             return None
     return None
 
 
 def _progress_of(path: str) -> dict | None:
     for info in archive.history(archive.open_existing(path), None):
-        if COPY_KEY in info:
-            return json.loads(info[COPY_KEY])
+        if COPY_PROGRESS_KEY in info:
+            return json.loads(info[COPY_PROGRESS_KEY])
     return None
 
 
@@ -142,7 +141,7 @@ class TableCopy:
             # per key range: [key of the last row copied (None: none yet), inclusive upper bound, finished]
             ranges = [[None if k == 0 else [str(bounds[k - 1])], upto, False] for k, upto in enumerate(bounds)]
             rows = 0
-            create(self.path, cols, self.channel, 0, metadata={COPY_KEY: json.dumps(
+            create(self.path, cols, self.channel, 0, metadata={COPY_PROGRESS_KEY: json.dumps(
                 {"since": since, "ranges": ranges, "rows": 0, "columns": cols}, ensure_ascii=False)})
         t0 = time.monotonic()
         table = archive.open_existing(self.path)
@@ -161,7 +160,7 @@ class TableCopy:
                 continue
             rows += page.rows.num_rows
             ranges[k][0] = list(page.last_key)
-            self._commit(table, page.rows, {COPY_KEY: {"since": since, "ranges": ranges, "rows": rows,
+            self._commit(table, page.rows, {COPY_PROGRESS_KEY: {"since": since, "ranges": ranges, "rows": rows,
                                                        "columns": cols}})
             if self.progress is not None:
                 self.progress(rows, time.monotonic() - t0)
@@ -171,7 +170,7 @@ class TableCopy:
         if source_columns(self.settings, self.db, self.name)[0] != cols:
             raise ColumnsMovedError(f"{self.db}.{self.name} changed during its copy")
         self._commit(table, C.arrow_schema(cols).empty_table(),
-                     {COPY_DONE: {"since": since, "exact_after": exact_after, "rows": rows, "columns": cols}})
+                     {COPY_DONE_KEY: {"since": since, "exact_after": exact_after, "rows": rows, "columns": cols}})
         return CopyResult(since, exact_after, rows, cols)
 
     def _consistent(self, cols: list[dict]) -> CopyResult:
@@ -187,7 +186,7 @@ class TableCopy:
                     raise ColumnsMovedError(f"{self.db}.{self.name} changed before its copy")
                 convs = [C.client_converter(c) for c in cols]
                 schema = C.arrow_schema(cols)
-                create(self.path, cols, self.channel, 0, metadata={COPY_KEY: json.dumps(
+                create(self.path, cols, self.channel, 0, metadata={COPY_PROGRESS_KEY: json.dumps(
                     {"since": since, "ranges": None, "rows": 0, "columns": cols}, ensure_ascii=False)})
                 table = archive.open_existing(self.path)
                 cur.execute(f"SELECT * FROM {qualified(self.db, self.name)}")
@@ -199,7 +198,7 @@ class TableCopy:
                     rows += len(chunk)
                     self._commit(table, pa.Table.from_arrays(
                         [pa.array(d, type=fld.type) for d, fld in zip(data, schema)], schema=schema),
-                        {COPY_KEY: {"since": since, "ranges": None, "rows": rows, "columns": cols}})
+                        {COPY_PROGRESS_KEY: {"since": since, "ranges": None, "rows": rows, "columns": cols}})
                     if self.progress is not None:
                         self.progress(rows, time.monotonic() - t0)
             conn.commit()
@@ -208,7 +207,7 @@ class TableCopy:
         if self.stop.is_set():
             raise InterruptedError(f"the copy of {self.db}.{self.name} was stopped")
         self._commit(table, schema.empty_table(),
-                     {COPY_DONE: {"since": since, "exact_after": None, "rows": rows, "columns": cols}})
+                     {COPY_DONE_KEY: {"since": since, "exact_after": None, "rows": rows, "columns": cols}})
         return CopyResult(since, None, rows, cols)
 
 

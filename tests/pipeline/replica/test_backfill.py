@@ -153,6 +153,19 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
         assert entry.state == UNREPLICATED and entry.copy["version"] >= narrowed_at > widened_at
         assert _normal(_ours(warehouse, ["a"]))[("shop", "t")] == kept
         assert status(session)["Last_SQL_Errno"] == 0
+        shown = {(r[1], r[2]): r for r in session.execute("SHOW REPLICA TABLES FOR CHANNEL 'a'")[-1].rows}
+        assert shown[("shop", "t")][3:5] == ("not replicated", entry.copy["version"])
+        assert shown[("hr", "people")][3] == "replicating" and shown[("crm", "c")][3] == "replicating"
+
+        # dropping what is no longer replicated: refused while the SQL thread runs, then done
+        from rpl_sql.cli.maintenance import upkeep_main
+        assert upkeep_main(["--warehouse", warehouse, "--drop-unreplicated", "--grace", "0"]) == 1
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        wait_for(lambda: status(session)["Replica_SQL_Running"] == "No", "the SQL thread to stop")
+        path = Catalog.load(warehouse, "a").data_path(entry)
+        assert upkeep_main(["--warehouse", warehouse, "--drop-unreplicated", "--grace", "0"]) == 0
+        assert not os.path.exists(path) and Catalog.load(warehouse, "a").table("shop", "t") is None
+        assert Catalog.load(warehouse, "a").table("hr", "people") is not None
     finally:
         stop.set()
         os.killpg(proc.pid, signal.SIGTERM)

@@ -15,7 +15,7 @@ from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.replica.snapshot import SourceSnapshot
-from rpl_sql.pipeline.replica.table_copy import COPY_KEY
+from rpl_sql.storage.replica_states import COPY_PROGRESS_KEY
 from rpl_sql.storage.replica_catalog import COPYING, Catalog
 from tests.pipeline.replica.test_replica import _normal, _ours
 from tests.pipeline.replica.test_replica_service import fresh_pair
@@ -86,7 +86,7 @@ def _page_commits(warehouse) -> list[int]:
     """The running row count each page commit of crm.t recorded, oldest first."""
     cat = Catalog.load(warehouse, "a")
     hist = DeltaTable(cat.data_path(cat.table("crm", "t"))).history()
-    return [json.loads(h[COPY_KEY])["rows"] for h in reversed(hist) if COPY_KEY in h]
+    return [json.loads(h[COPY_PROGRESS_KEY])["rows"] for h in reversed(hist) if COPY_PROGRESS_KEY in h]
 
 
 def test_a_paged_copy_under_writes_interrupted_and_resumed_equals_a_replica_of_the_whole_binlog(
