@@ -100,9 +100,7 @@ def drop_unreplicated(warehouse: str, dry_run: bool = False) -> list[tuple[str, 
     for ch in sorted({ch for ch, _ in gone}):
         st = service_status.read_status(warehouse, ch)
         if st is not None and st.live() and st.sql == "Yes":
-            raise MySQLError(3017, "HY000", "ER_REPLICA_SQL_THREAD_MUST_STOP",
-                             f"This operation cannot be performed with a running replica sql thread; run STOP "
-                             f"REPLICA SQL_THREAD FOR CHANNEL '{ch}' first.")
+            raise MySQLError.of("ER_REPLICA_CHANNEL_SQL_THREAD_MUST_STOP", ch)
     if not dry_run:
         for ch in sorted({ch for ch, _ in gone}):
             cat = Catalog.load(warehouse, ch)
