@@ -7,6 +7,7 @@ import sys
 
 from rpl_sql.cli.options import add_warehouse_option
 from rpl_sql.storage.delta import log as deltalog
+from rpl_sql.storage.replica_states import drop_unreplicated
 from rpl_sql.storage.upkeep import GRACE_SECONDS, upkeep
 from rpl_sql.errors import MySQLError, error_text
 from rpl_sql.display.render import format_table
@@ -72,8 +73,6 @@ def upkeep_main(argv: list[str]) -> int:
 
     try:
         if args.drop_unreplicated:
-            from rpl_sql.storage.replica_states import drop_unreplicated
-
             for channel, db, name in drop_unreplicated(warehouse, args.dry_run):
                 print(f"{'would drop' if args.dry_run else 'dropped'} {db}.{name} of channel '{channel}' "
                       "(no longer replicated)")

@@ -9,9 +9,11 @@ import os
 import time
 from dataclasses import dataclass
 
+from rpl_sql.errors import MySQLError
 from rpl_sql.storage import service_status
 from rpl_sql.storage.delta import archive
-from rpl_sql.storage.replica_catalog import BACKFILLING, COPYING, UNREPLICATED, TableEntry, all_tables, replica_root
+from rpl_sql.storage.replica_catalog import (BACKFILLING, COPYING, UNREPLICATED, Catalog, TableEntry, all_tables,
+                                             replica_root)
 
 COPY_PROGRESS_KEY = "rpl_sql.copy.progress"  # a copy commit's metadata (JSON): since, ranges, rows, columns
 COPY_DONE_KEY = "rpl_sql.copy.done"          # a copy's last commit (JSON): since, exact_after, rows, columns
@@ -93,9 +95,6 @@ def _state(warehouse: str, channel: str, e: TableEntry, error: list) -> TableSta
 def drop_unreplicated(warehouse: str, dry_run: bool = False) -> list[tuple[str, str, str]]:
     """Remove the tables the filters no longer apply from their channels' catalogs (upkeep then deletes their
     files); (channel, db, name) of each. A channel whose SQL thread runs keeps them: it owns its catalog."""
-    from rpl_sql.errors import MySQLError
-    from rpl_sql.storage.replica_catalog import Catalog
-
     gone = [(ch, e) for ch, e in all_tables(os.fspath(warehouse)) if e.state == UNREPLICATED]
     for ch in sorted({ch for ch, _ in gone}):
         st = service_status.read_status(warehouse, ch)

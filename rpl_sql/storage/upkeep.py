@@ -25,6 +25,7 @@ from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta import log as deltalog
 from rpl_sql.storage.delta.commit import META_PREFIX
+from rpl_sql.storage.replica_catalog import all_tables, replica_root
 from rpl_sql.storage.store import STATE_TABLE, DeltaStore
 
 GRACE_SECONDS = 3600
@@ -277,8 +278,6 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
 def dropped_replica_tables(warehouse: str, grace_seconds: float) -> set[str]:
     """Replica table folders no channel's catalog names (DROP TABLE, a table replaced by a backfill, or dropped
     as no longer replicated), untouched for `grace_seconds`: a table being created is named first."""
-    from rpl_sql.storage.replica_catalog import all_tables, replica_root
-
     root = os.path.join(replica_root(os.fspath(warehouse)), "tables")
     if "://" in root or not os.path.isdir(root):
         return set()
