@@ -159,6 +159,9 @@ def replica_main(argv: list[str] | None = None) -> int:
                    help=f"events per applier batch at most (default {BATCH_SIZE:,})")
     p.add_argument("--exec-mode", choices=("STRICT", "IDEMPOTENT"), default="STRICT", type=str.upper,
                    help="replica_exec_mode for the replica tables (STRICT stops on errors 1032/1062)")
+    p.add_argument("--copy-page-rows", type=int, default=200_000, metavar="N",
+                   help="rows per source query when a filter change backfills a table (default 200,000; smaller "
+                        "pages hold a busy source's resources for less time each)")
     p.add_argument("--one-process", action="store_true",
                    help="run the SQL threads as threads of this process (default: a process per channel's SQL "
                         "thread, so receiving and applying use separate cores)")
@@ -179,7 +182,8 @@ def replica_main(argv: list[str] | None = None) -> int:
         service = ReplicaService(args.warehouse, args.channel, batch_size=args.batch_size, exec_mode=args.exec_mode,
                                  processes=not args.one_process, master=args.master,
                                  spark_conf=conf, verbose=args.verbose,
-                                 sql_thread_max_memory=args.sql_thread_max_memory or None)
+                                 sql_thread_max_memory=args.sql_thread_max_memory or None,
+                                 copy_page_rows=args.copy_page_rows)
         service.run(on_start=_say_running)
     except MySQLError as e:
         sys.stderr.write(error_text(e))

@@ -111,6 +111,7 @@ class Backfills:
         self.workers: dict[str, threading.Thread] = {}  # path -> its worker
         self.status: dict[str, CopyStatus] = {}
         self.stop = threading.Event()
+        self.pending = True  # a table may be BACKFILLING (unknown until the SQL thread's first look)
 
     def ensure(self, path: str, source: tuple[str, str], estimate: int | None) -> None:
         """A worker copying `source` into `path`, unless one runs (it resumes a copy the path holds)."""
@@ -204,9 +205,11 @@ def finish_backfills(rt: Any) -> None:
     from deltalake import DeltaTable
 
     cat = rt.cat
+    rt.backfills.pending = False
     for key, e in list(cat.tables.items()):
         if e.state != BACKFILLING:
             continue
+        rt.backfills.pending = True
         path = cat.data_path(e)
         done = copy_done(path) if DeltaTable.is_deltatable(path) else None
         if done is None:

@@ -125,7 +125,7 @@ class ChannelLoops:
         self.error_version = -1  # the state version of this SQL thread's own stop on an error
         # copies of the tables a filter change newly applies (pipeline/replica/backfill.py)
         self.backfills = Backfills(channel, lambda: source_settings(service.warehouse, service.state.get(),
-                                                                    channel)[0])
+                                                                    channel)[0], page_rows=service.copy_page_rows)
 
     def _stopped(self, thread: str, version: int) -> None:
         """The thread is stopped as of state `version`; said at once (STOP REPLICA is waiting for it)."""
@@ -240,8 +240,8 @@ class ChannelLoops:
                     started = True
                 rec = local.run_batch(self.channel)
                 backfilling = self.backfills.describe()
-                if rec is None and backfilling:
-                    tables.catch_up(state=local.batch_state[0], version=local.batch_state[1])  # finish copies
+                if rec is None and self.backfills.pending:  # a copy may be done: replay onto it while idle
+                    tables.catch_up(state=local.batch_state[0], version=local.batch_state[1])
                 if rec is None:
                     st.sql_state = backfilling or "Replica has read all relay log; waiting for more updates"
                     st.seconds_behind = 0
@@ -349,8 +349,9 @@ class ReplicaService:
                  batch_size: int = BATCH_SIZE, batch_rows: int = 5000, batch_seconds: float = 0.2, poll: float = 0.1,
                  exec_mode: str = "STRICT", processes: bool = True, master: str | None = None,
                  spark_conf: dict[str, str] | None = None, verbose: bool = False,
-                 sql_thread_max_memory: int | None = SQL_THREAD_MAX_MEMORY):
+                 sql_thread_max_memory: int | None = SQL_THREAD_MAX_MEMORY, copy_page_rows: int = 200_000):
         self.warehouse = resolve_warehouse(warehouse)
+        self.copy_page_rows = copy_page_rows  # rows per source query of a backfill
         self.sql_thread_max_memory = sql_thread_max_memory  # MB; a SQL-thread process above it is replaced
         self.processes = processes  # each channel's SQL thread in a process of its own
         # master: the SQL threads decide with the Spark job on this cluster instead of in Python
@@ -373,7 +374,7 @@ class ReplicaService:
         """What a SQL-thread process needs to run like this service's own thread."""
         return {"batch_size": self.batch_size, "poll": self.poll, "exec_mode": self.exec_mode,
                 "master": self.master, "spark_conf": self.spark_conf, "verbose": self.verbose,
-                "sql_thread_max_memory": self.sql_thread_max_memory}
+                "sql_thread_max_memory": self.sql_thread_max_memory, "copy_page_rows": self.copy_page_rows}
 
     def spark(self):
         """The SparkSession on `master` (one per process, started on first use)."""

@@ -4,6 +4,7 @@ deletes, primary-key changes; a keyed table, a keyless one, a database newly map
 and a narrowing leaves the tables it drops as they were, marked with the state version since which."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -11,14 +12,17 @@ import signal
 import threading
 
 import pytest
+from deltalake import DeltaTable
 
 import rpl_sql
 from rpl_sql.filters.rules import FilterType
 from rpl_sql.pipeline.replica.backfill import Plan, filters_of, filters_text, plan
 from rpl_sql.storage.replica_catalog import BACKFILLING, UNREPLICATED, Catalog
+from rpl_sql.storage.replica_states import COPY_PROGRESS_KEY, copy_progress
 from rpl_sql.storage.store import DeltaStore
 from tests.pipeline.replica.test_replica import _normal, _ours
-from tests.pipeline.replica.test_replica_service import caught_up, start_service, status, wait_for
+from tests.pipeline.replica.test_replica_service import (caught_up, killed_and_restarted, start_service, status,
+                                                         wait_for)
 from tests.support.mariadb import running
 
 ROWS = 4000
@@ -166,6 +170,62 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
         assert upkeep_main(["--warehouse", warehouse, "--drop-unreplicated", "--grace", "0"]) == 0
         assert not os.path.exists(path) and Catalog.load(warehouse, "a").table("shop", "t") is None
         assert Catalog.load(warehouse, "a").table("hr", "people") is not None
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
+    """The service is SIGKILLed ten times while it backfills (small pages, so each life copies a few), with the
+    workload running: every copy resumes after its last committed page, no page is copied twice, and the
+    tables end equal to the source's."""
+    src.reset()
+    rows = 20_000
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE src",
+                "CREATE DATABASE hr", "CREATE TABLE shop.t (id INT PRIMARY KEY, k INT, v VARCHAR(30))",
+                f"INSERT INTO shop.t SELECT seq, seq % 10, CONCAT('v', seq) FROM shop.seq_1_to_{rows}",
+                "CREATE TABLE shop.bag (a INT, b TEXT)", "CREATE TABLE src.c (id INT PRIMARY KEY, n BIGINT)",
+                "INSERT INTO src.c SELECT seq, 0 FROM src.seq_1_to_500",
+                "CREATE TABLE hr.people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO hr.people VALUES (1, 'a')")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr) FOR CHANNEL 'a'"
+                    "; START REPLICA FOR CHANNEL 'a'")
+    args = ("--copy-page-rows", "250")
+    proc = start_service(warehouse, *args)
+    stop = threading.Event()
+    try:
+        caught_up(warehouse, src)
+        worker = _workload(src, stop, seed=2387)
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; CHANGE REPLICATION FILTER "
+                        "REPLICATE_DO_DB = (hr, shop) FOR CHANNEL 'a'; START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+        kills, last = 0, -1
+
+        def copied() -> int | None:
+            e = Catalog.load(warehouse, "a").table("shop", "t")
+            if e is None or e.state != BACKFILLING:
+                return None
+            got = copy_progress(Catalog.load(warehouse, "a").data_path(e))
+            return None if got is None or "ranges" not in got else int(got["rows"])
+        while kills < 10:
+            wait_for(lambda: (copied() or -1) > last, "the backfill to make progress", 60)
+            last = copied()
+            proc = killed_and_restarted(proc, warehouse, *args)
+            kills += 1
+        stop.set()
+        worker.join(30)
+        wait_for(lambda: not any(e.state for e in Catalog.load(warehouse, "a").tables.values()),
+                 "the backfills to finish", 180)
+        caught_up(warehouse, src, timeout=120)
+        assert status(session)["Last_SQL_Errno"] == 0, status(session)["Last_SQL_Error"]
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
+        for key in (("shop", "t"), ("shop", "bag"), ("hr", "people")):
+            assert ours[key] == theirs[key], key
+        cat = Catalog.load(warehouse, "a")
+        hist = DeltaTable(cat.data_path(cat.table("shop", "t"))).history()
+        counts = [json.loads(h[COPY_PROGRESS_KEY])["rows"] for h in reversed(hist) if COPY_PROGRESS_KEY in h]
+        assert counts == sorted(set(counts)) and counts[-1] > rows // 2  # each page once, in order
+        assert kills == 10
     finally:
         stop.set()
         os.killpg(proc.pid, signal.SIGTERM)
