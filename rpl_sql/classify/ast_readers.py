@@ -8,14 +8,8 @@ from sqlglot import exp
 from rpl_sql.errors import RplSqlError
 from rpl_sql.filters.evaluate import TableRef
 from rpl_sql.classify.info import StatementInfo, statement_info
-from rpl_sql.classify.tables import (
-    ColumnHints,
-    delete_flags,
-    refs_to_tables,
-    read_only_entries,
-    numbered,
-    update_entries,
-)
+from rpl_sql.classify.tables import (ColumnHints, delete_flags, numbered, read_only_entries, refs_to_tables,
+                                     update_entries)
 from rpl_sql.classify.tokens import SQLGLOT_STATE, RawRef
 
 # ---------------------------------------------------------------- sqlglot AST readers

@@ -7,14 +7,8 @@ from rpl_sql.filters.evaluate import TableRef
 from rpl_sql.language.lexer import pieces
 from rpl_sql.classify.family import statement_family, statement_tokens
 from rpl_sql.classify.info import OTHER_STATEMENT, StatementInfo, statement_info
-from rpl_sql.classify.tables import (
-    ColumnHints,
-    delete_flags,
-    refs_to_tables,
-    read_only_entries,
-    numbered,
-    update_entries,
-)
+from rpl_sql.classify.tables import (ColumnHints, delete_flags, numbered, read_only_entries, refs_to_tables,
+                                     update_entries)
 from rpl_sql.classify.tokens import CLAUSE_STOPS, TokenCursor, TokenTables, sqlglot_tools, word_of
 
 # ---------------------------------------------------------------- token-level readers, one per family

@@ -9,6 +9,8 @@ import sys
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.cli.options import DEFAULT_MASTER, add_spark_options, add_warehouse_option, spark_conf
 from rpl_sql.errors import MySQLError, error_text
+from rpl_sql.language.quoting import mysql_str, qualified
+from rpl_sql.session import Session
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.job import engine_for_master
 from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError,
@@ -204,6 +206,32 @@ def _say_running(state, names: list[str]) -> None:
         if ch is not None and not (ch.io_running or ch.sql_running):
             sys.stderr.write(f"rpl-sql replica: channel '{name}' is stopped; START REPLICA FOR CHANNEL '{name}' "
                              "(from any client) starts it here\n")
+
+
+def resync_main(argv: list[str] | None = None) -> int:
+    """`rpl-sql resync --channel C db.table ...`: RESYNC REPLICA TABLE, for scripts and cron."""
+    p = argparse.ArgumentParser(prog="rpl-sql resync",
+                                description="Ask the replica service to copy these replica tables from the source "
+                                            "again while it runs (RESYNC REPLICA TABLE); SHOW REPLICA TABLES "
+                                            "shows the copy.")
+    add_warehouse_option(p)
+    p.add_argument("--channel", required=True, help="the channel whose tables to copy again")
+    p.add_argument("tables", nargs="+", metavar="DB.TABLE", help="replica tables, as SHOW REPLICA TABLES names them")
+    args = p.parse_args(argv)
+    names = []
+    for t in args.tables:
+        db, dot, name = t.partition(".")
+        if not dot or not db or not name:
+            p.error(f"{t!r}: give a table as DB.TABLE")
+        names.append(qualified(db, name))
+    try:
+        Session(resolve_warehouse(args.warehouse)).execute(
+            f"RESYNC REPLICA TABLE {', '.join(names)} FOR CHANNEL {mysql_str(args.channel)}")
+    except MySQLError as e:
+        sys.stderr.write(error_text(e))
+        return 1
+    print(f"channel {args.channel!r}: {len(names)} table(s) will be copied again by rpl-sql replica")
+    return 0
 
 
 def snapshot_main(argv: list[str] | None = None) -> int:

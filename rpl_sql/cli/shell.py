@@ -330,8 +330,8 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 
-SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "repair", "upkeep", "lint", "import-filters",
-               "export-filters")
+SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "resync", "repair", "upkeep", "lint",
+               "import-filters", "export-filters")
 
 
 PIPELINE_COMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot")  # the pipeline reads binlogs

@@ -47,6 +47,8 @@ class Channel:
     applier: ApplierPosition = field(default_factory=ApplierPosition)
     skip_counter: int = 0  # landed events its SQL thread skips next (whole transactions), from sql_replica_skip_counter
     reset_at: int = 0      # µs of the last RESET REPLICA: what the receiver had read before it is forgotten
+    # RESYNC REPLICA TABLE requests, (number, db, table) each: the replica service copies those tables again
+    resync: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def configured(self) -> bool:

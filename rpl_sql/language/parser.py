@@ -26,9 +26,9 @@ from rpl_sql.filters.rules import FilterType
 from rpl_sql.filters.state import channel_key
 from rpl_sql.language.statements import (
     ChangeReplicationFilter, ChangeReplicationSource, ExplainChangeReplicationFilter, ExplainReplicationFilter,
-    OtherSQL, ResetReplica, SetDefaultConnection, SetReplicationVariable, SetSkipCounter, ShowReplicaStatus,
-    ShowReplicaTables, ShowReplicationFilterHistory, ShowReplicationFilters, ShowReplicationFilterWarnings,
-    ShowVariables, ShowWarnings, StartReplica, Statement, StopReplica, WaitForGtidSet,
+    OtherSQL, ResetReplica, ResyncReplicaTables, SetDefaultConnection, SetReplicationVariable, SetSkipCounter,
+    ShowReplicaStatus, ShowReplicaTables, ShowReplicationFilterHistory, ShowReplicationFilters,
+    ShowReplicationFilterWarnings, ShowVariables, ShowWarnings, StartReplica, Statement, StopReplica, WaitForGtidSet,
 )
 
 # MySQL 8.0's reserved words (manual: "Keywords and Reserved Words in MySQL 8.0", the (R) entries,
@@ -106,7 +106,7 @@ def _leading_words(code: str, count: int) -> list[tuple[str, int, int, str]]:
 
 # Statements rpl_sql owns begin with one of these; SHOW and RESET only before a replication word (Spark has
 # its own SHOW ... and RESET <config key>). Spark has no CHANGE, START or STOP statement at all.
-LEADERS = ("CHANGE", "START", "STOP", "RESET", "SHOW")
+LEADERS = ("CHANGE", "START", "STOP", "RESET", "SHOW", "RESYNC")
 REPLICA_WORDS = ("REPLICA", "SLAVE", "REPLICATION", "MASTER", "SOURCE")
 # What a Spark SQL statement can start with (Spark 4's statement rule, SQL scripting, Delta's commands): a
 # first word outside this set that is close to one of LEADERS is taken as a misspelt replication statement.
@@ -193,7 +193,7 @@ def route(code: str) -> Route:
     if not w:
         return Route("spark")
     first, second = w[0][0], (w[1][0] if len(w) > 1 else "")
-    if first in ("CHANGE", "START", "STOP"):
+    if first in ("CHANGE", "START", "STOP", "RESYNC"):
         return Route("grammar")
     if first in ("RESET", "SHOW"):
         if second in ("REPLICA", "SLAVE") or (first == "SHOW" and second in ("REPLICATION", "WARNINGS")):
@@ -441,6 +441,12 @@ class _Build(Transformer):
 
     def show_replica_tables(self, c):
         return ShowReplicaTables(channel=c[1])
+
+    def resync_tables(self, c):
+        return ResyncReplicaTables(tables=tuple(c[1:-1]), channel=c[-1])
+
+    def resync_table(self, c):
+        return c[0], c[1]
 
     def explain_change(self, c):
         change, window = c

@@ -72,6 +72,14 @@ class ShowReplicaTables(Statement):
 
 
 @dataclass(frozen=True)
+class ResyncReplicaTables(Statement):
+    """rpl_sql extension: copy these replica tables (db, table) from the source again, on a running replica."""
+
+    tables: tuple[tuple[str, str], ...] = ()
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
 class ShowReplicationFilterHistory(Statement):
     """rpl_sql extension: the Delta history of filter changes (MySQL keeps none)."""
 
@@ -180,6 +188,6 @@ class OtherSQL(Statement):
 
 
 REPLICATION_STATEMENTS = (ChangeReplicationFilter, ChangeReplicationSource, ResetReplica, StartReplica,
-                          StopReplica, ShowReplicaStatus, ShowReplicaTables, ShowReplicationFilterHistory, ShowWarnings,
-                          ExplainReplicationFilter, ShowReplicationFilters, ShowReplicationFilterWarnings,
-                          ExplainChangeReplicationFilter)
+                          StopReplica, ShowReplicaStatus, ShowReplicaTables, ResyncReplicaTables,
+                          ShowReplicationFilterHistory, ShowWarnings, ExplainReplicationFilter, ShowReplicationFilters,
+                          ShowReplicationFilterWarnings, ExplainChangeReplicationFilter)

@@ -28,19 +28,11 @@ from rpl_sql.filters.rules import like as like_match
 from rpl_sql.server.startup import StartupOptions
 from rpl_sql.filters.state import DEFAULT_CHANNEL, MAX_CHANNEL_NAME, MAX_CHANNELS, Channel, ServerState, is_gr_channel
 from rpl_sql.language.statements import (
-    ChangeReplicationFilter,
-    ChangeReplicationSource,
-    ExplainReplicationFilter,
-    ResetReplica,
-    SetDefaultConnection,
-    SetReplicationVariable,
-    SetSkipCounter,
-    ShowReplicaStatus,
-    ShowReplicationFilters,
-    StartReplica,
-    Statement,
-    StopReplica,
+    ChangeReplicationFilter, ChangeReplicationSource, ExplainReplicationFilter, ResetReplica, ResyncReplicaTables,
+    SetDefaultConnection, SetReplicationVariable, SetSkipCounter, ShowReplicaStatus, ShowReplicationFilters,
+    StartReplica, Statement, StopReplica,
 )
+from rpl_sql.server.resync import resync_tables
 
 
 @dataclass(frozen=True)
@@ -400,6 +392,7 @@ HANDLERS: dict[type, Callable[[ServerState, Any, int, dict | None], Outcome]] = 
     SetSkipCounter: lambda state, stmt, _, __: set_skip_counter(state, stmt),
     ExplainReplicationFilter: lambda state, stmt, _, __: explain_filter(state, stmt),
     ShowReplicationFilters: lambda state, stmt, _, __: show_filters(state, stmt),
+    ResyncReplicaTables: lambda state, stmt, _, __: Outcome(resync_tables(state, stmt)),
 }
 
 

@@ -93,6 +93,7 @@ class Catalog:
     databases: dict[str, str] = field(default_factory=dict)         # folded -> as created
     tables: dict[tuple[str, str], TableEntry] = field(default_factory=dict)
     filters: str | None = None  # the channel's filters the tables follow (backfill.filters_text); None: unknown
+    resync_done: int = 0  # the last RESYNC REPLICA TABLE request (its number) the tables were given
     # the catalog table as this object last read or wrote it: its only writer commits through it, so a commit
     # does not replay the log since the last checkpoint to open the table
     _table: DeltaTable | None = field(default=None, repr=False, compare=False)
@@ -169,6 +170,8 @@ class Catalog:
                 cat.databases[cat.fold(r["db"])] = r["db"]
             elif r["kind"] == "filters":
                 cat.filters = r["columns"]
+            elif r["kind"] == "resync":
+                cat.resync_done = int(r["columns"])
             else:
                 cat.tables[cat.key(r["db"], r["name"])] = _entry(r)
         return cat
@@ -181,9 +184,10 @@ class Catalog:
                   "since": _position_text(e.since), "exact_after": _position_text(e.exact_after), "state": e.state,
                   "copy": json.dumps(e.copy, ensure_ascii=False) if e.copy is not None else None}
                  for e in sorted(self.tables.values(), key=lambda e: (e.db, e.name))]
-        if self.filters is not None:
-            rows.append({"kind": "filters", "db": None, "name": None, "path": None, "columns": self.filters,
-                         "since": None, "exact_after": None, "state": None, "copy": None})
+        for kind, value in (("filters", self.filters), ("resync", str(self.resync_done) if self.resync_done else None)):
+            if value is not None:
+                rows.append({"kind": kind, "db": None, "name": None, "path": None, "columns": value, "since": None,
+                             "exact_after": None, "state": None, "copy": None})
         return pa.Table.from_pylist(rows, schema=SCHEMA)
 
     def commit(self, seq: int) -> None:

@@ -100,6 +100,8 @@ def state_to_table(state: ServerState) -> Table:
             payload["skip_counter"] = ch.skip_counter
         if ch.reset_at:
             payload["reset_at"] = ch.reset_at
+        if ch.resync:
+            payload["resync"] = [list(r) for r in ch.resync]
         add(kind=CHANNEL, channel_name=ch.name, payload=_dumps(payload))
         add_filters(CHANNEL_FILTER, ch.name, ch.filters)
 
@@ -172,7 +174,8 @@ def state_from_table(table: Any) -> ServerState:
                     io_running=p["io_running"], sql_running=p["sql_running"],
                     filters=channel_filters.get(name, Filters()),
                     applier=ApplierPosition(**p["applier"]) if "applier" in p else ApplierPosition(),
-                    skip_counter=p.get("skip_counter", 0), reset_at=p.get("reset_at", 0))
+                    skip_counter=p.get("skip_counter", 0), reset_at=p.get("reset_at", 0),
+                    resync=tuple(tuple(r) for r in p.get("resync", ())))
             for name, p in channels.items()),
         startup_options=tuple(server["startup_options"]),
         started_at=server["started_at"],

@@ -391,3 +391,20 @@ class SourceWorkload(threading.Thread):
         finally:
             conn.close()
             self.done.set()
+
+
+def churn_keyed_table(cur, rnd, table: str, n: int) -> int:
+    """One seeded change to `table` (`id INT PRIMARY KEY, k INT, v VARCHAR`): an insert, an update, a delete, or
+    a new primary key for a row (maybe one a copy already passed, maybe one it has not reached); returns the
+    highest id inserted so far."""
+    k, op = rnd.randint(1, n), rnd.random()
+    if op < 0.3:
+        n += 1
+        cur.execute(f"INSERT IGNORE INTO {table} VALUES (%s, %s, 'new')", (n, k % 10))
+    elif op < 0.6:
+        cur.execute(f"UPDATE {table} SET v = CONCAT('u', %s), k = k + 1 WHERE id = %s", (k, k))
+    elif op < 0.8:
+        cur.execute(f"DELETE FROM {table} WHERE id = %s", (k,))
+    else:
+        cur.execute(f"UPDATE IGNORE {table} SET id = %s WHERE id = %s", (n + 100_000 + k, k))
+    return n

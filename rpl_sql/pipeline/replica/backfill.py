@@ -164,6 +164,13 @@ class Backfills:
         return f"Backfilling {len(live)} table{'s' if len(live) > 1 else ''}: " + ", ".join(parts)
 
 
+def follow_changes(rt: Any, ch, matching, version: int | None) -> None:
+    """What the SQL thread does before each batch (`ch`: the channel's state the batch was decided with)."""
+    follow_filters(rt, ch.filters, matching, version)
+    follow_resync(rt, ch, matching, version)
+    finish_backfills(rt)
+
+
 def follow_filters(rt: Any, filters: Filters, matching, version: int | None) -> None:
     """Bring the catalog (of `rt`, the channel's `materialize.ReplicaTables`) to the filters the SQL thread's
     batch was decided with: widened tables start their backfill (their events held from here), narrowed ones
@@ -196,6 +203,38 @@ def follow_filters(rt: Any, filters: Filters, matching, version: int | None) -> 
         log.info("channel %r: %s.%s is now replicated: backfilling it from %s.%s", rt.channel, target, tname,
                  db, name)
     cat.filters = text
+    cat.commit(cat.seq)
+
+
+def follow_resync(rt: Any, ch, matching, version: int | None) -> None:
+    """Act on the channel's RESYNC REPLICA TABLE requests the tables were not given yet: each named table is
+    backfilled afresh from the source table the filters map to it."""
+    cat = rt.cat
+    todo = [(n, db, name) for n, db, name in ch.resync if n > cat.resync_done]
+    if not todo:
+        return
+    listed = None
+    for _, db, name in todo:
+        e = cat.table(db, name)
+        found = [tuple(e.copy["source"]) + (e.copy.get("estimate"),)] if e is not None and (e.copy or {}).get(
+            "source") else []
+        if not found:
+            listed = listed if listed is not None else source_tables(rt.backfills.settings())
+            found = [(sdb, sname, est) for sdb, sname, est in listed
+                     if decide(ch.filters, RowEvent(sdb, sname), matching).apply
+                     and cat.key(rewrite_db(ch.filters, sdb, rt.lctn), sname) == cat.key(db, name)]
+        if not found:
+            log.warning("channel %r: RESYNC REPLICA TABLE %s.%s: no source table the channel applies is replicated "
+                        "there; nothing to copy", rt.channel, db, name)
+            continue
+        sdb, sname, estimate = found[0]
+        key = cat.key(db, name)
+        cat.drop_table(db, name)
+        cat.add_table(db, name, None, state=BACKFILLING, copy={
+            "source": [sdb, sname], "held_from": cat.seq, "version": version, "estimate": estimate,
+            "at": int(time.time())})
+        log.info("channel %r: %s.%s is copied again from %s.%s (RESYNC REPLICA TABLE)", rt.channel, *key, sdb, sname)
+    cat.resync_done = max(n for n, _, _ in todo)
     cat.commit(cat.seq)
 
 

@@ -123,9 +123,8 @@ class ChannelLoops:
                         threading.Thread(target=applier, name=f"sql-{channel}", daemon=True)]
         self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
         self.error_version = -1  # the state version of this SQL thread's own stop on an error
-        # copies of the tables a filter change newly applies (pipeline/replica/backfill.py)
-        self.backfills = Backfills(channel, lambda: source_settings(service.warehouse, service.state.get(),
-                                                                    channel)[0], page_rows=service.copy_page_rows)
+        self.backfills = Backfills(channel, lambda: source_settings(service.warehouse, service.state.get(), channel)[0],
+                                   page_rows=service.copy_page_rows)  # copies of tables a filter change applies
 
     def _stopped(self, thread: str, version: int) -> None:
         """The thread is stopped as of state `version`; said at once (STOP REPLICA is waiting for it)."""
@@ -351,8 +350,8 @@ class ReplicaService:
                  spark_conf: dict[str, str] | None = None, verbose: bool = False,
                  sql_thread_max_memory: int | None = SQL_THREAD_MAX_MEMORY, copy_page_rows: int = 200_000):
         self.warehouse = resolve_warehouse(warehouse)
-        self.copy_page_rows = copy_page_rows  # rows per source query of a backfill
-        self.sql_thread_max_memory = sql_thread_max_memory  # MB; a SQL-thread process above it is replaced
+        # MB above which a SQL-thread process is replaced; rows per source query of a backfill
+        self.sql_thread_max_memory, self.copy_page_rows = sql_thread_max_memory, copy_page_rows
         self.processes = processes  # each channel's SQL thread in a process of its own
         # master: the SQL threads decide with the Spark job on this cluster instead of in Python
         self.master, self.spark_conf, self.verbose = master, dict(spark_conf or {}), verbose

@@ -23,7 +23,7 @@ from rpl_sql.storage.store import DeltaStore
 from tests.pipeline.replica.test_replica import _normal, _ours
 from tests.pipeline.replica.test_replica_service import (caught_up, killed_and_restarted, start_service, status,
                                                          wait_for)
-from tests.support.mariadb import running
+from tests.support.mariadb import SourceWorkload, churn_keyed_table, running
 
 ROWS = 4000
 
@@ -53,39 +53,38 @@ def test_a_plan_names_what_a_change_widens_and_narrows(warehouse):
     assert lctn == 1 and all(again.values(t) == rules.values(t) for t in FilterType)
 
 
-def _workload(src, stop: threading.Event, seed: int) -> threading.Thread:
-    """Seeded changes to every table about to be applied, and to one already applied, one per commit."""
-    def run():
-        rnd = random.Random(seed)
-        conn = src.connect()
-        n = ROWS
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION binlog_format = ROW")
-                while not stop.is_set():
-                    k, op = rnd.randint(1, n), rnd.random()
-                    if op < 0.3:
-                        n += 1
-                        cur.execute("INSERT IGNORE INTO shop.t VALUES (%s, %s, 'new')", (n, k % 10))
-                    elif op < 0.6:
-                        cur.execute("UPDATE shop.t SET v = CONCAT('u', %s), k = k + 1 WHERE id = %s", (k, k))
-                    elif op < 0.75:
-                        cur.execute("DELETE FROM shop.t WHERE id = %s", (k,))
-                    else:
-                        cur.execute("UPDATE IGNORE shop.t SET id = %s WHERE id = %s", (n + 100_000 + k, k))
-                    if op < 0.5:
-                        cur.execute("INSERT INTO shop.bag VALUES (%s, 'w')", (k % 7,))
-                    else:
-                        cur.execute("DELETE FROM shop.bag WHERE a = %s LIMIT 1", (k % 7,))
-                    cur.execute("UPDATE src.c SET n = n + 1 WHERE id = %s", (k % 500 + 1,))
-                    cur.execute("INSERT INTO hr.people VALUES (%s, 'p') ON DUPLICATE KEY UPDATE name = 'q'",
-                                (k,))
-                    conn.commit()
-        finally:
-            conn.close()
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+def _workload(src, stop: threading.Event, seed: int) -> SourceWorkload:
+    """Seeded changes to every table about to be applied (shop.t: see `churn_keyed_table`), and to one already
+    applied, one commit each."""
+    def body(conn, cur):
+        rnd, n = random.Random(seed), ROWS
+        while not stop.is_set():
+            n = churn_keyed_table(cur, rnd, "shop.t", n)
+            k = rnd.randint(1, n)
+            if k % 2:
+                cur.execute("INSERT INTO shop.bag VALUES (%s, 'w')", (k % 7,))
+            else:
+                cur.execute("DELETE FROM shop.bag WHERE a = %s LIMIT 1", (k % 7,))
+            cur.execute("UPDATE src.c SET n = n + 1 WHERE id = %s", (k % 500 + 1,))
+            cur.execute("INSERT INTO hr.people VALUES (%s, 'p') ON DUPLICATE KEY UPDATE name = 'q'", (k,))
+            conn.commit()
+    worker = SourceWorkload(src, body, "SET SESSION binlog_format = ROW")
+    worker.start()
+    return worker
+
+
+def _fill(src, rows: int, bag_rows: int) -> None:
+    """shop.t (`rows` keyed rows), shop.bag (no key), src.c (to be mapped to crm) and hr.people, the one table
+    replicated from the start."""
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE src",
+                "CREATE DATABASE hr", "CREATE TABLE shop.t (id INT PRIMARY KEY, k INT, v VARCHAR(30))",
+                f"INSERT INTO shop.t SELECT seq, seq % 10, CONCAT('v', seq) FROM shop.seq_1_to_{rows}",
+                "CREATE TABLE shop.bag (a INT, b TEXT)",
+                f"INSERT INTO shop.bag SELECT seq % 7, 'x' FROM shop.seq_0_to_{bag_rows} WHERE seq > 0",
+                "CREATE TABLE src.c (id INT PRIMARY KEY, n BIGINT)", "INSERT INTO src.c SELECT seq, 0 FROM "
+                "src.seq_1_to_500", "CREATE TABLE hr.people (id INT PRIMARY KEY, name TEXT)",
+                "INSERT INTO hr.people VALUES (1, 'a')")
 
 
 def _expected(src) -> dict:
@@ -98,14 +97,7 @@ def _expected(src) -> dict:
 
 
 def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_them(warehouse, src):
-    src.reset()
-    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE src",
-                "CREATE DATABASE hr", "CREATE TABLE shop.t (id INT PRIMARY KEY, k INT, v VARCHAR(30))",
-                f"INSERT INTO shop.t SELECT seq, seq % 10, CONCAT('v', seq) FROM shop.seq_1_to_{ROWS}",
-                "CREATE TABLE shop.bag (a INT, b TEXT)", "INSERT INTO shop.bag SELECT seq % 7, 'x' FROM "
-                "shop.seq_1_to_300", "CREATE TABLE src.c (id INT PRIMARY KEY, n BIGINT)",
-                "INSERT INTO src.c SELECT seq, 0 FROM src.seq_1_to_500",
-                "CREATE TABLE hr.people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO hr.people VALUES (1, 'a')")
+    _fill(src, ROWS, 300)
     session = rpl_sql.connect(warehouse)
     session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr) FOR CHANNEL 'a'"
                     "; START REPLICA FOR CHANNEL 'a'")
@@ -180,14 +172,8 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
     """The service is SIGKILLed ten times while it backfills (small pages, so each life copies a few), with the
     workload running: every copy resumes after its last committed page, no page is copied twice, and the
     tables end equal to the source's."""
-    src.reset()
     rows = 20_000
-    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE src",
-                "CREATE DATABASE hr", "CREATE TABLE shop.t (id INT PRIMARY KEY, k INT, v VARCHAR(30))",
-                f"INSERT INTO shop.t SELECT seq, seq % 10, CONCAT('v', seq) FROM shop.seq_1_to_{rows}",
-                "CREATE TABLE shop.bag (a INT, b TEXT)", "CREATE TABLE src.c (id INT PRIMARY KEY, n BIGINT)",
-                "INSERT INTO src.c SELECT seq, 0 FROM src.seq_1_to_500",
-                "CREATE TABLE hr.people (id INT PRIMARY KEY, name TEXT)", "INSERT INTO hr.people VALUES (1, 'a')")
+    _fill(src, rows, 0)
     session = rpl_sql.connect(warehouse)
     session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr) FOR CHANNEL 'a'"
                     "; START REPLICA FOR CHANNEL 'a'")
@@ -226,6 +212,51 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
         counts = [json.loads(h[COPY_PROGRESS_KEY])["rows"] for h in reversed(hist) if COPY_PROGRESS_KEY in h]
         assert counts == sorted(set(counts)) and counts[-1] > rows // 2  # each page once, in order
         assert kills == 10
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_resync_copies_chosen_tables_again_while_the_stream_runs(warehouse, src):
+    """RESYNC REPLICA TABLE (and `rpl-sql resync`): a replica table someone damaged by hand is copied from the
+    source again, with a workload running, and ends equal to the source's; its request is in the state's history
+    and survives the state table's round trip."""
+    from rpl_sql.cli.commands import resync_main
+    from rpl_sql.storage.state_table import state_from_table, state_to_table
+
+    _fill(src, ROWS, 50)
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, shop) FOR CHANNEL "
+                    "'a'; START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    stop = threading.Event()
+    try:
+        caught_up(warehouse, src)
+        cat = Catalog.load(warehouse, "a")
+        DeltaTable(cat.data_path(cat.table("shop", "t"))).delete("id <= 500")  # the damage
+        DeltaTable(cat.data_path(cat.table("hr", "people"))).delete()
+        assert _normal(_ours(warehouse, ["a"]))[("shop", "t")] != _expected(src)[("shop", "t")]
+        worker = _workload(src, stop, seed=99)
+        session.execute("RESYNC REPLICA TABLE shop.t FOR CHANNEL 'a'")
+        assert resync_main(["--warehouse", warehouse, "--channel", "a", "hr.people", "shop.nosuch"]) == 0
+        state = session.state
+        assert [r[1:] for r in state.channel("a").resync] == [("shop", "t"), ("hr", "people"), ("shop", "nosuch")]
+        assert state_from_table(state_to_table(state)).channel("a").resync == state.channel("a").resync
+        wait_for(lambda: Catalog.load(warehouse, "a").resync_done == 2, "the requests to be taken")
+        stop.set()
+        worker.join(30)
+        wait_for(lambda: not any(e.state for e in Catalog.load(warehouse, "a").tables.values()),
+                 "the copies to finish", 120)
+        caught_up(warehouse, src, timeout=120)
+        assert status(session)["Last_SQL_Errno"] == 0, status(session)["Last_SQL_Error"]
+        ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
+        for key in (("shop", "t"), ("shop", "bag"), ("hr", "people")):
+            assert ours[key] == theirs[key], key
+        assert any("RESYNC REPLICA TABLE" in (c.metadata.get("statement") or "")
+                   for c in DeltaStore(warehouse).history(5))
+        with open(os.path.join(warehouse, "service.log")) as f:
+            assert "RESYNC REPLICA TABLE shop.nosuch: no source table" in f.read()
     finally:
         stop.set()
         os.killpg(proc.pid, signal.SIGTERM)

@@ -19,7 +19,7 @@ from rpl_sql.storage.replica_states import COPY_PROGRESS_KEY
 from rpl_sql.storage.replica_catalog import COPYING, Catalog
 from tests.pipeline.replica.test_replica import _normal, _ours
 from tests.pipeline.replica.test_replica_service import fresh_pair
-from tests.support.mariadb import running
+from tests.support.mariadb import SourceWorkload, churn_keyed_table, running
 
 ROWS = 3000
 
@@ -30,34 +30,17 @@ def servers(tmp_path_factory):
         yield pair
 
 
-def _workload(src, stop: threading.Event, seed: int) -> threading.Thread:
-    """Seeded random changes to shop.t: inserts, updates, deletes and primary-key changes, one per commit."""
-    def run():
-        rnd = random.Random(seed)
-        conn = src.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION binlog_format = ROW")
-                n = ROWS
-                while not stop.is_set():
-                    k = rnd.randint(1, n)
-                    op = rnd.random()
-                    if op < 0.3:
-                        n += 1
-                        cur.execute("INSERT IGNORE INTO shop.t VALUES (%s, %s, 'new')", (n, rnd.randint(0, 9)))
-                    elif op < 0.6:
-                        cur.execute("UPDATE shop.t SET v = CONCAT('u', %s), k = k + 1 WHERE id = %s", (k, k))
-                    elif op < 0.8:
-                        cur.execute("DELETE FROM shop.t WHERE id = %s", (k,))
-                    else:  # a new primary key for a row, maybe one the copy already passed or not yet reached
-                        cur.execute("UPDATE IGNORE shop.t SET id = %s WHERE id = %s", (n + 100_000 + k, k))
-                    cur.execute("INSERT INTO shop.keyless VALUES (%s, 'w')", (k,))
-                    conn.commit()
-        finally:
-            conn.close()
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+def _workload(src, stop: threading.Event, seed: int) -> SourceWorkload:
+    """Seeded random changes to shop.t (see `churn_keyed_table`) and inserts into shop.keyless, one per commit."""
+    def body(conn, cur):
+        rnd, n = random.Random(seed), ROWS
+        while not stop.is_set():
+            n = churn_keyed_table(cur, rnd, "shop.t", n)
+            cur.execute("INSERT INTO shop.keyless VALUES (%s, 'w')", (n % 7,))
+            conn.commit()
+    worker = SourceWorkload(src, body, "SET SESSION binlog_format = ROW")
+    worker.start()
+    return worker
 
 
 def _setup(warehouse, src, oracle):
