@@ -32,9 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from mariadb import MariaDBServer, binaries  # noqa: E402
+from tests.support.mariadb import MariaDBServer, binaries  # noqa: E402
 
 import rpl_sql  # noqa: E402
 from rpl_sql.pipeline.events import events_path  # noqa: E402

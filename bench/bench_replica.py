@@ -20,6 +20,9 @@
    minute: the commits in the tables' archives (`_rpl_sql_log/`), their count and MB.
 5. With `--upkeep-every SECONDS --keep-days N`, `rpl-sql upkeep --keep-days N` runs beside the service that
    often, as a cron job would: the archives then stop growing (upkeep prunes the commits no reader needs).
+6. With `--backfill-rows N`, a table of N rows that the channel ignores is brought in a third into the lag run
+   (STOP REPLICA SQL_THREAD, CHANGE REPLICATION FILTER, START): the time its backfill took, and the stream's lag
+   for the rows committed meanwhile.
 """
 from __future__ import annotations
 
@@ -36,12 +39,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from mariadb import MariaDBServer, binaries  # noqa: E402
+from tests.support.mariadb import MariaDBServer, binaries  # noqa: E402
 
 import rpl_sql  # noqa: E402
-from rpl_sql import service_status  # noqa: E402
+from rpl_sql.storage import service_status  # noqa: E402
 from rpl_sql.storage.replica_catalog import Catalog  # noqa: E402
 from rpl_sql.storage.store import DeltaStore  # noqa: E402
 
@@ -231,11 +233,17 @@ def archive_size(wh: str) -> tuple[int, float]:
 
 
 def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: int | None = None,
-        upkeep_every: float | None = None, keep_days: float | None = None) -> None:
+        upkeep_every: float | None = None, keep_days: float | None = None, backfill_rows: int = 0) -> None:
     m.reset()
     m.execute("CREATE DATABASE app", "CREATE TABLE app.ticks (id INT PRIMARY KEY, v VARCHAR(32))")
     wh = f"{base}/lag"
     configure(wh, m)
+    backfill: dict[str, float] = {}
+    if backfill_rows:  # a big table the channel ignores until the run's middle, then backfills
+        m.execute("CREATE DATABASE big", "CREATE TABLE big.t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(32), "
+                  "c DECIMAL(12,2), d DATETIME)", "INSERT INTO big.t SELECT seq, seq % 1000, CONCAT('name-', seq), "
+                  f"seq / 7, '2024-01-01' + INTERVAL seq SECOND FROM big.seq_1_to_{backfill_rows}", timeout=3600)
+        rpl_sql.connect(wh).execute("CHANGE REPLICATION FILTER REPLICATE_IGNORE_DB = (big) FOR CHANNEL 'a'")
     proc = service(wh)
     if log_retention is not None:
         wait_caught_up(wh, m, 120)
@@ -317,6 +325,18 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
         ready.set()
         w = threading.Thread(target=writer)
         w.start()
+        if backfill_rows:
+            time.sleep(seconds / 3)
+            backfill["start"] = time.monotonic()
+            rpl_sql.connect(wh).execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; CHANGE REPLICATION FILTER "
+                                        "REPLICATE_IGNORE_DB = () FOR CHANNEL 'a'; START REPLICA SQL_THREAD FOR "
+                                        "CHANNEL 'a'")
+            while time.monotonic() - backfill["start"] < 3600:
+                e = Catalog.load(wh, "a").table("big", "t")
+                if e is not None and e.state is None:
+                    backfill["end"] = time.monotonic()
+                    break
+                time.sleep(0.1)
         w.join()
         wait_caught_up(wh, m, 600)
         time.sleep(0.2)
@@ -341,6 +361,17 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
     achieved = len(committed) / seconds
     print(f"2. lag at {achieved:,.0f} rows/s for {seconds:.0f} s ({len(committed):,} rows, target {rate:,}/s): "
           f"p50 {q[49]:.2f} s, p99 {q[98]:.2f} s, max {lags[-1]:.2f} s")
+    if "end" in backfill:
+        during = sorted(visible[i] - committed[i] for i in committed if i in visible
+                        and backfill["start"] <= committed[i] <= backfill["end"])
+        took = backfill["end"] - backfill["start"]
+        if len(during) >= 2:
+            qd = statistics.quantiles(during, n=100)
+            print(f"   during the backfill of big.t ({backfill_rows:,} rows in {took:.1f} s from the filter change, "
+                  f"{backfill_rows / took:,.0f} rows/s): lag p50 {qd[49]:.2f} s, p99 {qd[98]:.2f} s, "
+                  f"max {during[-1]:.2f} s over {len(during):,} rows")
+    elif backfill_rows:
+        print("   the backfill of big.t did not finish within the run")
     if mem:
         mid = mem[len(mem) // 2]
         print(f"3. service RSS (with its SQL-thread process): first {mem[0][1]:.0f} MB, middle {mid[1]:.0f} MB, "
@@ -394,6 +425,9 @@ def main() -> None:
                    help="run `rpl-sql upkeep --keep-days` beside the service this often during the lag run")
     p.add_argument("--keep-days", type=float, default=0.002, metavar="N",
                    help="upkeep's --keep-days with --upkeep-every (default 0.002, about three minutes)")
+    p.add_argument("--backfill-rows", type=int, default=0, metavar="N",
+                   help="a table of N rows the channel ignores until a third into the lag run, then backfills "
+                        "(its lag meanwhile is printed)")
     p.add_argument("--keep", action="store_true", help="keep the server's and the warehouses' directory")
     args = p.parse_args()
     if binaries() is None:
@@ -406,7 +440,8 @@ def main() -> None:
         if args.catchup_rows:
             catch_up(base, m, args.catchup_rows, args.per_txn, args.repeat)
         if args.seconds:
-            lag(base, m, args.rate, args.seconds, args.log_retention, args.upkeep_every, args.keep_days)
+            lag(base, m, args.rate, args.seconds, args.log_retention, args.upkeep_every, args.keep_days,
+                args.backfill_rows)
     finally:
         m.stop()
         if args.keep:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from rpl_sql.storage.delta import upkeep  # noqa: E402
+from rpl_sql.storage import upkeep  # noqa: E402
 from rpl_sql.pipeline.replica.merge import COMPACT_EVERY  # noqa: E402
 
 

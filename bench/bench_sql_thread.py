@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rpl_sql.pipeline.replica.service import MALLOC_CONF_VAR, SERVICE_MALLOC_CONF  # noqa: E402
+from rpl_sql.pipeline.replica.service_memory import MALLOC_CONF_VAR, SERVICE_MALLOC_CONF  # noqa: E402
 
 CHILD = r"""
 import json, sys, time

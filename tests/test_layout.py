@@ -312,3 +312,22 @@ def test_tests_mirror_the_package_folders():
     helpers = [p.name for p in tests.rglob("*.py") if not p.name.startswith(("test_", "__init__", "conftest"))
                and p.parent.name != "support"]
     assert not helpers, f"shared helpers belong in tests/support/: {helpers}"
+
+
+def test_benches_import_only_what_exists():
+    """Every rpl_sql or tests name a bench imports, at the top or inside a function, exists: a bench is run by
+    hand, so a move must not leave it broken until someone does."""
+    import importlib
+
+    missing = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("rpl_sql", "tests"):
+                module = importlib.import_module(node.module)
+                missing += [f"{path.name}: {node.module}.{a.name}" for a in node.names
+                            if not hasattr(module, a.name) and
+                            importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+            elif isinstance(node, ast.Import):
+                missing += [f"{path.name}: {a.name}" for a in node.names if a.name.split(".")[0] == "rpl_sql"
+                            and importlib.util.find_spec(a.name) is None]
+    assert not missing, missing
