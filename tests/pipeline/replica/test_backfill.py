@@ -96,15 +96,42 @@ def _expected(src) -> dict:
     return _normal(out)
 
 
-def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_them(warehouse, src):
-    _fill(src, ROWS, 300)
+def _serving(warehouse, src, do_db: str, *args):
+    """Channel 'a' on `src` with REPLICATE_DO_DB = (`do_db`), started, and `rpl-sql replica` running, caught up:
+    (session, service process)."""
     session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr) FOR CHANNEL 'a'"
-                    "; START REPLICA FOR CHANNEL 'a'")
-    proc = start_service(warehouse)
-    stop = threading.Event()
+    session.execute(src.channel_sql("a") + f"; CHANGE REPLICATION FILTER REPLICATE_DO_DB = ({do_db}) FOR CHANNEL "
+                    "'a'; START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse, *args)
     try:
         caught_up(warehouse, src)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return session, proc
+
+
+def _settled_and_equal(warehouse, src, session, worker, stop: threading.Event, tables) -> dict:
+    """Stop the workload, wait until no table is being copied and the service has applied the whole binlog:
+    no SQL-thread error, and each of `tables` equal to the source's. The replica's tables, as compared."""
+    stop.set()
+    worker.join(30)
+    wait_for(lambda: not any(e.state for e in Catalog.load(warehouse, "a").tables.values()),
+             "the copies to finish", 180)
+    caught_up(warehouse, src, timeout=120)
+    assert status(session)["Last_SQL_Errno"] == 0, status(session)["Last_SQL_Error"]
+    ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
+    for key in tables:
+        assert ours[key] == theirs[key], key
+    return ours
+
+
+def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_them(warehouse, src):
+    _fill(src, ROWS, 300)
+    session, proc = _serving(warehouse, src, "hr")
+    stop = threading.Event()
+    try:
         worker = _workload(src, stop, seed=7057)
         wait_for(lambda: src.binlog_end()[1] > 0, "the workload")
         session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
@@ -119,16 +146,8 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
                                                for e in Catalog.load(warehouse, "a").tables.values()),
                                     "SHOW REPLICA STATUS to say so")
         assert seen_backfilling
-        stop.set()
-        worker.join(30)
-        wait_for(lambda: not any(e.state for e in Catalog.load(warehouse, "a").tables.values()),
-                 "the backfills to finish", 120)
-        caught_up(warehouse, src, timeout=120)
-        st = status(session)
-        assert st["Last_SQL_Errno"] == 0, st["Last_SQL_Error"]
-        ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
-        for key in (("shop", "t"), ("shop", "bag"), ("crm", "c"), ("hr", "people")):
-            assert ours[key] == theirs[key], key
+        ours = _settled_and_equal(warehouse, src, session, worker, stop,
+                                  (("shop", "t"), ("shop", "bag"), ("crm", "c"), ("hr", "people")))
         with open(os.path.join(warehouse, "service.log")) as f:
             replayed = re.findall(r"shop\.t backfilled \((\d+) rows, (\d+) held events replayed\)", f.read())
         assert replayed and int(replayed[0][1]) > 0  # the workload ran while the copy was made
@@ -174,14 +193,10 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
     tables end equal to the source's."""
     rows = 20_000
     _fill(src, rows, 0)
-    session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr) FOR CHANNEL 'a'"
-                    "; START REPLICA FOR CHANNEL 'a'")
     args = ("--copy-page-rows", "250")
-    proc = start_service(warehouse, *args)
+    session, proc = _serving(warehouse, src, "hr", *args)
     stop = threading.Event()
     try:
-        caught_up(warehouse, src)
         worker = _workload(src, stop, seed=2387)
         session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; CHANGE REPLICATION FILTER "
                         "REPLICATE_DO_DB = (hr, shop) FOR CHANNEL 'a'; START REPLICA SQL_THREAD FOR CHANNEL 'a'")
@@ -198,15 +213,7 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
             last = copied()
             proc = killed_and_restarted(proc, warehouse, *args)
             kills += 1
-        stop.set()
-        worker.join(30)
-        wait_for(lambda: not any(e.state for e in Catalog.load(warehouse, "a").tables.values()),
-                 "the backfills to finish", 180)
-        caught_up(warehouse, src, timeout=120)
-        assert status(session)["Last_SQL_Errno"] == 0, status(session)["Last_SQL_Error"]
-        ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
-        for key in (("shop", "t"), ("shop", "bag"), ("hr", "people")):
-            assert ours[key] == theirs[key], key
+        _settled_and_equal(warehouse, src, session, worker, stop, (("shop", "t"), ("shop", "bag"), ("hr", "people")))
         cat = Catalog.load(warehouse, "a")
         hist = DeltaTable(cat.data_path(cat.table("shop", "t"))).history()
         counts = [json.loads(h[COPY_PROGRESS_KEY])["rows"] for h in reversed(hist) if COPY_PROGRESS_KEY in h]
@@ -226,13 +233,9 @@ def test_resync_copies_chosen_tables_again_while_the_stream_runs(warehouse, src)
     from rpl_sql.storage.state_table import state_from_table, state_to_table
 
     _fill(src, ROWS, 50)
-    session = rpl_sql.connect(warehouse)
-    session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, shop) FOR CHANNEL "
-                    "'a'; START REPLICA FOR CHANNEL 'a'")
-    proc = start_service(warehouse)
+    session, proc = _serving(warehouse, src, "hr, shop")
     stop = threading.Event()
     try:
-        caught_up(warehouse, src)
         cat = Catalog.load(warehouse, "a")
         DeltaTable(cat.data_path(cat.table("shop", "t"))).delete("id <= 500")  # the damage
         DeltaTable(cat.data_path(cat.table("hr", "people"))).delete()
@@ -244,15 +247,7 @@ def test_resync_copies_chosen_tables_again_while_the_stream_runs(warehouse, src)
         assert [r[1:] for r in state.channel("a").resync] == [("shop", "t"), ("hr", "people"), ("shop", "nosuch")]
         assert state_from_table(state_to_table(state)).channel("a").resync == state.channel("a").resync
         wait_for(lambda: Catalog.load(warehouse, "a").resync_done == 2, "the requests to be taken")
-        stop.set()
-        worker.join(30)
-        wait_for(lambda: not any(e.state for e in Catalog.load(warehouse, "a").tables.values()),
-                 "the copies to finish", 120)
-        caught_up(warehouse, src, timeout=120)
-        assert status(session)["Last_SQL_Errno"] == 0, status(session)["Last_SQL_Error"]
-        ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
-        for key in (("shop", "t"), ("shop", "bag"), ("hr", "people")):
-            assert ours[key] == theirs[key], key
+        _settled_and_equal(warehouse, src, session, worker, stop, (("shop", "t"), ("shop", "bag"), ("hr", "people")))
         assert any("RESYNC REPLICA TABLE" in (c.metadata.get("statement") or "")
                    for c in DeltaStore(warehouse).history(5))
         with open(os.path.join(warehouse, "service.log")) as f:
