@@ -278,6 +278,7 @@ def _cancel_spark(session: Session) -> None:
 SUBCOMMAND_HELP = """subcommands (rpl-sql COMMAND --help for each):
   replica         run the replica service: follow the channels' sources into replica tables
   snapshot        provision a channel's replica tables from a source that already holds data
+  resync          have the running replica service copy chosen tables from the source again
   ingest          land a source's binlog in the events table once (batch)
   debezium        land Debezium JSON lines in the events table (batch)
   apply           apply the landed events (and with --tables keep the replica tables), once

@@ -109,6 +109,7 @@ class Backfills:
         self.channel, self.settings = channel, settings
         self.page_rows, self.readers = page_rows, readers
         self.workers: dict[str, threading.Thread] = {}  # path -> its worker
+        self.stops: dict[str, threading.Event] = {}     # path -> what stops its worker
         self.status: dict[str, CopyStatus] = {}
         self.stop = threading.Event()
         self.pending = True  # a table may be BACKFILLING (unknown until the SQL thread's first look)
@@ -119,24 +120,27 @@ class Backfills:
         if t is not None and t.is_alive():
             return
         st = self.status.setdefault(path, CopyStatus(f"{source[0]}.{source[1]}", estimate=estimate))
-        t = threading.Thread(target=self._work, args=(path, source, st), daemon=True,
+        stop = self.stops[path] = threading.Event()
+        t = threading.Thread(target=self._work, args=(path, source, st, stop), daemon=True,
                              name=f"rpl_sql-backfill-{source[0]}.{source[1]}")
         self.workers[path] = t
         t.start()
 
     def forget(self, path: str) -> None:
+        """Stop and forget the copy into `path` (its table was narrowed away or copied again)."""
+        self.stops.pop(path, threading.Event()).set()
         self.workers.pop(path, None)
         self.status.pop(path, None)
 
-    def _work(self, path: str, source: tuple[str, str], st: CopyStatus) -> None:
+    def _work(self, path: str, source: tuple[str, str], st: CopyStatus, stop: threading.Event) -> None:
         def progress(rows: int, seconds: float) -> None:
             st.rows, st.seconds = rows, seconds
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not stop.is_set():
             try:
                 settings = self.settings()
                 cols, full = source_columns(settings, *source)
                 TableCopy(settings, source[0], source[1], path, self.channel, page_rows=self.page_rows,
-                          readers=self.readers, progress=progress, stop=self.stop).run(cols, full)
+                          readers=self.readers, progress=progress, stop=stop).run(cols, full)
                 st.error = ""
                 return
             except ColumnsMovedError as e:
@@ -147,10 +151,12 @@ class Backfills:
                 st.error = f"{type(e).__name__}: {e}"
                 log.warning("channel %r: backfill of %s.%s failed (%s); trying again in %.0fs", self.channel,
                             *source, st.error, RETRY_SECONDS)
-                self.stop.wait(RETRY_SECONDS)
+                stop.wait(RETRY_SECONDS)
 
     def close(self) -> None:
         self.stop.set()
+        for stop in self.stops.values():
+            stop.set()
         for t in list(self.workers.values()):
             t.join(30)
 
@@ -160,7 +166,7 @@ class Backfills:
         if not live:
             return ""
         parts = [f"{st.table} {st.rows:,}" + (f" of ~{st.estimate:,}" if st.estimate else "") + " rows"
-                 for st in live]
+                 + (f" (failed, trying again: {st.error})" if st.error else "") for st in live]
         return f"Backfilling {len(live)} table{'s' if len(live) > 1 else ''}: " + ", ".join(parts)
 
 

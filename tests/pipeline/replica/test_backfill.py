@@ -10,6 +10,7 @@ import random
 import re
 import signal
 import threading
+import time
 
 import pytest
 from deltalake import DeltaTable
@@ -26,6 +27,7 @@ from tests.pipeline.replica.test_replica_service import (caught_up, killed_and_r
 from tests.support.mariadb import SourceWorkload, churn_keyed_table, running
 
 ROWS = 4000
+MAX_CHANGES, PACE = 40_000, 0.002  # the workload's commits at most, and seconds between two
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,9 @@ def _workload(src, stop: threading.Event, seed: int) -> SourceWorkload:
     applied, one commit each."""
     def body(conn, cur):
         rnd, n = random.Random(seed), ROWS
-        while not stop.is_set():
+        for _ in range(MAX_CHANGES):  # paced and bounded: the stream stays small on a slow machine
+            if stop.is_set():
+                return
             n = churn_keyed_table(cur, rnd, "shop.t", n)
             k = rnd.randint(1, n)
             if k % 2:
@@ -68,6 +72,7 @@ def _workload(src, stop: threading.Event, seed: int) -> SourceWorkload:
             cur.execute("UPDATE src.c SET n = n + 1 WHERE id = %s", (k % 500 + 1,))
             cur.execute("INSERT INTO hr.people VALUES (%s, 'p') ON DUPLICATE KEY UPDATE name = 'q'", (k,))
             conn.commit()
+            time.sleep(PACE)
     worker = SourceWorkload(src, body, "SET SESSION binlog_format = ROW")
     worker.start()
     return worker

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 
 import pytest
 from deltalake import DeltaTable
@@ -22,6 +23,7 @@ from tests.pipeline.replica.test_replica_service import fresh_pair
 from tests.support.mariadb import SourceWorkload, churn_keyed_table, running
 
 ROWS = 3000
+MAX_CHANGES, PACE = 20_000, 0.002  # the workload's commits at most, and seconds between two
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +36,13 @@ def _workload(src, stop: threading.Event, seed: int) -> SourceWorkload:
     """Seeded random changes to shop.t (see `churn_keyed_table`) and inserts into shop.keyless, one per commit."""
     def body(conn, cur):
         rnd, n = random.Random(seed), ROWS
-        while not stop.is_set():
+        for _ in range(MAX_CHANGES):  # paced and bounded: the stream that follows stays small on a slow machine
+            if stop.is_set():
+                return
             n = churn_keyed_table(cur, rnd, "shop.t", n)
             cur.execute("INSERT INTO shop.keyless VALUES (%s, 'w')", (n % 7,))
             conn.commit()
+            time.sleep(PACE)
     worker = SourceWorkload(src, body, "SET SESSION binlog_format = ROW")
     worker.start()
     return worker
