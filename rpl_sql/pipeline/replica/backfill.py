@@ -25,12 +25,12 @@ from typing import Any, Callable
 
 from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db
 from rpl_sql.filters.rules import TYPES, Filters, fold
+from rpl_sql.pipeline.replica.source_read import source_tables
 from rpl_sql.pipeline.replica.table_copy import ColumnsMovedError, TableCopy, copy_done, source_columns
 from rpl_sql.storage.replica_catalog import BACKFILLING, UNREPLICATED
 
 log = logging.getLogger(__name__)
 
-SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
 RETRY_SECONDS = 5.0  # a worker whose source went away tries again after this
 
 
@@ -73,20 +73,6 @@ def plan(old: Filters, new: Filters, matching, lctn: int, source_tables) -> Plan
     return out
 
 
-def source_tables(settings: dict) -> list[tuple[str, str, int | None]]:
-    """The source's base tables outside the system databases, with information_schema's row estimates."""
-    import pymysql
-
-    conn = pymysql.connect(**settings, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
-                        "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
-            return [(db, name, rows) for db, name, rows in cur.fetchall() if db.lower() not in SYSTEM_DBS]
-    finally:
-        conn.close()
-
-
 @dataclass
 class CopyStatus:
     """A running backfill as the status and the views show it."""
@@ -96,10 +82,6 @@ class CopyStatus:
     estimate: int | None = None
     seconds: float = 0.0
     error: str = ""
-
-    @property
-    def rate(self) -> float:
-        return self.rows / self.seconds if self.seconds > 0 else 0.0
 
 
 class Backfills:

@@ -23,6 +23,7 @@ from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db, statement_eve
 from rpl_sql.filters.rules import fold
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.binlog import source_settings
+from rpl_sql.pipeline.replica.source_read import SYSTEM_DBS, source_tables
 from rpl_sql.pipeline.replica.table_copy import ColumnsMovedError, TableCopy, source_columns
 from rpl_sql.pipeline.ingest_position import committed_position
 from rpl_sql.storage.replica_catalog import COPYING, Catalog
@@ -32,7 +33,6 @@ from rpl_sql.storage.store import DeltaStore, resolve_warehouse
 
 log = logging.getLogger(__name__)
 
-SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
 @dataclass
@@ -110,11 +110,9 @@ class SourceSnapshot:
             with conn.cursor() as cur:
                 cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
                 dbs = [r[0] for r in cur.fetchall() if r[0].lower() not in SYSTEM_DBS]
-                cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
-                            "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
-                tables = [r for r in cur.fetchall() if r[0].lower() not in SYSTEM_DBS]
         finally:
             conn.close()
+        tables = source_tables(settings)
         for db in dbs:  # what CREATE DATABASE would have done on this replica
             if decide(ch.filters, statement_event("CREATE_DB", db, []), state.matching).apply:
                 cat.add_database(db)

@@ -31,7 +31,7 @@ from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica.merge import create, write
 from rpl_sql.pipeline.replica.source_read import key_columns, key_ranges, read_page, table_columns
 from rpl_sql.storage.delta import archive
-from rpl_sql.storage.replica_states import COPY_DONE_KEY, COPY_PROGRESS_KEY
+from rpl_sql.storage.replica_states import COPY_DONE_KEY, COPY_PROGRESS_KEY, copy_progress
 
 # 2M rows of 5 columns landed in 0.61 s as ZSTD (26 MB), 0.89 s as delta-rs' default snappy (51 MB)
 COPY_COMPRESSION = "ZSTD"
@@ -90,21 +90,11 @@ def source_columns(settings: dict, db: str, name: str) -> tuple[list[dict], bool
 
 def copy_done(path: str) -> CopyResult | None:
     """The finished copy recorded at `path` (None: unfinished, or no copy)."""
-    for info in archive.history(archive.open_existing(path), 4):
-        if COPY_DONE_KEY in info:
-            got = json.loads(info[COPY_DONE_KEY])
-            return CopyResult(tuple(got["since"]), tuple(got["exact_after"]) if got["exact_after"] else None,
-                              int(got["rows"]), got.get("columns"))
-        if COPY_PROGRESS_KEY in info:
-            return None
-    return None
-
-
-def _progress_of(path: str) -> dict | None:
-    for info in archive.history(archive.open_existing(path), None):
-        if COPY_PROGRESS_KEY in info:
-            return json.loads(info[COPY_PROGRESS_KEY])
-    return None
+    got = copy_progress(path)
+    if got is None or "exact_after" not in got:
+        return None
+    return CopyResult(tuple(got["since"]), tuple(got["exact_after"]) if got["exact_after"] else None,
+                      int(got["rows"]), got.get("columns"))
 
 
 class TableCopy:
@@ -128,12 +118,8 @@ class TableCopy:
               metadata={k: json.dumps(v, ensure_ascii=False) for k, v in meta.items()})
 
     def _pages(self, cols: list[dict]) -> CopyResult:
-        known = None
-        try:
-            known = _progress_of(self.path) if copy_done(self.path) is None else None
-        except Exception:  # no table there yet
-            known = None
-        if known is not None and known.get("columns") == cols:
+        known = copy_progress(self.path)  # an unfinished paged copy of these columns is resumed
+        if known is not None and known.get("ranges") and known.get("columns") == cols:
             since, ranges, rows = tuple(known["since"]), known["ranges"], int(known["rows"])
         else:
             since = binlog_position(self.settings)
