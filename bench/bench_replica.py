@@ -6,7 +6,8 @@
    `--per-txn` single-row INSERTs/UPDATEs into two tables) before the service starts; then, side by side:
    python-mysql-replication alone decoding the same binlog (every row image read), the receiver's part alone
    (`rpl-sql ingest` to the events table), and `rpl-sql replica` (a separate process) from start until its
-   replica tables hold everything. Each `--repeat` times, taking turns (a shared 2-core machine varies by
+   replica tables hold everything, and a stock MariaDB replica (a second server, one SQL thread) from START
+   SLAVE until it executed the whole binlog (no target yet). Each `--repeat` times, taking turns (a shared 2-core machine varies by
    +-20% from run to run); the best time of each side, its rows/s and its ratio to the bare reader's best.
 2. Lag. The service runs while a client inserts at a steady `--rate` rows/s for `--seconds` (one multi-row
    INSERT every 20 ms); each row's id is timed at its COMMIT. A sampler reads the replica table's highest id
@@ -162,6 +163,19 @@ def replica_catch_up(warehouse: str, m: MariaDBServer) -> float:
         proc.wait()
 
 
+def mariadb_replica_catch_up(base: str, m: MariaDBServer) -> float:
+    """A stock MariaDB replica (a fresh server, its defaults: one SQL thread) from START SLAVE until it has
+    executed the whole binlog, seconds. No filters: REPLICATE_REWRITE_DB would need crm.orders made by hand."""
+    r = MariaDBServer(base, server_id=2).start()
+    try:
+        t = time.monotonic()
+        r.follow(m, "bench")
+        r.caught_up(m, "bench", timeout=3600)
+        return time.monotonic() - t
+    finally:
+        r.stop()
+
+
 def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int, repeat: int) -> None:
     m.reset()
     m.execute("CREATE DATABASE bench", "CREATE DATABASE app",
@@ -171,12 +185,13 @@ def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int, repeat: int) -> 
     print(f"1. catch-up: {n:,} row changes generated in {time.monotonic() - t:.1f} s "
           f"({per_txn} per transaction, 1/4 UPDATEs); each side {repeat} times, taking turns, best of each")
     bare_reader(m)  # once to warm the server's caches, so neither side below pays for it
-    bare, receiving, ours = [], [], []
+    bare, receiving, ours, theirs = [], [], [], []
     for i in range(repeat):
         rows, s = bare_reader(m)
         bare.append(s)
         receiving.append(receive_only(f"{base}/receive{i}", m))
         ours.append(replica_catch_up(f"{base}/catchup{i}", m))
+        theirs.append(mariadb_replica_catch_up(f"{base}/mariadb_replica{i}", m))
 
     def line(label: str, times: list[float], ratio: bool = True) -> None:
         best = min(times)
@@ -187,6 +202,8 @@ def catch_up(base: str, m: MariaDBServer, n: int, per_txn: int, repeat: int) -> 
     line(f"python-mysql-replication alone, {rows:,} row images", bare, ratio=False)
     line("receiving alone (rpl-sql ingest to the events table, one process)", receiving)
     line("rpl-sql replica (threads running to replica tables current)", ours)
+    line("a stock MariaDB replica (START SLAVE to the whole binlog executed; no target yet)", theirs)
+    print(f"   rpl-sql replica's best against the MariaDB replica's: {min(ours) / min(theirs):.2f} x its time")
 
 
 def slope(points: list[tuple[float, float]]) -> float:

@@ -25,6 +25,7 @@ from rpl_sql.storage import landed_shapes
 from rpl_sql.filters import lint
 from rpl_sql.server import execute as server
 from rpl_sql.storage import service_status
+from rpl_sql.source_server.table_changes import table_change_rows
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.server.applier_state import applier_status, executed_gtids
 from rpl_sql.errors import MySQLError, SparkRequiredError, SparkSQLError, MySQLWarning
@@ -285,12 +286,6 @@ class Session:
                 out[ch.name] = {**out.get(ch.name, {}), **seen}
         return out
 
-    def _history(self, stmt: ShowReplicationFilterHistory) -> Result:
-        rows = [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
-                 c.configured_by, c.operation, redact(c.statement) if c.statement else c.statement)
-                for c in self.store.filter_changes(stmt.channel, stmt.limit)]
-        return Result(stmt, HISTORY_COLUMNS, rows)
-
     def _lint(self, stmt: ShowReplicationFilterWarnings) -> Result:
         """The lint of the current rules, with each rule's hits over the channels' landed events."""
         state = self.state
@@ -311,7 +306,8 @@ class Session:
         else:
             rows = impact.impact(state, after, landed_shapes.shapes(self.warehouse, names, stmt.last, stmt.since),
                                  names)
-        return Result(stmt, impact.IMPACT_COLUMNS, rows)
+        tables, warnings = table_change_rows(self.warehouse, state, after, names)
+        return Result(stmt, impact.IMPACT_COLUMNS, rows + tables, tuple(warnings))
 
     def _landed_shapes(self, *args):
         """The landed events' shapes: counted by a Spark job once the session has Spark, else with Arrow here
@@ -446,7 +442,14 @@ def is_spark_error(e: BaseException) -> bool:
     return any(c.__module__.startswith(("pyspark.errors", "py4j")) for c in type(e).__mro__)
 
 
-# statement type -> the Session method that runs it; any other statement is the server layer's (a commit)
+def filter_history(session: Session, stmt: ShowReplicationFilterHistory) -> Result:
+    """SHOW REPLICATION FILTER HISTORY: the filter changes from the state table's commit log, statements redacted."""
+    rows = [(c.version, c.committed_at, c.channel_name, c.filter_name, c.filter_rule, c.previous_rule,
+             c.configured_by, c.operation, redact(c.statement) if c.statement else c.statement)
+            for c in session.store.filter_changes(stmt.channel, stmt.limit)]
+    return Result(stmt, HISTORY_COLUMNS, rows)
+
+
 def replica_tables(session: Session, stmt: ShowReplicaTables) -> Result:
     """SHOW REPLICA TABLES: each replica table's state (storage/replica_states.py)."""
     from rpl_sql.storage import replica_states  # with delta-rs and pyarrow: loaded when asked
@@ -457,12 +460,13 @@ def replica_tables(session: Session, stmt: ShowReplicaTables) -> Result:
     return Result(stmt, replica_states.COLUMNS, rows)
 
 
+# statement type -> what runs it in a session; any other statement is the server layer's (a commit)
 SESSION_HANDLERS: dict[type, Callable[[Session, Any], Result]] = {
     WaitForGtidSet: Session._wait_statement,
     SetDefaultConnection: Session._set_default_connection,
     ShowVariables: Session._show_variables,
     OtherSQL: Session._spark_sql,
-    ShowReplicationFilterHistory: Session._history,
+    ShowReplicationFilterHistory: filter_history,
     ShowReplicaTables: replica_tables,
     ShowReplicationFilterWarnings: Session._lint,
     ExplainChangeReplicationFilter: Session._impact,

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "rpl_sql"
 CORE = {"errors", "filters", "language", "server", "display", "compile", "classify", "configs"}
 LAYERS = [  # (layer, the folders and top-level modules under rpl_sql that make it)
     ("core", CORE),
-    ("io", {"storage", "jvm"}),
+    ("io", {"storage", "source_server", "jvm"}),
     ("session", {"session"}),
     ("spark", {"spark"}),
     ("pipeline", {"pipeline"}),
@@ -38,9 +38,9 @@ MAX_MODULE_LINES, MAX_CLASS_LINES = 500, 250
 # Past those sizes today, each to be split along the seams docs/architecture.md names (issue #58, item 5); a
 # module here may not grow, and no other may pass the limits.
 OVERSIZED = {
-    "rpl_sql/pipeline/applier/job.py": 734, "rpl_sql/pipeline/replica/service.py": 593,
+    "rpl_sql/pipeline/applier/job.py": 697, "rpl_sql/pipeline/replica/service.py": 593,
     "rpl_sql/language/parser.py": 686, "rpl_sql/pipeline/binlog.py": 521,
-    "_Applier": 466, "ReplicaTables": 286, "BinlogIngest": 383, "_Compiler": 372, "Session": 350, "Matchers": 289,
+    "_Applier": 433, "ReplicaTables": 286, "BinlogIngest": 383, "_Compiler": 372, "Session": 345, "Matchers": 289,
 }
 
 

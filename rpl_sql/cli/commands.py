@@ -13,6 +13,8 @@ from rpl_sql.language.quoting import mysql_str, qualified
 from rpl_sql.session import Session
 from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.job import engine_for_master
+from rpl_sql.pipeline.applier.tables_gate import TablesGate, finish_backfills
+from rpl_sql.pipeline.replica.backfill import ChannelBackfills
 from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError,
                                               service_logging)
 from rpl_sql.pipeline.replica.service_memory import SERVICE_ALLOCATORS, set_service_allocators
@@ -120,10 +122,15 @@ def apply_main(argv: list[str] | None = None) -> int:
         total = pr.events_done + pr.events_pending if pr.events_pending is not None else None
         display.show(f"[apply {pr.channel!r}] batch {pr.batch}", bar(pr.events_done, total, pr.rate, "events"))
 
+    warehouse = resolve_warehouse(args.warehouse)
+    backfills = ChannelBackfills(warehouse) if args.tables else None
     try:
-        report = apply(start_spark, args.warehouse, args.channel, batch_size=args.batch_size or None,
+        report = apply(start_spark, warehouse, args.channel, batch_size=args.batch_size or None,
                        progress=None if args.silent else show, tables=args.tables, exec_mode=args.exec_mode,
-                       engine=engine)
+                       engine=engine, backfills=backfills)
+        if backfills is not None:  # a filter change widened what a channel applies: its new tables filled
+            finish_backfills(TablesGate(warehouse, args.exec_mode, backfills), list(backfills.made),
+                             None if args.silent else lambda line: display.show("[backfill]", line))
     except MySQLError as e:
         display.close()
         sys.stderr.write(error_text(e))

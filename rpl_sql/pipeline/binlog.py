@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable
 
 
-from rpl_sql.storage import credentials
+from rpl_sql.source_server.connection import connection_settings
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
@@ -45,37 +45,12 @@ def _log_key(file: str, pos: int) -> tuple:
 
 
 def source_settings(warehouse: str, state: ServerState, channel: str) -> tuple[dict, dict]:
-    """pymysql connection settings of the channel's source (from CHANGE REPLICATION SOURCE, the password from
-    rpl_sql.storage.credentials) and the origin facts recorded with every commit."""
+    """pymysql connection settings of the channel's source and the origin facts recorded with every commit."""
     ch = state.channel(channel)
     if ch is None or not ch.configured:
         raise IngestError(f"channel {channel!r} is not configured (CHANGE REPLICATION SOURCE TO "
                           f"SOURCE_HOST=... FOR CHANNEL '{channel}')")
-    legacy = str(ch.option("SOURCE_PASSWORD") or "")  # held in the state by warehouses written before 0.2
-    password = credentials.password(warehouse, ch.name) or legacy
-    settings = {"host": str(ch.option("SOURCE_HOST")), "port": int(ch.option("SOURCE_PORT") or 3306),
-                "user": str(ch.option("SOURCE_USER") or ""), "password": password,
-                "connect_timeout": 30}
-    if ch.option("SOURCE_BIND"):
-        settings["bind_address"] = str(ch.option("SOURCE_BIND"))
-    if str(ch.option("SOURCE_SSL") or "0") == "1":  # required TLS; otherwise pymysql's "preferred" mode
-        tls = {"ssl_ca": ch.option("SOURCE_SSL_CA"), "ssl_cert": ch.option("SOURCE_SSL_CERT"),
-               "ssl_key": ch.option("SOURCE_SSL_KEY")}
-        settings.update({k: str(v) for k, v in tls.items() if v})
-        settings["ssl_verify_cert"] = str(ch.option("SOURCE_SSL_VERIFY_SERVER_CERT") or "0") == "1"
-        if not any(tls.values()) and not settings["ssl_verify_cert"]:
-            import ssl
-
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-            settings["ssl"] = ctx  # encrypted, unverified: SOURCE_SSL=1 without a CA
-    origin = {"source_host": settings["host"], "source_port": str(settings["port"]),
-              "origin_file": str(ch.option("SOURCE_LOG_FILE") or ""),
-              "origin_pos": str(ch.option("SOURCE_LOG_POS") or ""),
-              "auto_position": "1" if str(ch.option("SOURCE_AUTO_POSITION") or "0") == "1" else "0"}
-    if ch.reset_at:  # recorded with every commit: a commit of an older generation was read before a RESET
-        origin["reset_at"] = str(ch.reset_at)
-    return settings, origin
+    return connection_settings(warehouse, ch)
 
 
 class SourceChangedError(IngestError):

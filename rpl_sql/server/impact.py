@@ -6,16 +6,18 @@ the proposed filters (EXPLAIN CHANGE REPLICATION FILTER). Pure: the landed shape
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from rpl_sql.server import execute as server
 from rpl_sql.errors import MySQLError
-from rpl_sql.filters.evaluate import Decision, Event, RowEvent, decide, decision_key
+from rpl_sql.filters.evaluate import Decision, Event, RowEvent, decide, decision_key, rewrite_db
+from rpl_sql.filters.rules import Filters, fold
 from rpl_sql.filters.state import ServerState
 from rpl_sql.language.statements import ChangeReplicationFilter
 
 IMPACT_COLUMNS = ("Channel", "Database", "Object", "Events", "Verdict_now", "Verdict_after", "Decided_by_now",
-                  "Decided_by_after")
+                  "Decided_by_after", "Table_change", "Source_rows")
+BACKFILL, STOP = "BACKFILL", "STOP REPLICATING"
 
 
 def proposed(state: ServerState, change: ChangeReplicationFilter, now: int) -> ServerState:
@@ -83,7 +85,48 @@ def channel_rows(name: str, decided: list[tuple[Event, int, tuple, tuple]],
             key = (*_label(ev), k0, k1)
             changed[key] = changed.get(key, 0) + n
     flips = sorted(changed.items(), key=lambda kv: (kv[0][2][0] == kv[0][3][0], -kv[1], str(kv[0][:2])))
-    rows = [(name, db, obj, n, k0[0], k1[0], k0[1], k1[1]) for (db, obj, k0, k1), n in flips]
+    rows = [(name, db, obj, n, k0[0], k1[0], k0[1], k1[1], None, None) for (db, obj, k0, k1), n in flips]
     rows.append((name, None, "(all landed events)", total, f"APPLY {now_applied}", f"APPLY {after_applied}",
-                 None, None))
+                 None, None, None, None))
+    return rows
+
+
+@dataclass
+class TableChanges:
+    """What a filter change does to a channel's replica tables: (source db, name, target db, target name, row
+    estimate) of the tables it starts applying (backfilled from the source) and those it stops applying."""
+
+    widened: list[tuple[str, str, str, str, int | None]] = field(default_factory=list)
+    narrowed: list[tuple[str, str, str, str, int | None]] = field(default_factory=list)
+
+
+def table_changes(old: Filters, new: Filters, matching, lctn: int, source_tables) -> TableChanges:
+    """Which source tables (db, name, row estimate) a change from `old` to `new` filters widens or narrows; a
+    database REPLICATE_REWRITE_DB newly maps elsewhere is both (its old target stops, its new one fills)."""
+    out = TableChanges()
+    for db, name, estimate in source_tables:
+        a, b = decide(old, RowEvent(db, name), matching).apply, decide(new, RowEvent(db, name), matching).apply
+        was = rewrite_db(old, db, lctn) if a else None
+        now = rewrite_db(new, db, lctn) if b else None
+        if now is not None and (was is None or fold(was, lctn) != fold(now, lctn)):
+            out.widened.append((db, name, now, fold(name, lctn), estimate))
+        if was is not None and (now is None or fold(was, lctn) != fold(now, lctn)):
+            out.narrowed.append((db, name, was, fold(name, lctn), estimate))
+    return out
+
+
+def table_rows(channel: str, before: ServerState, after: ServerState, source_tables) -> list[tuple]:
+    """Rows of IMPACT_COLUMNS for the replica tables of `channel` that the change from `before` to `after` would
+    backfill or stop replicating, from the source's (db, name, row estimate) list."""
+    lctn = before.lower_case_table_names
+    change = table_changes(before.channel(channel).filters, after.channel(channel).filters, before.matching,
+                           lctn, source_tables)
+    rows = []
+    for what, tables in ((BACKFILL, change.widened), (STOP, change.narrowed)):
+        for db, name, target, tname, estimate in tables:
+            now, then = reference_key(before, channel, RowEvent(db, name)), reference_key(after, channel,
+                                                                                          RowEvent(db, name))
+            into = "" if (fold(target, lctn), tname) == (fold(db, lctn), fold(name, lctn)) else \
+                f" {'INTO' if what == BACKFILL else 'OF'} {target}.{tname}"
+            rows.append((channel, db, name, None, now[0], then[0], now[1], then[1], what + into, estimate))
     return rows

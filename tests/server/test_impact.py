@@ -17,7 +17,12 @@ from deltalake import write_deltalake
 import rpl_sql
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import RowEvent, TableRef, decide, statement_event
+from rpl_sql.filters.rules import FilterType
+from rpl_sql.language.parser import parse
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
+from rpl_sql.pipeline.replica.backfill import filters_of, filters_text
+from rpl_sql.server import impact
+from rpl_sql.server.impact import TableChanges, table_changes
 
 NAMES = ["shop", "Shop", "crm", "tmp_1", "tmpx1", "we'ird", "b`q", "c,d", "ü", "x%y", "a\\b", "hr"]
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -240,3 +245,59 @@ def test_the_impact_in_spark_equals_the_reference_impact_under_lctn(spark, tmp_p
         flips = sum(r[3] for r in got[:-1])
         assert flips == sum(1 for d0, d1 in zip(brute(state, ch, rows[ch]), brute(after, ch, rows[ch]))
                             if (d0.apply, d0.decided_by) != (d1.apply, d1.decided_by))
+
+
+def test_table_changes_name_what_a_change_widens_and_narrows(warehouse):
+    s = rpl_sql.connect(warehouse)
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'h' FOR CHANNEL 'p'")
+    none = s.state.channel("p").filters
+    s.execute("CHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('shop.o%', 'crm.%'), "  # after the rewrite
+              "REPLICATE_REWRITE_DB = ((src, crm)), REPLICATE_IGNORE_TABLE = (shop.old) FOR CHANNEL 'p'")
+    rules = s.state.channel("p").filters
+    tables = [("shop", "orders", 5), ("shop", "old", 1), ("src", "c", 2), ("hr", "people", 3)]
+    got = table_changes(none, rules, s.state.matching, 0, tables)
+    assert got.widened == [("src", "c", "crm", "c", 2)]  # a new rewrite target: copied there
+    assert {n[:3] for n in got.narrowed} == {("shop", "old", "shop"), ("src", "c", "src"), ("hr", "people", "hr")}
+    back = table_changes(rules, none, s.state.matching, 0, tables)
+    assert {w[:3] for w in back.widened} == {("shop", "old", "shop"), ("src", "c", "src"), ("hr", "people", "hr")}
+    assert back.narrowed == [("src", "c", "crm", "c", 2)]
+    assert isinstance(got, TableChanges) and table_changes(rules, rules, s.state.matching, 0, tables) == TableChanges()
+    again, lctn = filters_of(filters_text(rules, 1))
+    assert lctn == 1 and all(again.values(t) == rules.values(t) for t in FilterType)
+
+
+def test_explain_lists_the_replica_tables_a_change_would_backfill_or_stop(warehouse):
+    s = rpl_sql.connect(warehouse)
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'h' FOR CHANNEL 'p'; "
+              "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (shop) FOR CHANNEL 'p'")
+    before = s.state
+    after = impact.proposed(before, parse("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (shop, `we'ird`), "
+                                              "REPLICATE_REWRITE_DB = ((src, `we'ird`)) FOR CHANNEL 'p'")[0], 0)
+    listed = [("shop", "orders", 7), ("src", "c", 2), ("we'ird", "x", None), ("hr", "people", 3)]
+    rows = impact.table_rows("p", before, after, listed)
+    assert [r[1:3] + r[4:6] + r[8:] for r in rows] == [
+        ("src", "c", "IGNORE", "APPLY", "BACKFILL INTO we'ird.c", 2),
+        ("we'ird", "x", "IGNORE", "APPLY", "BACKFILL", None)]
+    assert all(len(r) == len(impact.IMPACT_COLUMNS) and r[0] == "p" and r[3] is None for r in rows)
+    back = impact.table_rows("p", after, before, listed)
+    assert {(r[1], r[2], r[8]) for r in back} == {("src", "c", "STOP REPLICATING OF we'ird.c"),
+                                                   ("we'ird", "x", "STOP REPLICATING")}
+
+
+def test_explain_says_when_the_source_is_not_reached_and_keeps_the_rest(warehouse):
+    """A channel whose tables `rpl-sql replica` keeps, its source down: a warning instead of the table rows, and
+    the landed events' rows stand. A channel without replica tables lists none and warns of nothing."""
+    from rpl_sql.storage.replica_catalog import Catalog
+
+    s = rpl_sql.connect(warehouse)
+    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = 9, SOURCE_USER = 'u', "
+              "SOURCE_PASSWORD = 'sekrit' FOR CHANNEL 'p'")
+    change = "EXPLAIN CHANGE REPLICATION FILTER REPLICATE_DO_DB = (shop) FOR CHANNEL 'p'"
+    res = s.execute(change)[-1]
+    assert res.columns == impact.IMPACT_COLUMNS and not res.warnings
+    Catalog.load(warehouse, "p").commit(0)
+    res = s.execute(change)[-1]
+    assert [r[2] for r in res.rows] == ["(all landed events)"]
+    (w,) = res.warnings
+    assert w.level == "Warning" and w.code == 2003 and "channel 'p' (127.0.0.1:9) was not reached" in w.message
+    assert "sekrit" not in w.message and not any(s.state.channel("p").filters.values(t) for t in FilterType)

@@ -9,7 +9,6 @@ docs/design/README.md#rpl_sqlpipelineapplier.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -34,7 +33,8 @@ from rpl_sql.pipeline.applier.arrow_write import filesystem, write_applied
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
 from rpl_sql.pipeline.applier.local import LocalApplier
-from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress
+from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress, timed
+from rpl_sql.pipeline.applier.tables_gate import NO_TABLES, TablesGate
 from rpl_sql.pipeline.applier.shapes import (
     DATA_DIR,
     SHAPE_KEYS,
@@ -51,7 +51,6 @@ from rpl_sql.pipeline.applier.shapes import (
     with_shape_key,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE, applied_path, events_path
-from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.summary import Summary, merge, tables_key
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.ingest_position import SourceFilterConflictError, channel_commits
@@ -68,13 +67,6 @@ log = logging.getLogger(__name__)
 ENGINES = ("auto", "arrow", "spark")  # who writes the applied events: pyarrow in the driver, or Spark
 
 # ---------------------------------------------------------------- the job
-
-@contextlib.contextmanager
-def _timed(what: str, channel: str):
-    t = time.perf_counter()
-    yield
-    log.debug("channel '%s': %s %.2fs", channel, what, time.perf_counter() - t)
-
 
 class _LogOnce:
     """The run's events table, whose log windows (channel_commits reads growing ones) are read once for all
@@ -136,7 +128,7 @@ class _Applier:
     """
 
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[ApplyProgress], None] | None,
-                 verify: str, tables: bool = False, exec_mode: str = "STRICT", engine: str = "auto"):
+                 verify: str, tables: TablesGate | None = None, engine: str = "auto"):
         if batch_size is not None and batch_size <= 0:
             raise ValueError("batch_size must be positive")
         if verify not in ("auto", "all", "none"):
@@ -156,41 +148,8 @@ class _Applier:
         self._config_key = None
         self._installer: FunctionInstaller | None = None
         self._commits: dict[str, list[tuple[int, dict]]] = {}  # per channel: its ingest commits this run
-        self.tables, self.exec_mode = tables, exec_mode
+        self.tables = tables or NO_TABLES
         self.behind = _WriteStage()
-
-    def _replica_tables(self, state: ServerState, channel: str) -> ReplicaTables:
-        return ReplicaTables(self.warehouse, channel, lctn=state.lower_case_table_names, exec_mode=self.exec_mode)
-
-    def materialize(self, channel: str) -> None:
-        """Bring the channel's replica tables to its applier position (a no-op unless `tables`)."""
-        if not self.tables:
-            return
-        state = self.store.load().state
-        with _timed("replica tables", channel):
-            self._replica_tables(state, channel).catch_up(state.channel(channel).applier.seq)
-
-    def gate(self, rec: BatchRecord) -> None:
-        """The replica tables take a batch between its applied commit and its state commit, so the executed
-        position means "in the tables", as the service's applier does (LocalApplier.gate). When they refuse an
-        event (1032, 1049, ... with its `seq`), the batch's applied commit is taken back, the transactions
-        before that event's are applied and counted as executed, and the error stops the run."""
-        if not self.tables:
-            return
-        state = self.store.load().state
-        tables = self._replica_tables(state, rec.channel)
-        try:
-            with _timed("replica tables", rec.channel):
-                tables.catch_up(rec.end)
-        except MySQLError as e:
-            failed = getattr(e, "seq", None)
-            if failed is None or not rec.start < failed <= rec.end:
-                raise
-            self.commits.withdraw_applied(rec)
-            local = LocalApplier(self.warehouse, store=self.store)
-            local.gate = lambda lo, last, out: tables.catch_up(last, handed=(lo, out), state=state)
-            local.run_batch(rec.channel, through=failed)  # commits up to the failing transaction, then raises
-            raise
 
     # ------------------------------------------------------------ channels
 
@@ -238,7 +197,7 @@ class _Applier:
         if key != self._config_key:
             if self._installer is None or self._installer.spark is not self.spark:
                 self._installer = FunctionInstaller(self.spark, applier=True)
-            with _timed("compile + register functions", "*"):
+            with timed("compile + register functions", "*"):
                 self._installer.install(replace(state, channels=same))
             self._config_key = key
 
@@ -295,7 +254,7 @@ class _Applier:
                 rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
                 if rec is None:
                     break
-                self.materialize(channel)  # the catalog moves past the skipped events (the gate did not run)
+                self.tables.materialize(channel)  # the catalog moves past the skipped events (the gate did not run)
                 completed(rec)
                 pos = rec.end
                 continue  # the events after the skipped ones, in this run
@@ -334,7 +293,7 @@ class _Applier:
         if commits:
             hi = commits[-1].last_seq
         else:
-            with _timed("batch end", ch.name):
+            with timed("batch end", ch.name):
                 hi = self._batch_end(events(), lo)
 
         @functools.cache
@@ -350,7 +309,7 @@ class _Applier:
             self._functions(state, ch.name)
         if commits:
             log.debug("channel '%s': seqs %d..%d from %d commit summaries", ch.name, lo + 1, hi, len(commits))
-        with _timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name):
+        with timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name):
             shapes, gtids, (last_file, last_pos) = (self._summarized(commits) if commits
                                                     else self._aggregate(ev(), ch, sql))
         if not shapes:
@@ -363,7 +322,7 @@ class _Applier:
         bad = [s for s in shapes if s.kind.startswith("unknown:")]
         if bad:
             raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
-        with _timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name):
+        with timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name):
             self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
         dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
 
@@ -372,13 +331,13 @@ class _Applier:
                            source_dropped=dropped)
 
         def write_and_commit() -> None:
-            with _timed("write", ch.name):
+            with timed("write", ch.name):
                 actions = (self._write_arrow(files, shapes, rec) if self.engine == "arrow"
                            else self._write(ev(), shapes, rec))
-            with _timed("commit applied", ch.name):
+            with timed("commit applied", ch.name):
                 self.commits.commit_applied(rec, actions)
-            self.gate(rec)
-            with _timed("commit state", ch.name):
+            self.tables.gate(rec)
+            with timed("commit state", ch.name):
                 self.commits.commit_state(rec)
             if completed is not None:
                 completed(rec)
@@ -678,7 +637,8 @@ def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
 
 def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[str] | None = None, *,
           batch_size: int | None = None, progress: Callable[[ApplyProgress], None] | None = None,
-          verify: str = "auto", tables: bool = False, exec_mode: str = "STRICT", engine: str = "auto") -> ApplyReport:
+          verify: str = "auto", tables: bool = False, exec_mode: str = "STRICT", engine: str = "auto",
+          backfills: Callable[[str], Any] | None = None) -> ApplyReport:
     """Run the applier over the events landed so far (the events table as of the start of the run).
 
     `spark`: a SparkSession, a function returning one, or None to start a local one (either only if some
@@ -693,20 +653,23 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     also keep the replica tables (`pipeline.replica`) after each batch, with `exec_mode` 'STRICT' (MySQL's
     errors 1032/1062 stop) or 'IDEMPOTENT'. `engine`: who writes the applied events -- 'arrow' (pyarrow in
     this process: no Spark at all for events the ingest summarised), 'spark' (the session's executors), or
-    'auto': 'arrow' on a local master, 'spark' on a cluster. Half-done batches of a crashed run are completed
-    first.
+    'auto': 'arrow' on a local master, 'spark' on a cluster. `backfills`: channel -> its `backfill.Backfills`
+    (default: workers left running on what a filter change newly applies; the next run finishes them).
+    Half-done batches of a crashed run are completed first.
     """
     from deltalake.exceptions import TableNotFoundError
 
     t0 = time.perf_counter()
-    job = _Applier(spark, resolve_warehouse(warehouse), batch_size, progress, verify, tables, exec_mode, engine)
+    warehouse = resolve_warehouse(warehouse)
+    gate = TablesGate(warehouse, exec_mode, backfills) if tables else None
+    job = _Applier(spark, warehouse, batch_size, progress, verify, gate, engine)
     state = job.store.load().state
     names, named = job.targets(state, channels)
     reports = {n: ChannelReport(n) for n in names}
     for n in names:  # recovery is bookkeeping of work already done: it runs whether or not the thread runs
         reports[n].start_seq = reports[n].end_seq = state.channel(n).applier.seq
-        job.commits.recover(n, reports[n], gate=job.gate)
-        job.materialize(n)
+        job.commits.recover(n, reports[n], gate=job.tables.gate)
+        job.tables.materialize(n)
     state = job.store.load().state
     if named:
         for n in names:

@@ -1,13 +1,24 @@
 """What an applier run reports: per-batch progress, per-channel counts, and the run's table."""
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 
 from rpl_sql.server.applier_state import BatchRecord
 from rpl_sql.display.render import format_table
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def timed(what: str, channel: str):
+    """A step of a run, its seconds logged at DEBUG (`rpl-sql apply -v`)."""
+    t = time.perf_counter()
+    yield
+    logging.getLogger("rpl_sql.pipeline.applier.job").debug("channel '%s': %s %.2fs", channel, what,
+                                                            time.perf_counter() - t)
 
 
 # ---------------------------------------------------------------- reports

@@ -1,7 +1,7 @@
 """Tables stay whole when what a channel applies changes on a running replica (WL#7057's promise).
 
 The SQL thread (`materialize.ReplicaTables`) compares the filters its batch was decided with against the ones
-its catalog followed so far (`Catalog.filters`). When they differ, `plan` lists the source's tables by both:
+its catalog followed so far (`Catalog.filters`). When they differ, `rpl_sql.server.impact.table_changes` lists the source's tables by both:
 - a table the new filters apply and the old did not (a new do or wild-do rule, an ignore rule gone, a database
   newly mapped by REPLICATE_REWRITE_DB to another target) is *widened*: its catalog entry becomes BACKFILLING
   on a fresh path, and a worker thread copies it from the source (`table_copy`: keyset pages between two
@@ -20,14 +20,18 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db
-from rpl_sql.filters.rules import TYPES, Filters, fold
-from rpl_sql.pipeline.replica.source_read import source_tables
+from rpl_sql.filters.rules import TYPES, Filters
+from rpl_sql.source_server.connection import connection_settings
+from rpl_sql.source_server.table_list import source_tables
 from rpl_sql.pipeline.replica.table_copy import ColumnsMovedError, TableCopy, copy_done, source_columns
+from rpl_sql.server.impact import table_changes
 from rpl_sql.storage.replica_catalog import BACKFILLING, UNREPLICATED
+from rpl_sql.storage.store import DeltaStore
 
 log = logging.getLogger(__name__)
 
@@ -49,28 +53,6 @@ def filters_of(text: str) -> tuple[Filters, int]:
         vals = got.get(t.value) or []
         f = f.configure(t, tuple(tuple(v) if isinstance(v, list) else v for v in vals), "", 0)
     return f, int(got.get("lctn", 0))
-
-
-@dataclass
-class Plan:
-    """What a filter change does to the tables: (source db, name, target db, target name, row estimate)."""
-
-    widened: list[tuple[str, str, str, str, int | None]] = field(default_factory=list)
-    narrowed: list[tuple[str, str, str, str, int | None]] = field(default_factory=list)
-
-
-def plan(old: Filters, new: Filters, matching, lctn: int, source_tables) -> Plan:
-    """Which source tables (db, name, row estimate) a change from `old` to `new` filters widens or narrows."""
-    out = Plan()
-    for db, name, estimate in source_tables:
-        a, b = decide(old, RowEvent(db, name), matching).apply, decide(new, RowEvent(db, name), matching).apply
-        was = rewrite_db(old, db, lctn) if a else None
-        now = rewrite_db(new, db, lctn) if b else None
-        if now is not None and (was is None or fold(was, lctn) != fold(now, lctn)):
-            out.widened.append((db, name, now, fold(name, lctn), estimate))
-        if was is not None and (now is None or fold(was, lctn) != fold(now, lctn)):
-            out.narrowed.append((db, name, was, fold(name, lctn), estimate))
-    return out
 
 
 @dataclass
@@ -152,11 +134,38 @@ class Backfills:
         return f"Backfilling {len(live)} table{'s' if len(live) > 1 else ''}: " + ", ".join(parts)
 
 
+class ChannelBackfills:
+    """channel -> its `Backfills`, made when first asked for, reaching the channel's source as its state says
+    then: what a Spark applier run (`rpl-sql apply --tables`) hands its tables."""
+
+    def __init__(self, warehouse: str, **kw):
+        self.warehouse, self.kw = warehouse, kw
+        self.made: dict[str, Backfills] = {}
+
+    def __call__(self, channel: str) -> Backfills:
+        if channel not in self.made:
+            self.made[channel] = Backfills(channel, lambda: self._settings(channel), **self.kw)
+        return self.made[channel]
+
+    def _settings(self, channel: str) -> dict:
+        ch = DeltaStore(self.warehouse).load().state.channel(channel)
+        return connection_settings(self.warehouse, ch)[0]
+
+
 def follow_changes(rt: Any, ch, matching, version: int | None) -> None:
     """What the SQL thread does before each batch (`ch`: the channel's state the batch was decided with)."""
     follow_filters(rt, ch.filters, matching, version)
     follow_resync(rt, ch, matching, version)
     finish_backfills(rt)
+
+
+def unfollowed_change(rt: Any, ch) -> None:
+    """Tables kept without backfills (no source to copy from) refuse a batch decided with other filters than
+    theirs: a newly applied table would start empty, silently short of its old rows."""
+    if rt.cat.filters is not None and rt.cat.filters != filters_text(ch.filters, rt.lctn):
+        raise MySQLError(1105, "HY000", "ER_UNKNOWN_ERROR", f"the filters of channel '{rt.channel}' changed since "
+                         "its replica tables were last kept, and nothing here can backfill what they newly apply: "
+                         "keep them with `rpl-sql replica` or `rpl-sql apply --tables`, which do")
 
 
 def follow_filters(rt: Any, filters: Filters, matching, version: int | None) -> None:
@@ -171,7 +180,7 @@ def follow_filters(rt: Any, filters: Filters, matching, version: int | None) -> 
         cat.filters = text
         return
     old, _ = filters_of(cat.filters)
-    change = plan(old, filters, matching, rt.lctn, source_tables(rt.backfills.settings()))
+    change = table_changes(old, filters, matching, rt.lctn, source_tables(rt.backfills.settings()))
     for db, name, target, tname, _ in change.narrowed:
         e = cat.table(target, tname)
         if e is not None and e.state != UNREPLICATED:

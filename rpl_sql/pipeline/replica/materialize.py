@@ -38,7 +38,7 @@ from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, applied_path
 from rpl_sql.pipeline.replica import columns as C
-from rpl_sql.pipeline.replica.backfill import Backfills, follow_changes
+from rpl_sql.pipeline.replica.backfill import Backfills, follow_changes, unfollowed_change
 from rpl_sql.pipeline.replica.table_statements import TableStatements, in_snapshot, skip_advice
 from rpl_sql.storage.replica_catalog import BACKFILLING, UNREPLICATED, Catalog, TableEntry
 from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, reshape, table_seq
@@ -129,8 +129,9 @@ class ReplicaTables(TableStatements):
             snap = DeltaStore(self.warehouse).load()
             state, version = snap.state, snap.version
         ch = state.channel(self.channel)
-        if self.backfills is not None and ch is not None:
-            follow_changes(self, ch, state.matching, version)
+        if ch is not None:  # the tables follow the filters the batch was decided with, or stop
+            follow_changes(self, ch, state.matching, version) if self.backfills is not None else \
+                unfollowed_change(self, ch)
         # REPLICATE_REWRITE_DB targets exist on the replica: on a MySQL replica the user creates them
         self.rewrite_targets = {self.cat.fold(dst) for _, dst in ch.filters.values(FilterType.REWRITE_DB)} \
             if ch is not None else set()

@@ -23,7 +23,7 @@ from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db, statement_eve
 from rpl_sql.filters.rules import fold
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.binlog import source_settings
-from rpl_sql.pipeline.replica.source_read import SYSTEM_DBS, source_tables
+from rpl_sql.source_server.table_list import SYSTEM_DBS, source_tables
 from rpl_sql.pipeline.replica.table_copy import ColumnsMovedError, TableCopy, source_columns
 from rpl_sql.pipeline.ingest_position import committed_position
 from rpl_sql.storage.replica_catalog import COPYING, Catalog

@@ -22,7 +22,6 @@ from rpl_sql.language.quoting import ident, mysql_str, qualified
 from rpl_sql.pipeline.replica import columns as C
 
 _EPOCH_US = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {c})"
-SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
 _INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
 _KEY_PREFIX = "__rpl_key_"
 
@@ -224,17 +223,3 @@ def _client_value(v: Any, c: dict) -> Any:
     if isinstance(v, (bytes, bytearray)) and c["type"] != "blob":
         return v.decode("utf-8", "surrogateescape")
     return v
-
-
-def source_tables(settings: dict) -> list[tuple[str, str, int | None]]:
-    """The source's base tables outside the system databases, with information_schema's row estimates."""
-    import pymysql
-
-    conn = pymysql.connect(**settings, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
-                        "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
-            return [(db, name, rows) for db, name, rows in cur.fetchall() if db.lower() not in SYSTEM_DBS]
-    finally:
-        conn.close()

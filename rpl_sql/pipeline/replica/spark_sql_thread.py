@@ -3,6 +3,7 @@ what landed, batch by batch, and keeps the replica tables."""
 from __future__ import annotations
 
 from rpl_sql.pipeline.applier.job import apply
+from rpl_sql.pipeline.applier.tables_gate import TablesGate
 from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.ingest_position import app_id as ingest_app_id
 from rpl_sql.storage.delta.scan import Followed
@@ -16,6 +17,7 @@ def spark_sql_thread(self, state_every: float) -> None:
     spark = None
     started = False
     events = Followed(events_path(self.svc.warehouse))
+    gate = TablesGate(self.svc.warehouse, self.svc.exec_mode, lambda _channel: self.backfills)
 
     class Interrupted(Exception):
         pass
@@ -38,14 +40,17 @@ def spark_sql_thread(self, state_every: float) -> None:
             dt = events.table()
             landed = (dt.transaction_version(ingest_app_id(self.channel)) or 0) if dt is not None else 0
             if landed <= ch.applier.seq:
-                st.sql_state = "Replica has read all relay log; waiting for more updates"
+                if self.backfills.pending:  # a copy may be done: its held events replayed while idle
+                    gate.materialize(self.channel)
+                st.sql_state = self.backfills.describe() or "Replica has read all relay log; waiting for more updates"
                 st.seconds_behind = 0
                 self.svc.stopping.wait(self.svc.poll)
                 continue
             if spark is None:
                 st.sql_state = "Starting Spark"
                 spark = self.svc.spark()
-            st.sql_state = "Applying batch"
+            backfilling = self.backfills.describe()
+            st.sql_state = "Applying batch" + (f"; {backfilling}" if backfilling else "")
 
             def between(_progress) -> None:
                 now, _ = self.svc.state.versioned()
@@ -54,7 +59,7 @@ def spark_sql_thread(self, state_every: float) -> None:
                     raise Interrupted()
 
             apply(spark, self.svc.warehouse, [self.channel], batch_size=self.svc.batch_size, progress=between,
-                  tables=True, exec_mode=self.svc.exec_mode)
+                  tables=True, exec_mode=self.svc.exec_mode, backfills=gate.backfills)
             st.sql_version = version
         except Interrupted:
             continue

@@ -16,8 +16,6 @@ import pytest
 from deltalake import DeltaTable
 
 import rpl_sql
-from rpl_sql.filters.rules import FilterType
-from rpl_sql.pipeline.replica.backfill import Plan, filters_of, filters_text, plan
 from rpl_sql.storage.replica_catalog import BACKFILLING, UNREPLICATED, Catalog
 from rpl_sql.storage.replica_states import COPY_PROGRESS_KEY, copy_progress
 from rpl_sql.storage.store import DeltaStore
@@ -34,25 +32,6 @@ MAX_CHANGES, PACE = 40_000, 0.002  # the workload's commits at most, and seconds
 def src(tmp_path_factory):
     with running(tmp_path_factory, 811) as (server,):
         yield server
-
-
-def test_a_plan_names_what_a_change_widens_and_narrows(warehouse):
-    s = rpl_sql.connect(warehouse)
-    s.execute("CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'h' FOR CHANNEL 'p'")
-    none = s.state.channel("p").filters
-    s.execute("CHANGE REPLICATION FILTER REPLICATE_WILD_DO_TABLE = ('shop.o%', 'crm.%'), "  # after the rewrite
-              "REPLICATE_REWRITE_DB = ((src, crm)), REPLICATE_IGNORE_TABLE = (shop.old) FOR CHANNEL 'p'")
-    rules = s.state.channel("p").filters
-    tables = [("shop", "orders", 5), ("shop", "old", 1), ("src", "c", 2), ("hr", "people", 3)]
-    got = plan(none, rules, s.state.matching, 0, tables)
-    assert got.widened == [("src", "c", "crm", "c", 2)]  # a new rewrite target: copied there
-    assert {n[:3] for n in got.narrowed} == {("shop", "old", "shop"), ("src", "c", "src"), ("hr", "people", "hr")}
-    back = plan(rules, none, s.state.matching, 0, tables)
-    assert {w[:3] for w in back.widened} == {("shop", "old", "shop"), ("src", "c", "src"), ("hr", "people", "hr")}
-    assert back.narrowed == [("src", "c", "crm", "c", 2)]
-    assert isinstance(got, Plan) and plan(rules, rules, s.state.matching, 0, tables) == Plan()
-    again, lctn = filters_of(filters_text(rules, 1))
-    assert lctn == 1 and all(again.values(t) == rules.values(t) for t in FilterType)
 
 
 def _workload(src, stop: threading.Event, seed: int) -> SourceWorkload:
@@ -132,6 +111,13 @@ def _settled_and_equal(warehouse, src, session, worker, stop: threading.Event, t
     return ours
 
 
+def _explained_tables(session, change: str) -> dict:
+    """EXPLAIN's table rows: (source db, table) -> (Table_change, Source_rows)."""
+    res = session.execute("EXPLAIN " + change)[-1]
+    assert not res.warnings, res.warnings
+    return {(r[1], r[2]): (r[8], r[9]) for r in res.rows if r[8] is not None}
+
+
 def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_them(warehouse, src):
     _fill(src, ROWS, 300)
     session, proc = _serving(warehouse, src, "hr")
@@ -139,9 +125,14 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
     try:
         worker = _workload(src, stop, seed=7057)
         wait_for(lambda: src.binlog_end()[1] > 0, "the workload")
+        widen = "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, shop, crm), REPLICATE_REWRITE_DB = ((src, crm)) " \
+                "FOR CHANNEL 'a'"
+        foreseen = _explained_tables(session, widen)
+        assert {k: v[0] for k, v in foreseen.items()} == {
+            ("shop", "t"): "BACKFILL", ("shop", "bag"): "BACKFILL", ("src", "c"): "BACKFILL INTO crm.c"}
+        assert all(isinstance(v[1], int) for v in foreseen.values())  # InnoDB's estimates, as TABLE_ROWS has them
         session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'")
-        session.execute("CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, shop, crm), "
-                        "REPLICATE_REWRITE_DB = ((src, crm)) FOR CHANNEL 'a'")
+        session.execute(widen)
         widened_at = DeltaStore(warehouse).version()
         session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
         wait_for(lambda: any(e.state == BACKFILLING for e in Catalog.load(warehouse, "a").tables.values()),
@@ -161,8 +152,11 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
 
         # narrowing: shop goes; its tables stay as they were and say since which version
         kept = ours[("shop", "t")]
-        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; CHANGE REPLICATION FILTER "
-                        "REPLICATE_DO_DB = (hr, crm), REPLICATE_REWRITE_DB = ((src, crm)) FOR CHANNEL 'a'")
+        narrow = "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, crm), REPLICATE_REWRITE_DB = ((src, crm)) " \
+                 "FOR CHANNEL 'a'"
+        assert {k: v[0] for k, v in _explained_tables(session, narrow).items()} == {
+            ("shop", "t"): "STOP REPLICATING", ("shop", "bag"): "STOP REPLICATING"}
+        session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; " + narrow)
         narrowed_at = DeltaStore(warehouse).version()
         session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
         src.execute("SET SESSION binlog_format = ROW", "DELETE FROM shop.t WHERE id < 100",
@@ -261,3 +255,38 @@ def test_resync_copies_chosen_tables_again_while_the_stream_runs(warehouse, src)
         stop.set()
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
+
+
+def test_a_spark_applier_run_backfills_what_a_widening_applies(spark, warehouse, src):
+    """`rpl-sql apply --tables` (the Spark applier, which `rpl-sql replica --master` runs batch by batch) keeps
+    the tables whole across a widening too: the run fills the newly applied tables from the source, replays what
+    it held onto them, and ends with every table equal to the source's. Old rows are updated, deleted and
+    re-keyed on both sides of the change, so a table that started empty would stop the run with 1032."""
+    from rpl_sql.cli.commands import apply_main
+    from rpl_sql.pipeline.binlog import ingest_channel
+
+    _fill(src, 2000, 50)
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr) FOR CHANNEL 'a'; "
+                    "START REPLICA FOR CHANNEL 'a'")
+    run = ["--warehouse", warehouse, "--channel", "a", "--tables", "-S"]
+    ingest_channel(warehouse, "a")
+    assert apply_main(run) == 0
+    old_rows = ("UPDATE shop.t SET v = 'before' WHERE id % 5 = 0", "DELETE FROM shop.t WHERE id % 7 = 0",
+                "UPDATE shop.t SET id = id + 100000 WHERE id % 11 = 0", "DELETE FROM shop.bag WHERE a = 3",
+                "UPDATE src.c SET n = n + 1 WHERE id < 100")
+    src.execute("SET SESSION binlog_format = ROW", *old_rows)
+    session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; CHANGE REPLICATION FILTER REPLICATE_DO_DB = "
+                    "(hr, shop, crm), REPLICATE_REWRITE_DB = ((src, crm)) FOR CHANNEL 'a'; "
+                    "START REPLICA SQL_THREAD FOR CHANNEL 'a'")
+    src.execute("SET SESSION binlog_format = ROW", *(s.replace("before", "after") for s in old_rows),
+                "INSERT INTO shop.bag VALUES (9, 'new')", "INSERT INTO hr.people VALUES (2, 'b')")
+    ingest_channel(warehouse, "a")
+    assert apply_main(run) == 0
+    cat = Catalog.load(warehouse, "a")
+    assert not any(e.state for e in cat.tables.values())
+    assert all(cat.table(*k).since is not None for k in (("shop", "t"), ("shop", "bag"), ("crm", "c")))
+    ours, theirs = _normal(_ours(warehouse, ["a"])), _expected(src)
+    for key in (("shop", "t"), ("shop", "bag"), ("crm", "c"), ("hr", "people")):
+        assert ours[key] == theirs[key], key
+    assert status(session)["Last_SQL_Errno"] == 0
