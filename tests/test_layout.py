@@ -39,7 +39,7 @@ MAX_MODULE_LINES, MAX_CLASS_LINES = 500, 250
 # module here may not grow, and no other may pass the limits.
 OVERSIZED = {
     "rpl_sql/pipeline/applier/job.py": 697, "rpl_sql/pipeline/replica/service.py": 593,
-    "rpl_sql/language/parser.py": 686, "rpl_sql/pipeline/binlog.py": 521,
+    "rpl_sql/language/parser.py": 680,
     "_Applier": 433, "ReplicaTables": 286, "BinlogIngest": 383, "_Compiler": 372, "Session": 345, "Matchers": 289,
 }
 

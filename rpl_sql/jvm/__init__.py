@@ -12,12 +12,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from rpl_sql.errors import RplSqlError
 
 SOURCES = Path(__file__).with_name("java")
+READER_CLASS = "rpl_sql.jvm.ReplicaTableSource"  # replica tables by name through Spark's own Parquet scan
 FUNCTION_CLASS = "rpl_sql.jvm.RowCodeFunction"  # Python sessions: the builder of a Catalyst expression
 HIVE_CLASS = "rpl_sql.jvm.RowCodeHive"  # the spark-sql shell: CREATE FUNCTION ... USING JAR, registers the same
 
@@ -108,3 +111,26 @@ def possible() -> bool:
         return (_cache_dir() / f"rpl_sql-jvm-{_key()}.jar").exists() or _javac() is not None
     except ImportError:
         return False
+
+
+_JARS_ADDED: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+
+def add_jar(spark: Any, jar: str) -> None:
+    """The jar in a classic SparkSession's class loader, once (executors fetch it from the driver)."""
+    if _JARS_ADDED.get(spark) != jar:
+        spark._jsparkSession.sessionState().resourceLoader().addJar(jar)  # ADD JAR, without quoting a path into SQL
+        _JARS_ADDED[spark] = jar
+
+
+def reader_jar(spark: Any) -> str | None:
+    """The jar whose READER_CLASS reads replica tables with Spark's own scan, added to `spark`; None where the
+    session cannot load it (Spark Connect, no JDK to build it, RPL_SQL_JVM=0)."""
+    if not hasattr(spark, "_jsparkSession") or not possible():
+        return None
+    try:
+        jar = str(jar_path())
+    except JarUnavailableError:
+        return None
+    add_jar(spark, jar)
+    return jar

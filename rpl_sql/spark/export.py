@@ -159,7 +159,7 @@ def stale_guard(warehouse: str, version: int | None, fingerprint: str):
     return Guard(f"{current} <=> {sql_str(fingerprint, script_safe=True)}", message)
 
 
-def _replica_tables(warehouse: str) -> tuple[list[list[str]], list[str]]:
+def _replica_tables(warehouse: str, jvm_source: bool) -> tuple[list[list[str]], list[str]]:
     """Each replica table's defining statements, and the header's notes on tables Spark knows by another name
     or not at all. A table that cannot be written is left out with a note: the script never stops halfway."""
     names = replica_spark_names(warehouse)
@@ -176,7 +176,8 @@ def _replica_tables(warehouse: str) -> tuple[list[list[str]], list[str]]:
             continue
         try:
             defined.append([harden(stmt) + ";" for stmt in create_statements(warehouse, where, entry,
-                                                                               script_safe=True)])
+                                                                               script_safe=True,
+                                                                               jvm_source=jvm_source)])
         except Exception as e:  # dropped since the catalog was read, or its first commit is being written
             missing.append(f"{mysql}: {e}")
             continue
@@ -194,6 +195,16 @@ def _replica_tables(warehouse: str) -> tuple[list[list[str]], list[str]]:
         if len(missing) > 50:
             notes.append(f"  ... and {len(missing) - 50} more: SELECT * FROM {TABLES_VIEW} WHERE SPARK_TABLE IS NULL")
     return defined, notes
+
+
+def _reader_jar() -> str | None:
+    """rpl_sql's jar for reading replica tables with Spark's own scan, if this machine can have it."""
+    if not jvm.possible():
+        return None
+    try:
+        return str(jvm.jar_path())
+    except jvm.JarUnavailableError:
+        return None
 
 
 def export_sql(session, stale_check: bool = True) -> str:
@@ -243,7 +254,8 @@ def export_sql(session, stale_check: bool = True) -> str:
                        "through a hash (spark.sql.optimizer.mapLookupHashThreshold at its default). "
                        "An older Spark scans them: "
                        "the results are the same, only slower; export with that Spark's pyspark to get IN lists."]
-    replica, notes = _replica_tables(warehouse)
+    reader = _reader_jar()
+    replica, notes = _replica_tables(warehouse, reader is not None)
     if notes:
         header += [""] + notes
     lines = []
@@ -260,6 +272,8 @@ def export_sql(session, stale_check: bool = True) -> str:
         body.append("")
         body.append(f"-- The replica tables by name ({len(replica)} as of this export; their rows are read live). "
                     f"Re-export to see tables created later. Their Spark names: {TABLES_VIEW}.")
+        if reader is not None:
+            body.append(f"ADD JAR {sql_str(reader, script_safe=True)};")
         body.extend(line for table in replica for line in table)
     body.append("")
     body.append(f"-- Functions compiled from {source}.")

@@ -5,7 +5,6 @@ through `compile_flags`, so every consumer gets the encoding its JVM runs best.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from rpl_sql import jvm
@@ -13,7 +12,6 @@ from rpl_sql.compile import JVM_ROW_CODE, CompiledFunctions, Guard, compile_func
 from rpl_sql.spark.env import installed_map_lookup_hash_min, jit_huge_methods, map_lookup_hash_min
 from rpl_sql.filters.state import ServerState
 
-_JARS_ADDED: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
 
 def compile_flags(spark: Any = None) -> dict[str, Any]:
@@ -50,9 +48,7 @@ def register_table_code(spark: Any, spec: str, jar: str | None = None) -> None:
     conversion of every argument to a Java object)."""
     jar = jar or str(jvm.jar_path())
     jss = spark._jsparkSession
-    if _JARS_ADDED.get(spark) != jar:
-        jss.sessionState().resourceLoader().addJar(jar)  # what ADD JAR does, without quoting a path into SQL
-        _JARS_ADDED[spark] = jar
+    jvm.add_jar(spark, jar)
     gw = spark.sparkContext._gateway
     cls = jss.sharedState().jarClassLoader().loadClass(jvm.FUNCTION_CLASS)
     args = gw.new_array(gw.jvm.java.lang.Object, 1)

@@ -19,6 +19,7 @@ from rpl_sql.compile.literals import sql_str
 from rpl_sql.language.quoting import ident, qualified
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.replica_catalog import Catalog, TableEntry, all_tables, catalog_versions, find_table, plain_schema
+from rpl_sql.jvm import READER_CLASS, reader_jar
 from rpl_sql.spark.table_names import SparkName, spark_columns, spark_names
 from rpl_sql.storage.replica_states import table_states
 
@@ -80,8 +81,9 @@ def _spark_type(t) -> str:
     raise ValueError(f"no Spark type for {t}")
 
 
-def replica_columns_ddl(warehouse: str, where: SparkName, entry: TableEntry) -> str:
-    """The Spark column list of a replica table now, its identity in the first column's comment."""
+def replica_columns_ddl(warehouse: str, where: SparkName, entry: TableEntry) -> tuple[str, bool]:
+    """The Spark column list of a replica table now, its identity in the first column's comment, and whether
+    some column has a Spark name of its own (its MySQL name not valid or not unique in Spark)."""
     schema = plain_schema(_entry_table(warehouse, where.channel, entry).schema().to_arrow())
     renamed = spark_columns(schema.names)
     spark_of = {source: spark for spark, source in renamed.items()}
@@ -91,19 +93,27 @@ def replica_columns_ddl(warehouse: str, where: SparkName, entry: TableEntry) -> 
         if i == 0:
             col += " COMMENT " + sql_str(identity_comment(warehouse, where, renamed), script_safe=True)
         cols.append(col)
-    return ", ".join(cols)
+    return ", ".join(cols), bool(renamed)
 
 
-def create_statements(warehouse: str, where: SparkName, entry: TableEntry, script_safe: bool = False) -> list[str]:
-    """The statements that (re)define a replica table in a session catalog under its Spark name, over the rpl_sql
-    data source, with the table's current columns (the first one's comment names the table for the data source)."""
+def create_statements(warehouse: str, where: SparkName, entry: TableEntry, script_safe: bool = False,
+                      jvm_source: bool = False) -> list[str]:
+    """The statements that (re)define a replica table in a session catalog under its Spark name, with the table's
+    current columns. `jvm_source` (the session has rpl_sql's jar): read by Spark's own Parquet scan through
+    READER_CLASS; else, or when a column has a Spark name of its own, by the `rpl_sql` Python data source (the first
+    column's comment names the table for it)."""
     warehouse = os.path.abspath(warehouse)
-    opts = (f"table 'replica', db {sql_str(where.db, script_safe=script_safe)}, "
-            f"name {sql_str(where.name, script_safe=script_safe)}")
+    columns, renamed = replica_columns_ddl(warehouse, where, entry)
+    q = lambda v: sql_str(v, script_safe=script_safe)  # noqa: E731
+    if jvm_source and not renamed:
+        using = (f"USING {READER_CLASS} OPTIONS (warehouse {q(warehouse)}, channel {q(where.channel)}, "
+                 f"db {q(entry.db)}, name {q(entry.name)})")
+    else:
+        using = f"USING rpl_sql OPTIONS (table 'replica', db {q(where.db)}, name {q(where.name)})"
     target = where.quoted()
     return [f"CREATE DATABASE IF NOT EXISTS {ident(where.spark_db)}",
             f"DROP TABLE IF EXISTS {target}",
-            f"CREATE TABLE {target} ({replica_columns_ddl(warehouse, where, entry)}) USING rpl_sql OPTIONS ({opts})"]
+            f"CREATE TABLE {target} ({columns}) {using}"]
 
 
 def replica_spark_names(warehouse: str) -> list[tuple[SparkName, TableEntry]]:
@@ -144,6 +154,7 @@ class SparkCatalogSync:
     def __init__(self, spark: Any, warehouse: str):
         self.spark, self.warehouse = spark, os.fspath(warehouse)
         self.seen: tuple | None = None
+        self.jvm_source = reader_jar(spark) is not None  # Spark's own scan where the session can load the jar
         self.defined: dict[tuple[str, str], str] = {}  # Spark (db, table) -> what it was defined as
 
     def sync(self) -> None:
@@ -162,7 +173,7 @@ class SparkCatalogSync:
                 if self.defined.get(key) == sig:
                     continue
                 try:
-                    for stmt in create_statements(self.warehouse, where, entry):
+                    for stmt in create_statements(self.warehouse, where, entry, jvm_source=self.jvm_source):
                         self.spark.sql(stmt)
                 except Exception as e:  # a table whose first commit is still being written: next sync
                     log.debug("replica table %s.%s not defined yet: %s", where.db, where.name, e)

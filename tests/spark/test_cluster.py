@@ -192,7 +192,12 @@ def test_the_replica_service_decides_on_the_cluster(warehouse, servers, cluster)
         (app,) = new_apps(cluster, apps)
         assert app["name"] == "rpl_sql-replica" and cluster.executor_workers(app["id"]) == [0, 1]
         os.killpg(proc.pid, signal.SIGTERM)
-        assert proc.wait(120) == 0
+        assert proc.wait(120) == 0  # its application gives the cluster's cores back
+        # a PySpark session on the cluster reads the replica table by name through Spark's own scan
+        got = _python_session(cluster, warehouse, "SELECT id, note, amount, should_apply('a', 'crm', 'orders') "
+                                                  "FROM crm.orders ORDER BY id", warehouse)
+        assert "ReplicaFileIndex" in got["plan"]
+        assert got["rows"] == [["1", "ünï", "1.50", "true"], ["20", "NULL", "NULL", "true"]]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -213,10 +218,22 @@ spark = (SparkSession.builder.master(url).appName("rpl_sql-python").config("spar
 spark.sparkContext.setLogLevel("ERROR")
 session = rpl_sql.register(spark, wh)
 encoding = session.surface.functions.encoding
-rows = [["NULL" if v is None else str(v) for v in r] for r in spark.sql(query).collect()]
-print("RESULT " + json.dumps({"encoding": encoding, "rows": rows}))
+rows = [["NULL" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for v in r]
+        for r in spark.sql(query).collect()]
+plan = spark.sql(query)._jdf.queryExecution().executedPlan().toString()
+print("RESULT " + json.dumps({"encoding": encoding, "rows": rows, "plan": plan}))
 spark.stop()
 '''
+
+
+def _python_session(cluster, wh, query: str, cwd) -> dict:
+    """PYTHON_SESSION's answer: the functions' encoding, the query's rows (as text) and its executed plan."""
+    proc = subprocess.run([sys.executable, "-c", PYTHON_SESSION, cluster.url, str(wh), query],
+                          env=dict(cluster.env, SPARK_DRIVER_MEMORY="1g", PYSPARK_PYTHON=sys.executable),
+                          capture_output=True, text=True, timeout=600, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    return json.loads(line[len("RESULT "):])
 
 
 @pytest.mark.spark
@@ -228,12 +245,7 @@ def test_the_jvm_table_code_of_a_python_session_on_the_cluster(cluster, tmp_path
     session = Session(str(wh))
     many_wild_rules(session)
     apps = cluster.apps()
-    proc = subprocess.run([sys.executable, "-c", PYTHON_SESSION, cluster.url, str(wh), spread_query()],
-                          env=dict(cluster.env, SPARK_DRIVER_MEMORY="1g", PYSPARK_PYTHON=sys.executable),
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    got = json.loads(line[len("RESULT "):])
+    got = _python_session(cluster, wh, spread_query(), tmp_path)
     assert "a JVM function (expression" in got["encoding"]
     assert got["rows"] == spread_want(session)
     (app,) = new_apps(cluster, apps)

@@ -1,0 +1,193 @@
+"""Replica tables by name through Spark's own Parquet scan (rpl_sql.jvm.ReplicaTableSource).
+
+- Every read is of one committed version, in a PySpark session and in the real spark-sql shell, while
+  `rpl-sql replica` merges a workload and `rpl-sql upkeep` compacts and checkpoints: each source transaction
+  moves an amount between two accounts and bumps both rows' `moved`, so a read of a torn or uncommitted state
+  would show a total other than 0 or an odd `moved` sum. The reads see many versions go by.
+- The rows equal those of the `rpl_sql` Python data source (the reference reader) for tables of every type.
+- Files are skipped by their statistics (a point lookup by key reads one file), and a table being backfilled
+  or gone says so instead of reading a partial or stale folder.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+import rpl_sql
+from rpl_sql.storage.replica_catalog import BACKFILLING, Catalog
+from rpl_sql.spark.replica_tables import create_statements, replica_spark_names
+from tests.pipeline.replica.test_replica_service import caught_up, start_service
+from tests.spark.test_spark_sql_cli import export, run_spark_sql
+from tests.support.mariadb import running
+
+ACCOUNTS = 300
+TOTAL = "SELECT count(*) AS n, sum(v) AS total, sum(moved) AS moved FROM bank.acct"
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    with running(tmp_path_factory, 831) as (server,):
+        yield server
+
+
+def _plan(spark, sql: str) -> str:
+    return spark.sql(sql)._jdf.queryExecution().executedPlan().toString()
+
+
+def _transfers(src, stop: threading.Event, seed: int) -> threading.Thread:
+    """Transactions that each move an amount between two accounts (sometimes deleting and inserting one back
+    as it was): the sum of v stays 0 and the sum of moved grows by 2 per transaction."""
+    def run():
+        rnd = random.Random(seed)
+        conn = src.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = ROW")
+                while not stop.is_set():
+                    a, b = rnd.sample(range(1, ACCOUNTS + 1), 2)
+                    d = rnd.randint(1, 1000)
+                    cur.execute("BEGIN")
+                    cur.execute("UPDATE bank.acct SET v = v - %s, moved = moved + 1 WHERE id = %s", (d, a))
+                    cur.execute("UPDATE bank.acct SET v = v + %s, moved = moved + 1 WHERE id = %s", (d, b))
+                    if rnd.random() < 0.1:
+                        cur.execute("CREATE TEMPORARY TABLE IF NOT EXISTS bank.keep AS SELECT * FROM bank.acct LIMIT 0")
+                        cur.execute("INSERT INTO bank.keep SELECT * FROM bank.acct WHERE id = %s", (a,))
+                        cur.execute("DELETE FROM bank.acct WHERE id = %s", (a,))
+                        cur.execute("INSERT INTO bank.acct SELECT * FROM bank.keep")
+                        cur.execute("DELETE FROM bank.keep")
+                    cur.execute("COMMIT")
+                    time.sleep(0.005)
+        finally:
+            conn.close()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _upkeep(warehouse: str, stop: threading.Event) -> threading.Thread:
+    from rpl_sql.cli.maintenance import upkeep_main
+
+    def run():
+        while not stop.is_set():
+            upkeep_main(["--warehouse", warehouse])  # compaction and checkpoints of every table, as cron runs it
+            stop.wait(0.5)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_reads_see_one_committed_version_while_the_service_merges_and_upkeep_compacts(spark, warehouse, src,
+                                                                                      tmp_path_factory):
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE bank",
+                "CREATE TABLE bank.acct (id INT PRIMARY KEY, v BIGINT NOT NULL, moved INT NOT NULL)",
+                f"INSERT INTO bank.acct SELECT seq, 0, 0 FROM bank.seq_1_to_{ACCOUNTS}")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    stop = threading.Event()
+    try:
+        caught_up(warehouse, src)
+        rpl_sql.register(spark, warehouse)
+        assert "ReplicaFileIndex" in _plan(spark, TOTAL)  # Spark's own scan, not the Python data source
+        workers = [_transfers(src, stop, 7), _upkeep(warehouse, stop)]
+        seen = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (len(seen) < 15 or time.monotonic() < deadline - 45):
+            r = spark.sql(TOTAL).collect()[0]
+            assert (r.n, r.total, r.moved % 2) == (ACCOUNTS, 0, 0), r
+            seen.add(r.moved)
+        assert len(seen) >= 5, seen  # the reads followed the service's commits
+
+        # the real spark-sql shell, reading by name with the exported script while the workload goes on
+        tmp = tmp_path_factory.mktemp("shell")
+        init, text = export([os.sys.executable, "-m", "rpl_sql.cli"], Path(warehouse), tmp)
+        assert "USING rpl_sql.jvm.ReplicaTableSource" in text
+        rows, _ = run_spark_sql(tmp, init, [(f"r{i}", TOTAL) for i in range(30)])
+        shown = [tuple(v[0]) for v in rows.values()]
+        assert all(n == str(ACCOUNTS) and total == "0" and int(moved) % 2 == 0 for n, total, moved in shown), shown
+        assert len({m for _, _, m in shown}) >= 2, shown
+        stop.set()
+        for w in workers:
+            w.join(60)
+        caught_up(warehouse, src)
+        r = spark.sql(TOTAL).collect()[0]
+        assert r.moved == sum(x[0] for x in src.execute("SELECT moved FROM bank.acct"))  # and the last one
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+TYPES = ("CREATE TABLE t.all_types (id BIGINT PRIMARY KEY, i TINYINT, u INT UNSIGNED, b BIGINT UNSIGNED, "
+         "d DECIMAL(30,10), f FLOAT, g DOUBLE, s VARCHAR(40), x TEXT, bl BLOB, dt DATE, dtm DATETIME(6), "
+         "ts TIMESTAMP(3) NULL, tm TIME(6), y YEAR, bit1 BIT(5), e ENUM('a','b'), j JSON, `we'ird col` INT)")
+
+
+def test_rows_equal_the_python_data_source_and_files_are_skipped(spark, warehouse, src):
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "SET time_zone = '+00:00'", "CREATE DATABASE t", TYPES,
+                "INSERT INTO t.all_types VALUES (1, -128, 4294967295, 18446744073709551615, "
+                "-12345678901234567890.0123456789, 1.5, -2.25e300, 'ü\\'\\\\`', 'long', x'00ff', '1000-01-01', "
+                "'9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999', '-838:59:59.000000', 2155, b'10101', "
+                "'b', '{\"k\": [1, null]}', 7), (2, NULL, 0, 0, 0, NULL, NULL, '', NULL, NULL, NULL, NULL, NULL, "
+                "NULL, NULL, NULL, NULL, NULL, NULL)",
+                "CREATE TABLE t.`Odd, name` (k INT PRIMARY KEY, v VARCHAR(5))",
+                "INSERT INTO t.`Odd, name` VALUES (1, 'a'), (2, NULL)")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    try:
+        caught_up(warehouse, src)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    surface = rpl_sql.register(spark, warehouse)
+    spark.sql("CREATE DATABASE IF NOT EXISTS ref")
+    names = replica_spark_names(warehouse)
+    assert len(names) == 2
+    for where, entry in names:
+        fast = f"{where.quoted()}"
+        assert "ReplicaFileIndex" in _plan(spark, f"SELECT * FROM {fast}")
+        ref = f"ref.`{where.spark_table}`"
+        for stmt in create_statements(warehouse, where, entry, jvm_source=False)[2:]:
+            spark.sql(stmt.replace(where.quoted(), ref, 1))
+        assert sorted(spark.sql(f"SELECT * FROM {fast}").collect()) == sorted(spark.sql(f"SELECT * FROM {ref}").collect())
+        assert spark.sql(f"SELECT * FROM {fast}").schema == spark.sql(f"SELECT * FROM {ref}").schema
+
+    # a table of many files: a point lookup by key lists only the file whose statistics hold the key
+    cat = Catalog.load(warehouse, "a")
+    e = cat.add_table("t", "many", [{"name": "id"}, {"name": "v"}])
+    for lo in range(0, 1000, 100):
+        write_deltalake(cat.data_path(e), pa.table({"id": pa.array(range(lo, lo + 100), pa.int64()),
+                                                    "v": pa.array([str(i) for i in range(lo, lo + 100)])}),
+                        mode="append")
+    cat.commit(cat.seq + 1)
+    surface.sql("SELECT 1")  # the session's next Spark statement defines the new table in Spark
+    df = spark.sql("SELECT v FROM t.many WHERE id = 437")
+    assert [r.v for r in df.collect()] == ["437"]
+    scan = df._jdf.queryExecution().executedPlan().collectLeaves().head()
+    assert scan.metrics().apply("numFiles").value() == 1
+    assert spark.sql("SELECT count(*) FROM t.many WHERE id >= 950 OR id < 5").collect()[0][0] == 55
+    assert spark.sql("SELECT count(*) FROM t.many WHERE id IN (3, 999, 5000)").collect()[0][0] == 2
+
+    # a table being backfilled is refused rather than read short; a dropped one says it is gone
+    cat = Catalog.load(warehouse, "a")
+    cat.tables[cat.key("t", "many")] = replace(cat.table("t", "many"), state=BACKFILLING)
+    cat.commit(cat.seq + 1)
+    with pytest.raises(Exception, match="backfilling"):
+        spark.sql("SELECT count(*) FROM t.many").collect()
+    cat = Catalog.load(warehouse, "a")
+    cat.drop_table("t", "many")
+    cat.commit(cat.seq + 1)
+    with pytest.raises(Exception, match="has no table t.many now"):
+        spark.sql("SELECT count(*) FROM t.many").collect()
