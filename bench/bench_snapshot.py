@@ -7,7 +7,9 @@ side by side, taking turns `--repeat` times (a shared 2-core machine varies by +
 1. `mariadb-dump --single-transaction` of the table to /dev/null: the yardstick;
 2. the page reader alone (`source_read.read_page` through connectorx, one thread, pages of 100,000 rows);
 3. `rpl-sql snapshot` of a fresh channel (in this process): pages read by `--readers` threads over key ranges
-   and landed as Delta commits.
+   and landed as Delta commits;
+4. the copy a backfill worker makes when a filter change newly applies the table (the same TableCopy, run by
+   `rpl-sql replica` beside the stream; bench_replica.py --backfill-rows measures it inside a running service).
 The best time of each, its rows/s and its rate as a share of mariadb-dump's.
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.support.mariadb import MariaDBServer, binaries  # noqa: E402
 import rpl_sql  # noqa: E402
 from rpl_sql.pipeline.replica.snapshot import SourceSnapshot  # noqa: E402
 from rpl_sql.pipeline.replica.source_read import read_page, table_columns  # noqa: E402
+from rpl_sql.pipeline.replica.table_copy import TableCopy, source_columns  # noqa: E402
 
 
 def fill(m: MariaDBServer, rows: int) -> None:
@@ -71,6 +74,19 @@ def snapshot(m: MariaDBServer, base: str, run: int, page_rows: int, readers: int
     return took
 
 
+def backfill(m: MariaDBServer, base: str, run: int, page_rows: int, readers: int) -> float:
+    """The copy a backfill worker of `rpl-sql replica` makes of a newly applied table (backfill.Backfills runs
+    exactly this TableCopy, while the stream goes on), into a fresh replica table folder."""
+    settings = {"host": "127.0.0.1", "port": m.port, "user": "root", "password": ""}
+    path = os.path.join(base, f"backfill{run}")
+    cols, full = source_columns(settings, "shop", "big")
+    t = time.perf_counter()
+    TableCopy(settings, "shop", "big", path, "a", page_rows=page_rows, readers=readers).run(cols, full)
+    took = time.perf_counter() - t
+    shutil.rmtree(path, ignore_errors=True)
+    return took
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -89,7 +105,9 @@ def main() -> None:
             for name, f in (("mariadb-dump --single-transaction", lambda: dump(m)),
                             ("page reader (connectorx) alone", lambda: pages(m)),
                             ("rpl-sql snapshot (pages -> Delta)",
-                             lambda: snapshot(m, base, run, args.page_rows, args.readers))):
+                             lambda: snapshot(m, base, run, args.page_rows, args.readers)),
+                            ("backfill copy (pages -> Delta)",
+                             lambda: backfill(m, base, run, args.page_rows, args.readers))):
                 best[name] = min(best.get(name, float("inf")), f())
         yard = best["mariadb-dump --single-transaction"]
         print(f"{'':36} {'seconds':>8} {'rows/s':>12} {'share of mariadb-dump':>22}")

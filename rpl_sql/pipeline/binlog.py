@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable
 
 
-from rpl_sql.source_server.connection import connection_settings
+from rpl_sql.source_server.connection import connect, connection_settings
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
@@ -64,9 +64,7 @@ class _Source:
     """Connection facts of the channel's source, read once on a control connection."""
 
     def __init__(self, settings: dict):
-        import pymysql
-
-        conn = pymysql.connect(**settings, autocommit=True)
+        conn = connect(settings, autocommit=True)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT @@version, @@server_id")

@@ -30,6 +30,7 @@ from rpl_sql.storage.replica_catalog import COPYING, Catalog
 from rpl_sql.session import Session
 from rpl_sql.filters.state import channel_key
 from rpl_sql.storage.store import DeltaStore, resolve_warehouse
+from rpl_sql.source_server.connection import connect
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,6 @@ class SourceSnapshot:
                              f"channel (RESET REPLICA FOR CHANNEL '{self.channel}' starts it over)")
 
     def run(self) -> SnapshotReport:
-        import pymysql
-
         t0 = time.monotonic()
         report = SnapshotReport(self.channel)
         state = DeltaStore(self.warehouse).load().state
@@ -105,7 +104,7 @@ class SourceSnapshot:
         settings, _ = source_settings(self.warehouse, state, self.channel)
         cat = Catalog.load(self.warehouse, self.channel, state.lower_case_table_names)
         lctn = state.lower_case_table_names
-        conn = pymysql.connect(**settings, autocommit=True)
+        conn = connect(settings, autocommit=True)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
@@ -122,7 +121,6 @@ class SourceSnapshot:
             if decide(ch.filters, RowEvent(db, name), state.matching).apply:
                 target = rewrite_db(ch.filters, db, lctn)
                 wanted.append((db, name, target, fold(name, lctn), estimate))
-        cat.commit(cat.seq)
         for i, (db, name, target, tname, estimate) in enumerate(wanted):
             done = cat.table(target, tname)
             if done is not None and done.since is not None and done.state != COPYING:
@@ -130,6 +128,8 @@ class SourceSnapshot:
                 continue
             report.rows += self._copy(settings, db, name, target, tname, cat, estimate, i, len(wanted))
             report.tables += 1
+        if not report.tables:  # the databases (a copy's first commit holds them otherwise)
+            cat.commit(cat.seq)
         starts = [e.since for e in cat.tables.values() if e.since is not None]
         if starts:
             report.start = min(starts)

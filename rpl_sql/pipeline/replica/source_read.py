@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from rpl_sql.language.quoting import ident, mysql_str, qualified
 from rpl_sql.pipeline.replica import columns as C
+from rpl_sql.source_server.connection import connect
 
 _EPOCH_US = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {c})"
 _INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
@@ -167,9 +168,7 @@ def key_ranges(settings: dict, db: str, name: str, cols: list[dict], parts: int)
     keys = key_columns(cols)
     if parts < 2 or len(keys) != 1 or keys[0]["type"] not in _INTEGERS - {"bit", "year"}:
         return [None]
-    import pymysql
-
-    conn = pymysql.connect(**settings, autocommit=True)
+    conn = connect(settings, autocommit=True)
     try:
         with conn.cursor() as cur:
             q = ident(keys[0]["name"])
@@ -197,9 +196,7 @@ def read_page(settings: dict, db: str, name: str, cols: list[dict], after: tuple
 
 def _pymysql_read(settings: dict, sql: str, cols: list[dict]) -> pa.Table:
     """The same SELECT through pymysql: the reference path."""
-    import pymysql
-
-    conn = pymysql.connect(**settings, autocommit=True)
+    conn = connect(settings, autocommit=True)
     try:
         with conn.cursor() as cur:
             cur.execute(sql)
