@@ -412,7 +412,7 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
     write stage does: one channel after another, a thread per core). No Spark. The applier overlaps the two
     (the next channel is decided while one is written), so its wall time lies between the larger and the sum."""
     from rpl_sql.storage.delta import archive
-    from rpl_sql.pipeline.applier import arrow_write, job
+    from rpl_sql.pipeline.applier import arrow_write, batch_shapes, job
     from rpl_sql.pipeline.applier.landed import summarized
     from rpl_sql.pipeline.ingest_position import channel_commits
 
@@ -429,8 +429,10 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
             applier = job._Applier(lambda: None, wh, None, None, "auto", engine="arrow")
             state = applier.store.load().state
             snap = deltaread.snapshot(ev, dt.version(), {"channel": [ch]}, table=dt)
-            shapes, _, _ = applier._summarized(summarized(channel_commits(dt, ch, 0, history=history), 0).commits)
-            applier._decide(state, state.channel(ch), [s for s in shapes if s.kind != "gtid"], False)
+            shapes, _, _ = batch_shapes.summarized_shapes(
+                summarized(channel_commits(dt, ch, 0, history=history), 0).commits)
+            batch_shapes.decide_batch(state, state.channel(ch), [s for s in shapes if s.kind != "gtid"], False,
+                                      "auto")
             todo.append((ch, snap.files, shapes))
         return todo
 

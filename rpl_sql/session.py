@@ -76,6 +76,9 @@ class Session:
     `spark=True` with an `attach` (what rpl_sql.connect(warehouse, spark=True) gives) to start a local one the
     first time a statement needs it. Without either, such a statement raises SparkRequiredError and nothing
     starts.
+
+    About 350 lines: a statement's path (parse, a pure handler or Spark, one commit) and what a session keeps
+    between statements (store, Spark side, diagnostics) are one object; other handlers are SESSION_HANDLERS.
     """
 
     def __init__(self, warehouse: str | os.PathLike | None = None, *, spark: Any = None,

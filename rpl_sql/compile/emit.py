@@ -39,7 +39,7 @@ STATEMENT_PARAMS = f"channel_name STRING, command STRING, default_db STRING, tab
 
 class _Compiler:
     """One state's compilation: channel groups, the database/table/statement codes per group, and one method
-    per emitted function. About 330 lines because the codes and the functions that call them share the
+    per emitted function. About 370 lines because the codes and the functions that call them share the
     group dispatch and the channel index; the pattern tests live apart, in matchers.Matchers."""
 
     def __init__(self, state: ServerState, encoding: str | None, jit_huge_methods: bool = False,

@@ -1,6 +1,6 @@
 """MySQL 8.0 replication statements -> rpl_sql.language.statements nodes (spec/statements.md §0-7).
 
-`route` decides who runs a statement (rpl_sql, Spark, or neither: a typo is a MySQL error with a hint);
+`routing.route` decides who runs a statement (rpl_sql, Spark, or neither: a typo is a MySQL error with a hint);
 replication statements are parsed with the Lark grammar in grammar/replication.lark and must be exactly right
 (1064 with MySQL's position otherwise); any other statement is handed on as OtherSQL, Spark's to judge. Text
 is read by `rpl_sql.language.lexer`. Deliberate choices where MySQL is ambiguous or rpl_sql stricter (FOR CHANNEL takes
@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
@@ -21,7 +20,9 @@ from lark import Lark, Token, Transformer, UnexpectedInput, UnexpectedToken
 from rpl_sql.language.quoting import standard_str
 from rpl_sql.errors import CATALOGUE, MySQLError
 from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS
-from rpl_sql.language.lexer import SECRET, expand_executable_comments, pieces, split_statements
+from rpl_sql.language.lexer import SECRET, expand_executable_comments, split_statements
+from rpl_sql.language.token_values import MAX_BYTES, no_newline, option_key, option_uint, string_value, uint_value
+from rpl_sql.language.routing import SET_REPLICATION, SET_VALUE, SHOW_VARIABLES, WAIT_GTIDS, route
 from rpl_sql.filters.rules import FilterType
 from rpl_sql.filters.state import channel_key
 from rpl_sql.language.statements import (
@@ -86,143 +87,6 @@ class ParseError(MySQLError):
         return self.statement_line + self.line - 1
 
 
-# ---------------------------------------------------------------- classifying
-
-def _leading_words(code: str, count: int) -> list[tuple[str, int, int, str]]:
-    """The first `count` words (upper-cased if ASCII) with their offsets and what follows each: 'other'
-    when punctuation such as '.' touches it, else ''; stops at the first piece that is not a word."""
-    words: list[tuple[str, int, int, str]] = []
-    for kind, s, e in pieces(code):
-        if words and s == words[-1][2] and kind == "other":
-            words[-1] = (*words[-1][:3], "other")
-        if kind in ("space", "comment", "marker"):
-            continue
-        if kind != "word" or len(words) == count:
-            break
-        word = code[s:e]
-        words.append((word.upper() if word.isascii() else word, s, e, ""))
-    return words
-
-
-# Statements rpl_sql owns begin with one of these; SHOW and RESET only before a replication word (Spark has
-# its own SHOW ... and RESET <config key>). Spark has no CHANGE, START or STOP statement at all.
-LEADERS = ("CHANGE", "START", "STOP", "RESET", "SHOW", "RESYNC")
-REPLICA_WORDS = ("REPLICA", "SLAVE", "REPLICATION", "MASTER", "SOURCE")
-# What a Spark SQL statement can start with (Spark 4's statement rule, SQL scripting, Delta's commands): a
-# first word outside this set that is close to one of LEADERS is taken as a misspelt replication statement.
-SPARK_LEADERS = frozenset("""
-    SELECT WITH FROM VALUES TABLE MAP REDUCE INSERT UPDATE DELETE MERGE USE SET RESET CREATE REPLACE ALTER DROP
-    SHOW DESC DESCRIBE EXPLAIN COMMENT REFRESH CACHE UNCACHE CLEAR LOAD TRUNCATE REPAIR MSCK ADD LIST ANALYZE
-    DECLARE EXECUTE CALL BEGIN IF WHILE REPEAT LOOP FOR CASE LEAVE ITERATE SIGNAL RESIGNAL GRANT REVOKE LOCK
-    UNLOCK EXPORT IMPORT DFS OPTIMIZE VACUUM RESTORE CONVERT GENERATE FSCK COPY
-""".split())
-# SET forms of MySQL's and MariaDB's replication system variables: owned, so they never reach Spark.
-_SET_REPLICATION = re.compile(
-    r"\s*SET\s+(?:(?P<scope>GLOBAL|SESSION|LOCAL|PERSIST|PERSIST_ONLY)\s+|@@(?:(?P<scope2>GLOBAL|SESSION|LOCAL)\.)?)?"
-    r"(?:(?P<conn>`(?:[^`]|``)*`|[A-Za-z0-9_$]+)\.)?"
-    r"(?P<var>replicate_\w*|sql_(?:replica|slave)_skip_counter|default_master_connection)\b"
-    r"(?P<rest>.*)", re.IGNORECASE | re.DOTALL)
-_SET_VALUE = re.compile(r"\s*:?=\s*(?P<value>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|[A-Za-z0-9_$]+)\s*$",
-                        re.DOTALL)
-_SHOW_VARIABLES = re.compile(r"\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?VARIABLES\b\s*(?P<rest>.*)$",
-                             re.IGNORECASE | re.DOTALL)
-# waiting for executed GTIDs: a SELECT of MySQL's or MariaDB's function alone is the replica's to answer
-_WAIT_GTIDS = re.compile(
-    r"\s*SELECT\s+(?P<fn>WAIT_FOR_EXECUTED_GTID_SET|MASTER_GTID_WAIT)\s*\(\s*"
-    r"(?P<set>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")\s*(?:,\s*(?P<timeout>-?[0-9]+(?:\.[0-9]*)?)\s*)?\)\s*$",
-    re.IGNORECASE | re.DOTALL)
-# MariaDB's dynamic filter variables (as in its multi-source replication), and the filter each sets
-SET_FILTER_VARIABLES = ("replicate_do_db", "replicate_ignore_db", "replicate_do_table", "replicate_ignore_table",
-                        "replicate_wild_do_table", "replicate_wild_ignore_table", "replicate_rewrite_db")
-# `/*spark*/` before a statement sends it to Spark as written, whatever it looks like.
-FORCE_SPARK = re.compile(r"\s*/\*\s*spark\s*\*/", re.IGNORECASE)
-
-
-def _distance(a: str, b: str) -> int:
-    """Optimal string alignment distance (swapping neighbours counts one): `STPO` is 1 from `STOP`."""
-    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
-    for i in range(1, len(a) + 1):
-        for j in range(1, len(b) + 1):
-            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
-    return d[-1][-1]
-
-
-@functools.lru_cache(maxsize=4096)
-def _closest(word: str, choices: tuple[str, ...]) -> str | None:
-    """The choice that `word` is a likely typo of (distance 1, or 2 for choices of 6+ letters), if any."""
-    if word in choices or len(word) < 3 or not word.isascii():
-        return None
-    best, best_d = None, None
-    for c in choices:
-        if abs(len(c) - len(word)) > 2:  # the distance is at least the length difference: never close enough
-            continue
-        d = _distance(word, c)
-        if best_d is None or d < best_d:
-            best, best_d = c, d
-    return best if best is not None and best_d <= (2 if len(best) >= 6 else 1) else None
-
-
-@dataclass(frozen=True)
-class Route:
-    """Who runs a statement: 'grammar' (rpl_sql), 'spark', 'unsupported' (a replication statement rpl_sql
-    does not implement, named by `what`) or 'typo' (a misspelt replication keyword at offset `near`; `hint`
-    is the likely start of the statement)."""
-
-    owner: str
-    near: int = 0
-    hint: str = ""
-    what: str = ""
-
-
-def route(code: str) -> Route:
-    """Decide who runs `code` from its first words, without parsing it."""
-    if FORCE_SPARK.match(code):
-        return Route("spark")
-    m = _SET_REPLICATION.match(code)
-    if m:
-        var = m.group("var").lower()
-        if var in SET_FILTER_VARIABLES or var == "default_master_connection" or var.endswith("_skip_counter"):
-            return Route("grammar")
-        return Route("unsupported", what=f"SET {var}",
-                     hint="set filters with CHANGE REPLICATION FILTER ... [FOR CHANNEL '...']")
-    if _SHOW_VARIABLES.match(code) or _WAIT_GTIDS.match(code):
-        return Route("grammar")
-    w = _leading_words(code, 2)
-    if not w:
-        return Route("spark")
-    first, second = w[0][0], (w[1][0] if len(w) > 1 else "")
-    if first in ("CHANGE", "START", "STOP", "RESYNC"):
-        return Route("grammar")
-    if first in ("RESET", "SHOW"):
-        if second in ("REPLICA", "SLAVE") or (first == "SHOW" and second in ("REPLICATION", "WARNINGS")):
-            return Route("grammar")
-        if second in ("MASTER", "BINARY", "BINLOG", "RELAYLOG", "REPLICAS"):
-            return Route("unsupported", what=f"{first} {second}",
-                         hint="rpl_sql is a replica: it has no binary log of its own")
-        fix = _closest(second, REPLICA_WORDS) if second and w[1][3] != "other" else None
-        if fix:  # not a dotted config key (RESET spark.sql.x): a misspelt RESET REPLICA, SHOW REPLICA ...
-            return Route("typo", w[1][1], f"{first} {fix}")
-        return Route("spark")
-    if first == "EXPLAIN":  # EXPLAIN REPLICATION FILTER / EXPLAIN CHANGE REPLICATION FILTER; Spark's EXPLAIN <query>
-        if second in ("REPLICATION", "CHANGE"):
-            return Route("grammar")
-        fix = _closest(second, ("REPLICATION",)) if second and second not in SPARK_LEADERS and \
-            second not in ("EXTENDED", "CODEGEN", "COST", "FORMATTED", "LOGICAL") else None
-        if fix:
-            return Route("typo", w[1][1], f"EXPLAIN {fix}")
-        return Route("spark")
-    if first in SPARK_LEADERS:
-        return Route("spark")
-    fix = _closest(first, LEADERS)
-    if fix:
-        rest = second if not second or second in REPLICA_WORDS else _closest(second, REPLICA_WORDS)
-        if rest is not None:
-            return Route("typo", w[0][1], f"{fix} {rest}".strip())
-    return Route("spark")
-
-
 # ---------------------------------------------------------------- building nodes
 
 EXPLAIN_COMMAND = re.compile(r"[A-Za-z_]+")
@@ -238,59 +102,6 @@ class _Span(NamedTuple):
 def _span(children) -> _Span:
     bounds = [(c.start_pos, c.end_pos) if isinstance(c, Token) else c for c in children if c is not None]
     return _Span(min(b[0] for b in bounds), max(b[1] for b in bounds))
-
-
-_UNESCAPE = {q: re.compile(r"\\(.)|" + q + q, re.DOTALL) for q in "'\""}
-_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
-
-
-def _string(tok: Token) -> str:
-    """A string literal's value: MySQL escapes, except that \\% and \\_ keep their backslash."""
-    quote = tok[0]
-    return _UNESCAPE[quote].sub(lambda m: quote if m[1] is None else _ESCAPES.get(m[1], m[1]), tok[1:-1])
-
-
-def _no_newline(value: str, shown: str | None = None) -> str:
-    """MySQL's TEXT_STRING_sys_nonewline: patterns, channel names and most option strings (`shown` in the
-    error instead of a secret value)."""
-    if "\n" in value:
-        raise MySQLError.of("ER_WRONG_VALUE", "argument contains not-allowed LF", value if shown is None else shown)
-    return value
-
-
-# MySQL 8.0's checks of CHANGE REPLICATION SOURCE strings, in bytes (HOSTNAME_LENGTH, USERNAME_LENGTH)
-_MAX_BYTES = {"SOURCE_HOST": 255, "SOURCE_USER": 96}
-
-
-def _uint(tok: Token) -> int:
-    return int(tok, 16) if tok[:2] == "0x" else int(tok)
-
-
-# How MySQL 8.0 keeps a numeric CHANGE REPLICATION SOURCE option: its grammar reads an unsigned number
-# saturated at 2^64-1 (my_strtoll10), stored in a field of this many bits (Master_info's members)
-_UINT_BITS = {"SOURCE_PORT": 32, "SOURCE_CONNECT_RETRY": 32, "SOURCE_ZSTD_COMPRESSION_LEVEL": 32}
-_MAX_DELAY = 2**31 - 1  # MySQL's MASTER_DELAY_MAX
-
-
-def _option_uint(key: str, old: str | None, tok: Token) -> int:
-    """An option's value as MySQL 8.0 stores it: `SOURCE_PORT=99999999999999999999999` is 4294967295 (MariaDB
-    shows the same); a SOURCE_DELAY past its maximum is refused, and SOURCE_LOG_POS is at least 4."""
-    value = min(_uint(tok), 2**64 - 1)
-    if key == "SOURCE_DELAY" and value > _MAX_DELAY:
-        raise MySQLError.of("ER_MASTER_DELAY_VALUE_OUT_OF_RANGE", value, _MAX_DELAY)
-    if key == "SOURCE_LOG_POS":
-        return max(value, 4)
-    return value % 2 ** _UINT_BITS.get(key, 64)
-
-
-def _option_key(tok: Token) -> tuple[str, str | None]:
-    """(canonical SOURCE_* key, the MASTER_* spelling if that was used)."""
-    key = tok.upper()
-    if key == "GET_MASTER_PUBLIC_KEY":
-        return "GET_SOURCE_PUBLIC_KEY", key
-    if key.startswith("MASTER_"):
-        return "SOURCE_" + key[len("MASTER_"):], key
-    return key, None
 
 
 class _Build(Transformer):
@@ -331,7 +142,7 @@ class _Build(Transformer):
         return f"{c[0]}.{c[1]}"
 
     def pattern(self, c):
-        value = _no_newline(_string(c[0]))
+        value = no_newline(string_value(c[0]))
         if "." not in value:
             raise MySQLError.of("ER_INVALID_RPL_WILD_TABLE_FILTER_PATTERN")
         return value
@@ -344,7 +155,7 @@ class _Build(Transformer):
         return tok[1:-1].replace("``", "`") if tok.type == "QUOTED_IDENT" else str(tok)
 
     def channel(self, c):
-        return channel_key(_no_newline(_string(c[0])))
+        return channel_key(no_newline(string_value(c[0])))
 
     # -- CHANGE REPLICATION SOURCE / CHANGE MASTER
 
@@ -358,44 +169,44 @@ class _Build(Transformer):
         return self.change_source(c, legacy=True)
 
     def string_key(self, c):
-        return _option_key(c[0])
+        return option_key(c[0])
 
     uint_key = flag_key = heartbeat_key = ciphersuites_key = string_key
 
     def string_option(self, c):
-        (key, old), value = c[0], _string(c[1])
-        limit = _MAX_BYTES.get(key)
+        (key, old), value = c[0], string_value(c[1])
+        limit = MAX_BYTES.get(key)
         if limit is not None and len(value.encode("utf-8", "surrogatepass")) > limit:
             raise MySQLError.of("ER_WRONG_STRING_LENGTH", value, old or key, limit)
         if key == "SOURCE_COMPRESSION_ALGORITHMS":
             return key, value, old
-        return key, _no_newline(value, SECRET if key == "SOURCE_PASSWORD" else None), old
+        return key, no_newline(value, SECRET if key == "SOURCE_PASSWORD" else None), old
 
     def uint_option(self, c):
         (key, old), value = c
-        return key, _option_uint(key, old, value), old
+        return key, option_uint(key, old, value), old
 
     def flag_option(self, c):
         (key, old), value = c
-        return key, int(_uint(value) != 0), old
+        return key, int(uint_value(value) != 0), old
 
     def heartbeat_option(self, c):
         (key, old), value = c
-        return key, (float(value) if value.type == "DECIMAL" else _uint(value)), old
+        return key, (float(value) if value.type == "DECIMAL" else uint_value(value)), old
 
     def nullable_string_option(self, c):
         (key, old), value = c
-        return key, (None if value.type == "NULL" else _no_newline(_string(value))), old
+        return key, (None if value.type == "NULL" else no_newline(string_value(value))), old
 
     def ignore_server_ids(self, c):
-        return "IGNORE_SERVER_IDS", tuple(_uint(t) for t in c[0]), None
+        return "IGNORE_SERVER_IDS", tuple(uint_value(t) for t in c[0]), None
 
     def privilege_checks_user(self, c):
         value = c[0]
         return "PRIVILEGE_CHECKS_USER", (None if isinstance(value, Token) and value.type == "NULL" else value), None
 
     def account(self, c):
-        user, host = (_string(p) if isinstance(p, Token) and p.type == "STRING" else str(p) for p in c)
+        user, host = (string_value(p) if isinstance(p, Token) and p.type == "STRING" else str(p) for p in c)
         return f"{standard_str(user)}@{standard_str('%' if c[1] is None else host)}"
 
     def pk_check(self, c):
@@ -406,7 +217,7 @@ class _Build(Transformer):
 
     def anon_gtids(self, c):
         tok = c[0]
-        return _string(tok) if tok.type == "STRING" else tok.upper()
+        return string_value(tok) if tok.type == "STRING" else tok.upper()
 
     def assign_gtids_to_anonymous_transactions(self, c):
         return "ASSIGN_GTIDS_TO_ANONYMOUS_TRANSACTIONS", c[0], None
@@ -453,10 +264,10 @@ class _Build(Transformer):
         return ExplainChangeReplicationFilter(change=change, **(window or {}))
 
     def last_events(self, c):
-        return {"last": _uint(c[0])}
+        return {"last": uint_value(c[0])}
 
     def since(self, c):
-        return {"since": _no_newline(_string(c[0]))}
+        return {"since": no_newline(string_value(c[0]))}
 
     def show_filter_warnings(self, c):
         return ShowReplicationFilterWarnings(channel=c[0])
@@ -487,14 +298,14 @@ class _Build(Transformer):
 
     def as_of(self, c):
         tok = c[0]
-        return _uint(tok) if tok.type == "UINT" else _no_newline(_string(tok))
+        return uint_value(tok) if tok.type == "UINT" else no_newline(string_value(tok))
 
     def explain_row(self, c):
         return {"table": (c[0], c[1])}
 
     def explain_statement(self, c):
         text, db, tables = c
-        value = _no_newline(_string(text)).strip()
+        value = no_newline(string_value(text)).strip()
         if EXPLAIN_COMMAND.fullmatch(value):  # a command name (evaluate.COMMANDS), as should_apply_statement takes
             if value.upper() not in EXPLAIN_COMMANDS:
                 raise MySQLError.of("ER_WRONG_ARGUMENTS", f"EXPLAIN REPLICATION FILTER (unknown command '{value}'; "
@@ -516,7 +327,7 @@ class _Build(Transformer):
         return (first, second, read is None) if second is not None else (None, first, read is None)
 
     def limit(self, c):
-        return _uint(c[0])
+        return uint_value(c[0])
 
 
 class _AlwaysLexNames:
@@ -554,7 +365,7 @@ def _lark() -> Lark:
 
 def _variable_statement(code: str, text: str, line: int) -> Statement:
     """SET of a replication variable, or SHOW VARIABLES: a few fixed shapes, matched without the grammar."""
-    m = _SHOW_VARIABLES.match(code)
+    m = SHOW_VARIABLES.match(code)
     if m:
         rest = m.group("rest").strip().rstrip(";").strip()
         if not rest:
@@ -562,15 +373,15 @@ def _variable_statement(code: str, text: str, line: int) -> Statement:
         like = re.fullmatch(r"LIKE\s+('(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")", rest, re.IGNORECASE | re.DOTALL)
         if not like:
             raise _near(text, code.index(rest), line)
-        return ShowVariables(text=text, line=line, like=_string(Token("STRING", like.group(1))))
-    m = _SET_REPLICATION.match(code)
+        return ShowVariables(text=text, line=line, like=string_value(Token("STRING", like.group(1))))
+    m = SET_REPLICATION.match(code)
     var, scope = m.group("var").lower(), (m.group("scope") or m.group("scope2") or "").upper()
     rest = m.group("rest").rstrip().rstrip(";")
-    v = _SET_VALUE.fullmatch(rest)
+    v = SET_VALUE.fullmatch(rest)
     if not v:
         raise _near(text, m.start("rest") + len(rest) - len(rest.lstrip()) if rest.strip() else len(code), line)
     raw = v.group("value")
-    value = None if raw.upper() == "DEFAULT" else _string(Token("STRING", raw)) if raw[0] in "'\"" else raw
+    value = None if raw.upper() == "DEFAULT" else string_value(Token("STRING", raw)) if raw[0] in "'\"" else raw
     conn = m.group("conn")
     if conn is not None:
         conn = conn[1:-1].replace("``", "`") if conn.startswith("`") else conn
@@ -631,15 +442,15 @@ def parse_statement(text: str, line: int = 1) -> Statement:
                     "start it with /*spark*/)")
         err.add_note(err.hint)
         raise err
-    if _SET_REPLICATION.match(code) or _SHOW_VARIABLES.match(code):
+    if SET_REPLICATION.match(code) or SHOW_VARIABLES.match(code):
         return _variable_statement(code, text, line)
-    m = _WAIT_GTIDS.match(code)
+    m = WAIT_GTIDS.match(code)
     if m:
         timeout = float(m["timeout"]) if m["timeout"] is not None else None
         fn = m["fn"].upper()
         if fn == "MASTER_GTID_WAIT" and timeout is not None and timeout < 0:
             timeout = None  # MariaDB: a negative timeout waits as long as it takes
-        return WaitForGtidSet(text=text, line=line, gtids=_string(m["set"]), timeout=timeout, function=fn)
+        return WaitForGtidSet(text=text, line=line, gtids=string_value(m["set"]), timeout=timeout, function=fn)
     try:
         stmt = _lark().parse(code)
     except UnexpectedInput as err:

@@ -88,7 +88,7 @@ class _Source:
 class BinlogIngest:
     """One ingest run of one channel: read from the committed position to the end of the binlog.
 
-    About 300 lines: one binlog event stream assembled into whole transactions (the open transaction, the
+    About 380 lines: one binlog event stream assembled into whole transactions (the open transaction, the
     grouping of rows events, the resume position) is one state machine; its steps are its methods."""
 
     def __init__(self, warehouse: str, channel: str, *, max_events: int | None = None,

@@ -12,7 +12,8 @@ import pytest
 from rpl_sql import MySQLError, Session, SparkRequiredError, SparkSQLError
 from rpl_sql.cli.shell import Shell
 from rpl_sql.display.render import display_width, format_table
-from rpl_sql.language.parser import ParseError, parse_statement, route
+from rpl_sql.language.parser import ParseError, parse_statement
+from rpl_sql.language.routing import route
 from rpl_sql.language.statements import OtherSQL, ShowWarnings
 
 TYPOS = [  # text, near, hint

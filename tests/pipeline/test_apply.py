@@ -484,12 +484,12 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     """Commits landed by the ingest's writer carry summaries: the applier decides from them, without its pass
     over the events, where they cover the batch; a commit without one (older rpl_sql) sends it to the pass."""
     calls = []
-    real = A._Applier._aggregate
+    real = A.aggregate
 
-    def counted(self, ev, ch, sql):
+    def counted(ev, ch, sql):
         calls.append(ch.name)
-        return real(self, ev, ch, sql)
-    monkeypatch.setattr(A._Applier, "_aggregate", counted)
+        return real(ev, ch, sql)
+    monkeypatch.setattr(A, "aggregate", counted)
     rewrote = colliding_key_hash(monkeypatch, caplog) if collide else None
     setup_server(warehouse)
     log = hostile_log(seed=31)

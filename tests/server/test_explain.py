@@ -17,7 +17,8 @@ import rpl_sql
 from rpl_sql.server import execute as server
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import RowEvent, TableRef, decide, statement_event
-from rpl_sql.language.parser import parse, route
+from rpl_sql.language.parser import parse
+from rpl_sql.language.routing import route
 from rpl_sql.filters.rules import FilterType as T
 from rpl_sql.language.statements import ExplainReplicationFilter
 

@@ -9,9 +9,11 @@ and requires equal applied tables.
 """
 from __future__ import annotations
 
+import json
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -223,3 +225,36 @@ def _overlaps(f: DeltaFile, lo: int, hi: int | None) -> bool:
     """Can the file hold seqs in (lo, hi]? (Without stats: assume so.)"""
     mn, mx = f.min_values.get("seq"), f.max_values.get("seq")
     return not ((mx is not None and mx <= lo) or (hi is not None and mn is not None and mn > hi))
+
+
+def add_actions(target: str, rel_dir: str) -> tuple[list, int]:
+    """AddActions (with numRecords and seq/channel stats from the footers) for the Parquet files Spark wrote."""
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction
+    from pyarrow import fs as pafs
+
+    fs, base = filesystem(target)
+    infos = [i for i in fs.get_file_info(pafs.FileSelector(base, recursive=False))
+             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+             and not i.base_name.startswith(("_", "."))]
+    actions, total = [], 0
+    for info in sorted(infos, key=lambda i: i.base_name):
+        with fs.open_input_file(info.path) as fh:
+            md = pq.ParquetFile(fh).metadata
+        if md.num_rows == 0:
+            continue
+        total += md.num_rows
+        stats: dict[str, Any] = {"numRecords": md.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+        names = [md.schema.column(i).path for i in range(md.num_columns)]
+        for col in ("channel", "seq"):
+            if col not in names:
+                continue
+            j = names.index(col)
+            rgs = [md.row_group(k).column(j).statistics for k in range(md.num_row_groups)]
+            if all(s is not None and s.has_min_max and s.has_null_count for s in rgs):
+                stats["minValues"][col] = min(s.min for s in rgs)
+                stats["maxValues"][col] = max(s.max for s in rgs)
+                stats["nullCount"][col] = sum(s.null_count for s in rgs)
+        mtime = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
+        actions.append(AddAction(f"{rel_dir}/{info.base_name}", info.size, {}, mtime, True, json.dumps(stats)))
+    return actions, total

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
 import os
 import time
@@ -21,40 +20,23 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
-from rpl_sql.server.gtid_set import GtidSet, merge_intervals
-from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.storage.delta import archive
 from rpl_sql.errors import MySQLError
-from rpl_sql.filters.evaluate import Decision, hit_rules, rewrite_db
-from rpl_sql.pipeline.applier.arrow_write import filesystem, write_applied
+from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem, write_applied
+from rpl_sql.pipeline.applier.batch_shapes import aggregate, decide_batch, summarized_shapes
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress, timed
 from rpl_sql.pipeline.applier.tables_gate import NO_TABLES, TablesGate
-from rpl_sql.pipeline.applier.shapes import (
-    DATA_DIR,
-    SHAPE_KEYS,
-    VERIFY_BUDGET,
-    VERIFY_MAX_SHAPES,
-    Shape,
-    batch_record,
-    decide_shapes,
-    decision_columns,
-    derive_hits,
-    not_running,
-    reference,
-    shape_frame,
-    with_shape_key,
-)
+from rpl_sql.pipeline.applier.shapes import DATA_DIR, SHAPE_KEYS, Shape, batch_record, not_running, with_shape_key
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE, applied_path, events_path
-from rpl_sql.pipeline.summary import Summary, merge, tables_key
+from rpl_sql.pipeline.summary import Summary
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.ingest_position import SourceFilterConflictError, channel_commits
-from rpl_sql.filters.rules import TYPES, FilterType
+from rpl_sql.filters.rules import FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.deltaread import DeltaFile
 from rpl_sql.spark.env import configured_master, local_spark, session_conf
@@ -122,9 +104,9 @@ class _WriteStage:
 class _Applier:
     """One applier run: per channel, batches of events decided in Spark, then the two commits (BatchCommits).
 
-    About 430 lines: the batch loop and the Spark steps it orders (aggregate shapes, decide, verify against
-    the evaluator, write) share the run's snapshot, session and installed functions; they are methods so the
-    crash tests can stop a run between any two of them.
+    About 310 lines: the batch loop and the writes it orders (Spark's or pyarrow's, then the two commits on a
+    write stage that overlaps the next batch's deciding) share the run's snapshot, session, installed functions
+    and write stage; finding and deciding the shapes is `batch_shapes`, the replica tables `tables_gate`.
     """
 
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[ApplyProgress], None] | None,
@@ -310,8 +292,8 @@ class _Applier:
         if commits:
             log.debug("channel '%s': seqs %d..%d from %d commit summaries", ch.name, lo + 1, hi, len(commits))
         with timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name):
-            shapes, gtids, (last_file, last_pos) = (self._summarized(commits) if commits
-                                                    else self._aggregate(ev(), ch, sql))
+            shapes, gtids, (last_file, last_pos) = (summarized_shapes(commits) if commits
+                                                    else aggregate(ev(), ch, sql))
         if not shapes:
             return None
         total = sum(s.count for s in shapes)
@@ -323,7 +305,7 @@ class _Applier:
         if bad:
             raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
         with timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name):
-            self._decide(state, ch, [s for s in shapes if s.kind != "gtid"], sql)
+            decide_batch(state, ch, [s for s in shapes if s.kind != "gtid"], sql, self.verify)
         dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
 
         rec = batch_record(ch, shapes, settled, settled_rules, channel=ch.name, start=lo, end=last, events=total,
@@ -362,128 +344,6 @@ class _Applier:
             raise ApplyError(str(e), ch.name) from None
         return sum(n for b in batches for n in b.dropped.values()), hits, rules
 
-    def _aggregate(self, ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
-        """One Spark action: the distinct shapes with counts and (SQL) verdicts, the batch's GTIDs and the
-        binlog file/position of its last event.
-
-        The compiled functions run on the aggregated rows, so they cost per shape, not per event. GTIDs come
-        back as intervals per source (MySQL) or the last seq_no per domain (MariaDB), never as one row per
-        transaction.
-        """
-        from pyspark.sql import functions as F
-
-        shapes = shape_frame(ev)
-        if sql:  # one decision code per shape: the verdict and the label are both read off it
-            shapes = shapes.select("*", *decision_columns(ch.name))
-        # GTIDs and the last position, per (binlog file, GTID source, 64 transaction numbers): MySQL numbers as
-        # 64-bit masks (exact, with gaps), MariaDB as the last seq_no per domain; ~1 row per 64 transactions.
-        # Fixed-width buffers here too (max_by of a long, bit_or), as in shape_frame.
-        # Parsed with substring_index only: split() (a regex) on every GTID cost more than the rest of the pass.
-        g = F.col("gtid")
-        mysql = g.contains(":")
-        dashes = F.length(g) - F.length(F.replace(g, F.lit("-"), F.lit("")))
-        num = F.when(mysql, F.substring_index(g, ":", -1)).otherwise(F.substring_index(g, "-", -1)).try_cast("bigint")
-        gsel = ev.select("seq", "binlog_file", "binlog_pos", mysql.alias("my"),
-                         F.when(mysql, F.expr(
-                             "substring(gtid, 1, length(gtid) - length(substring_index(gtid, ':', -1)) - 1)"))
-                         .otherwise(F.substring_index(g, "-", 1)).alias("key"),
-                         num.alias("gn"),
-                         F.when(~mysql, F.substring_index(F.substring_index(g, "-", 2), "-", -1).try_cast("bigint"))
-                         .alias("server"),
-                         (g.isNotNull() & ~mysql & (dashes != 2)).alias("bad_shape"))
-        gt = (gsel.groupBy("binlog_file", "my", "key",
-                           F.when(F.col("my"), F.expr("gn div 64")).alias("word"))
-              .agg(F.expr("bit_or(CASE WHEN my THEN shiftleft(1L, CAST(pmod(gn, 64) AS INT)) END)").alias("mask"),
-                   F.max("gn").alias("mx"), F.max_by("server", "gn").alias("srv"),
-                   F.max("seq").alias("last_seq"), F.max_by("binlog_pos", "seq").alias("last_pos"),
-                   F.sum(F.when(F.col("my").isNotNull() & (
-                       F.col("gn").isNull() | (F.col("gn") < 1) | F.col("bad_shape")
-                       | (~F.col("my") & (F.col("server").isNull() | F.col("key").try_cast("bigint").isNull()))),
-                       1).otherwise(0)).alias("bad")))
-        rows = (shapes.withColumn("_set", F.lit("shape"))
-                .unionByName(gt.withColumn("_set", F.lit("gtid")), allowMissingColumns=True)
-                .toArrow().to_pylist())  # tens of thousands of shapes: Arrow, not pickled Rows
-        out: list[Shape] = []
-        words: dict[str, set[tuple[int, int]]] = {}
-        mariadb: dict[int, tuple[int, int]] = {}
-        last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
-        for r in rows:
-            if r["_set"] == "shape":
-                out.append(_shape(r, ch.name, sql))
-                continue
-            if r["last_seq"] is not None and r["last_seq"] > last[0]:
-                last = (r["last_seq"], r["binlog_file"], r["last_pos"])
-            if r["my"] is None:
-                continue
-            if r["bad"]:
-                raise ApplyError(f"{r['bad']} events carry a GTID that is neither 'uuid:n' nor 'domain-server-n' "
-                                 f"(source {r['key']!r})", ch.name)
-            if r["my"]:
-                words.setdefault(r["key"].lower(), set()).add((r["word"], r["mask"] & (2 ** 64 - 1)))
-            else:
-                d = int(r["key"])
-                if d not in mariadb or r["mx"] > mariadb[d][1]:
-                    mariadb[d] = (int(r["srv"]), int(r["mx"]))
-        mysql_iv = {k: _word_intervals(v) for k, v in words.items()}
-        return out, GtidSet(mysql_iv, mariadb), last[1:]
-
-    def _summarized(self, commits: tuple[Summary, ...]) -> tuple[list[Shape], GtidSet, tuple]:
-        """What _aggregate finds, from the commits' summaries, undecided (_decide asks the evaluator: for 46,000
-        shapes that took half the time of a Spark query over the compiled functions, which also had the
-        evaluator name the rule of every hit): their shapes merged in Arrow, their GTID sets' union and the last
-        commit's position. No Spark: _write's join computes the key hashes on both of its sides."""
-        merged = merge([c.shapes for c in commits])
-        query = pc.fill_null(pc.equal(merged.column("event_type"), "query"), False)
-        tkeys = pc.if_else(query, tables_key(merged.column("tables")), pa.scalar(None, pa.string()))
-        cols = [merged.column(k).to_pylist() for k in ("event_type", "db_name", "table_name", "command",
-                                                        "default_db", "tables", "n", "lo", "hi")]
-        out: dict[tuple, Shape] = {}  # grouped by SHAPE_KEYS, as shape_frame groups (a row event's tables: NULL)
-        for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in zip(*cols, tkeys.to_pylist()):
-            key = (et, db, tbl, cmd, ddb, tk)
-            s = out.get(key)
-            if s is None:
-                out[key] = Shape(key, tables if tk is not None else None, n, lo, hi)
-            else:
-                s.count, s.min_seq, s.max_seq = s.count + n, min(s.min_seq, lo), max(s.max_seq, hi)
-        gtids = functools.reduce(GtidSet.union, (c.gtids for c in commits), GtidSet())
-        return list(out.values()), gtids, (commits[-1].last_file, commits[-1].last_pos)
-
-    def _decide(self, state: ServerState, ch: Channel, shapes: list[Shape], sql: bool) -> None:
-        """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
-        lctn, matching = state.lower_case_table_names, state.matching
-        if not sql:
-            decide_shapes(ch.name, ch.filters, shapes, matching)
-            return
-        decided: dict[int, Decision] = {}  # id(shape) -> the evaluator's decision, for _verify to reuse
-        for s in shapes:
-            s.hits = derive_hits(ch.filters, s.kind, s.key[3], s.db,
-                                 s.apply, s.decided_by, lctn)
-            if s.hits:  # which rule: the evaluator names it (SQL returns the deciding type only)
-                d = reference(ch.name, ch.filters, s, matching)
-                s.rule_hits = hit_rules(ch.filters, s.event(), d, lctn)
-                if state.filter_mode == "mysql":  # then it is the decision _verify checks against
-                    decided[id(s)] = d
-        self._verify(ch, shapes, lctn, decided)
-
-    @staticmethod
-    def _applied_db(ch: Channel, s: Shape, lctn: int) -> str | None:
-        return rewrite_db(ch.filters, s.db, lctn)
-
-    def _verify(self, ch: Channel, shapes: list[Shape], lctn: int, decided: dict[int, Decision]) -> None:
-        if self.verify == "none":
-            return
-        rules = sum(len(ch.filters.values(t)) for t in TYPES) + 1
-        todo = sorted(shapes, key=lambda s: -s.count)
-        if self.verify == "auto":  # the most frequent shapes, within a budget of evaluator rule checks
-            todo = todo[:min(VERIFY_MAX_SHAPES, max(256, VERIFY_BUDGET // rules))]
-        for s in todo:
-            d = decided.get(id(s)) or reference(ch.name, ch.filters, s, lctn)
-            got = (s.apply, s.decided_by, sorted(h.value for h in s.hits), s.applied_db)
-            want = (d.apply, d.decided_by, sorted(h.value for h in d.hits), self._applied_db(ch, s, lctn))
-            if got != want:
-                raise ApplyError(f"the compiled functions disagree with the reference evaluator on the "
-                                 f"{s.describe()} (seq {s.min_seq}): SQL {got}, evaluator {want}", ch.name)
-
     def _write(self, ev, shapes: list[Shape], rec: BatchRecord) -> list:
         """Write the applied events (of all the batch's `shapes`) as Parquet under the applied table; the
         delta-rs add actions for them.
@@ -520,7 +380,7 @@ class _Applier:
             with session_conf(self.spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
                                            "spark.sql.parquet.compression.codec": "snappy"}):
                 out.write.mode("errorifexists").parquet(target)
-            actions, rows = _add_actions(target, rel_dir)
+            actions, rows = add_actions(target, rel_dir)
             if rows == rec.applied:
                 return actions
             if exact or rows < rec.applied:
@@ -546,7 +406,7 @@ class _Applier:
         fs, base = filesystem(target)
         rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs,
                              threads=min(8, os.cpu_count() or 2))
-        actions, written = _add_actions(target, rel_dir)
+        actions, written = add_actions(target, rel_dir)
         if rows != rec.applied or written != rows:
             fs.delete_dir(base)
             raise ApplyError(f"wrote {written} applied events, expected {rec.applied} (batch {rec.start + 1}.."
@@ -574,65 +434,6 @@ def _key_hash(*cols):
     from pyspark.sql import functions as F
 
     return F.xxhash64(*cols)
-
-
-def _shape(r: dict, channel: str, sql: bool) -> Shape:
-    """A shape_frame row as a Shape, with its SQL verdict when `sql`."""
-    s = Shape(tuple(r[k] for k in SHAPE_KEYS), r["t"], r["n"], r["lo"], r["hi"])
-    if sql and s.kind in ("row", "query"):
-        if r["code"] not in LABELS:
-            raise ApplyError(f"seq {s.min_seq}: cannot decide the malformed {s.describe()}", channel)
-        s.apply, s.decided_by, s.applied_db = r["code"] in TRUE_CODES, LABELS[r["code"]], r["adb"]
-    return s
-
-
-def _word_intervals(words: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """GTID numbers from (word, 64-bit mask) pairs (number = 64 * word + bit) as merged intervals."""
-    out: list[tuple[int, int]] = []
-    for word, mask in sorted(words):
-        base, pos, x = 64 * word, 0, mask
-        while x:
-            tz = (x & -x).bit_length() - 1
-            x >>= tz
-            pos += tz
-            ones = (~x & (x + 1)).bit_length() - 1
-            out.append((base + pos, base + pos + ones - 1))
-            x >>= ones
-            pos += ones
-    return merge_intervals(out)
-
-
-def _add_actions(target: str, rel_dir: str) -> tuple[list, int]:
-    """AddActions (with numRecords and seq/channel stats from the footers) for the Parquet files Spark wrote."""
-    import pyarrow.parquet as pq
-    from deltalake.transaction import AddAction
-    from pyarrow import fs as pafs
-
-    fs, base = filesystem(target)
-    infos = [i for i in fs.get_file_info(pafs.FileSelector(base, recursive=False))
-             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-             and not i.base_name.startswith(("_", "."))]
-    actions, total = [], 0
-    for info in sorted(infos, key=lambda i: i.base_name):
-        with fs.open_input_file(info.path) as fh:
-            md = pq.ParquetFile(fh).metadata
-        if md.num_rows == 0:
-            continue
-        total += md.num_rows
-        stats: dict[str, Any] = {"numRecords": md.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
-        names = [md.schema.column(i).path for i in range(md.num_columns)]
-        for col in ("channel", "seq"):
-            if col not in names:
-                continue
-            j = names.index(col)
-            rgs = [md.row_group(k).column(j).statistics for k in range(md.num_row_groups)]
-            if all(s is not None and s.has_min_max and s.has_null_count for s in rgs):
-                stats["minValues"][col] = min(s.min for s in rgs)
-                stats["maxValues"][col] = max(s.max for s in rgs)
-                stats["nullCount"][col] = sum(s.null_count for s in rgs)
-        mtime = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
-        actions.append(AddAction(f"{rel_dir}/{info.base_name}", info.size, {}, mtime, True, json.dumps(stats)))
-    return actions, total
 
 
 def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[str] | None = None, *,

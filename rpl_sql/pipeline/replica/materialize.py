@@ -69,7 +69,11 @@ class MaterializeReport:
 
 
 class ReplicaTables(TableStatements):
-    """One channel's replica tables; `catch_up()` brings them to the applier's position."""
+    """One channel's replica tables; `catch_up()` brings them to the applier's position.
+
+    About 290 lines: a catch-up (read the applied events, replay each table's share in source order, one commit
+    per table, then the catalog's) shares the open tables, the catalog and the report across its steps; the DDL
+    it follows is `table_statements`, the merges `merge`, a filter change `backfill`."""
 
     def __init__(self, warehouse: str | os.PathLike, channel: str, *, lctn: int = 0, exec_mode: str = "STRICT",
                  backfills: Backfills | None = None):

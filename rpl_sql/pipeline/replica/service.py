@@ -10,6 +10,11 @@ tables up to it (`ReplicaTables`). Both obey START/STOP REPLICA [IO_THREAD | SQL
 An error stops that channel's thread as in MySQL: the IO thread retries, the SQL thread stops with
 Last_SQL_Errno/Last_SQL_Error (START REPLICA SQL_THREAD clears them and tries again). SIGTERM/SIGINT stop
 at a transaction boundary; SIGKILL loses nothing, since every step is an atomic commit carrying its position.
+
+About 590 lines: a channel's two threads (`ChannelLoops`), the service that runs them, and the SQL thread's
+process (`_Child`, `_sql_process`), which runs the same loops under a `ReplicaService` of its own in a child
+that the loops start: split apart, the modules would import each other. The Spark SQL thread, the memory
+helpers and the backfills are modules of their own.
 """
 from __future__ import annotations
 
