@@ -1,0 +1,192 @@
+"""The relay's face to replicas: a MySQL server that authenticates them (mysql_native_password), answers their
+setup queries as the source does (each client's queries go to a connection of its own to the source, so
+`SELECT @@server_id` or `SELECT @master_binlog_checksum` after its SET get the source's answers), takes
+COM_REGISTER_SLAVE and serves COM_BINLOG_DUMP from the spool, with heartbeats while nothing happens."""
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rpl_sql.relay import events as E
+from rpl_sql.relay import wire
+from rpl_sql.relay.spool import MAGIC, Spool
+from rpl_sql.source_server.connection import connect
+
+log = logging.getLogger(__name__)
+
+COM_QUIT, COM_INIT_DB, COM_QUERY, COM_PING = 0x01, 0x02, 0x03, 0x0E
+COM_BINLOG_DUMP, COM_REGISTER_SLAVE, COM_BINLOG_DUMP_GTID = 0x12, 0x15, 0x1E
+
+
+@dataclass
+class ReplicaStatus:
+    """One connected replica as the relay's status shows it."""
+
+    peer: str
+    user: str = ""
+    server_id: int = 0
+    file: str = ""
+    pos: int = 0
+    bytes_sent: int = 0
+    connected_at: float = field(default_factory=time.time)
+
+
+class RelayServer:
+    """Listens on `host:port` and serves each client on a thread of its own."""
+
+    def __init__(self, spool: Spool, source_settings: dict, user: str, password: str, host: str = "127.0.0.1",
+                 port: int = 0, heartbeat: float = 1.0, source_server_id=lambda: 0):
+        self.spool, self.source_settings, self.source_server_id = spool, source_settings, source_server_id
+        self.user, self.password, self.heartbeat = user, password, heartbeat
+        self.sock = socket.create_server((host, port))
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        self.replicas: dict[int, ReplicaStatus] = {}
+        self._ids = iter(range(1, 1 << 31))
+        self.version = "5.5.5-10.11.0-MariaDB-rpl_sql-relay"
+
+    def serve_forever(self) -> None:
+        self.sock.settimeout(0.5)
+        while not self.stop.is_set():
+            try:
+                client, addr = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            threading.Thread(target=self._client, args=(client, f"{addr[0]}:{addr[1]}"), daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+    def _client(self, sock: socket.socket, peer: str) -> None:
+        tid = next(self._ids)
+        status = ReplicaStatus(peer)
+        upstream = None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            packets = wire.Packets(sock)
+            scramble = wire.new_scramble()
+            packets.write(wire.handshake(self.version, tid, scramble))
+            user, token, _ = wire.parse_login(packets.read())
+            if user != self.user or not wire.native_password_ok(self.password, scramble, token):
+                packets.write(wire.err(1045, "28000", f"Access denied for user '{user}'@'{peer.split(':')[0]}' "
+                                                     "(using password: YES)"))
+                return
+            status.user = user
+            packets.write(wire.ok())
+            while not self.stop.is_set():
+                packets.seq = 0
+                data = packets.read()
+                cmd, arg = data[0], data[1:]
+                if cmd == COM_QUIT:
+                    return
+                if cmd == COM_PING or cmd == COM_INIT_DB:
+                    packets.write(wire.ok())
+                elif cmd == COM_QUERY:
+                    upstream = upstream or connect(self.source_settings, autocommit=True)
+                    self._query(packets, upstream, arg.decode("utf-8", "replace"))
+                elif cmd == COM_REGISTER_SLAVE:
+                    status.server_id = struct.unpack_from("<I", arg, 0)[0]
+                    packets.write(wire.ok())
+                elif cmd == COM_BINLOG_DUMP:
+                    pos, flags, server_id = struct.unpack_from("<IHI", arg, 0)
+                    status.server_id = status.server_id or server_id
+                    self.replicas[tid] = status
+                    checksum = self._session_checksum(upstream)
+                    self._dump(packets, status, arg[10:].decode(), pos, checksum, annotate=bool(flags & 0x2))
+                    return
+                else:
+                    packets.write(wire.err(1047, "08S01", "Unknown command"))
+        except (wire.ProtocolError, OSError, ValueError, struct.error) as e:
+            log.info("relay: client %s: %s", peer, e)
+        finally:
+            self.replicas.pop(tid, None)
+            if upstream is not None:
+                upstream.close()
+            sock.close()
+
+    def _query(self, packets: wire.Packets, upstream, sql: str) -> None:
+        import pymysql
+
+        try:
+            with upstream.cursor() as cur:
+                cur.execute(sql)
+                if cur.description is None:
+                    packets.write(wire.ok())
+                    return
+                wire.result_set(packets, [d[0] for d in cur.description], list(cur.fetchall()))
+        except pymysql.MySQLError as e:
+            code, msg = (e.args + (None, ""))[:2] if e.args else (1105, str(e))
+            packets.write(wire.err(int(code or 1105), "HY000", str(msg)))
+
+    @staticmethod
+    def _session_checksum(upstream) -> bool:
+        """Whether the replica asked for checksummed events (SET @master_binlog_checksum, on its connection)."""
+        if upstream is None:
+            return False
+        with upstream.cursor() as cur:
+            cur.execute("SELECT @master_binlog_checksum")
+            v = cur.fetchone()[0]
+        return v is not None and (v.decode() if isinstance(v, bytes) else str(v)).upper() == "CRC32"
+
+    def _dump(self, packets: wire.Packets, status: ReplicaStatus, file: str, pos: int, crc: bool,
+              annotate: bool = False) -> None:
+        """Events from (file, pos) of the spool, then whatever is appended, as the source's dump thread sends
+        them: an artificial rotate, the file's format description, the events; heartbeats while idle."""
+        pos = max(pos, 4)
+        sid = self.source_server_id()
+        status.file, status.pos = file, pos
+        send = lambda ev: (packets.write(b"\x00" + ev), setattr(status, "bytes_sent", status.bytes_sent + len(ev)))  # noqa: E731
+        send(E.rotate(sid, file, pos, crc))
+        while not self.stop.is_set():
+            path = self.spool.path(file)
+            while not path.exists():
+                self.spool.wait(self.heartbeat)
+                if self.stop.is_set():
+                    return
+            with open(path, "rb") as f:
+                if f.read(4) != MAGIC:
+                    raise OSError(f"relay spool: {path} is not a binlog")
+                if pos > 4:  # the file's format description first, marked as not to be counted
+                    fde = self._read_event(f)
+                    send(E.fixed_log_pos(fde, 0, E.fde_checksum(fde)))
+                    f.seek(pos)
+                last_beat = time.monotonic()
+                while not self.stop.is_set():
+                    ev = self._read_event(f)
+                    if ev is None:
+                        nxt = self.spool.next_file(file)
+                        if nxt is not None and f.tell() == path.stat().st_size:
+                            file, pos = nxt, 4
+                            status.file, status.pos = file, pos
+                            break
+                        if time.monotonic() - last_beat >= self.heartbeat:
+                            send(E.heartbeat(sid, file, f.tell(), crc))
+                            last_beat = time.monotonic()
+                        self.spool.wait(min(self.heartbeat, 0.2))
+                        continue
+                    if annotate or ev[4] != E.ANNOTATE_ROWS:  # the source sends those only when asked
+                        send(ev)
+                    status.pos = f.tell()
+                    last_beat = time.monotonic()
+
+    @staticmethod
+    def _read_event(f) -> bytes | None:
+        """The next whole event of the file, or None (the writer has not appended it all yet)."""
+        at = f.tell()
+        head = f.read(E.HEADER)
+        if len(head) < E.HEADER:
+            f.seek(at)
+            return None
+        size = struct.unpack_from("<I", head, 9)[0]
+        rest = f.read(size - E.HEADER)
+        if len(rest) < size - E.HEADER:
+            f.seek(at)
+            return None
+        return head + rest
