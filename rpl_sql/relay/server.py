@@ -10,8 +10,10 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from rpl_sql.relay import events as E
+from rpl_sql.relay.filtering import ReplicaFilter
 from rpl_sql.relay import wire
 from rpl_sql.relay.spool import MAGIC, Spool
 from rpl_sql.source_server.connection import connect
@@ -32,6 +34,8 @@ class ReplicaStatus:
     file: str = ""
     pos: int = 0
     bytes_sent: int = 0
+    events_read: int = 0
+    events_sent: int = 0
     connected_at: float = field(default_factory=time.time)
 
 
@@ -39,11 +43,16 @@ class RelayServer:
     """Listens on `host:port` and serves each client on a thread of its own."""
 
     def __init__(self, spool: Spool, source_settings: dict, user: str, password: str, host: str = "127.0.0.1",
-                 port: int = 0, heartbeat: float = 1.0, source_server_id=lambda: 0):
+                 port: int = 0, heartbeat: float = 1.0, source_server_id=lambda: 0,
+                 filters_for: Callable[[int], Callable[[], Any]] = lambda server_id: (lambda: None)):
+        """`filters_for(server_id)`: what that replica's `ReplicaFilter` asks for its filters (a SourceFilter,
+        or None to send everything)."""
         self.spool, self.source_settings, self.source_server_id = spool, source_settings, source_server_id
+        self.filters_for = filters_for
         self.user, self.password, self.heartbeat = user, password, heartbeat
         self.sock = socket.create_server((host, port))
-        self.port = self.sock.getsockname()[1]
+        self.host, self.port = host, self.sock.getsockname()[1]
+        self.status_fn: Callable[[], dict] = lambda: {"replicas": []}
         self.stop = threading.Event()
         self.replicas: dict[int, ReplicaStatus] = {}
         self._ids = iter(range(1, 1 << 31))
@@ -89,8 +98,12 @@ class RelayServer:
                 if cmd == COM_PING or cmd == COM_INIT_DB:
                     packets.write(wire.ok())
                 elif cmd == COM_QUERY:
+                    sql = arg.decode("utf-8", "replace")
+                    if " ".join(sql.split()).upper().rstrip(";") == "SHOW RELAY STATUS":
+                        self._show_status(packets)
+                        continue
                     upstream = upstream or connect(self.source_settings, autocommit=True)
-                    self._query(packets, upstream, arg.decode("utf-8", "replace"))
+                    self._query(packets, upstream, sql)
                 elif cmd == COM_REGISTER_SLAVE:
                     status.server_id = struct.unpack_from("<I", arg, 0)[0]
                     packets.write(wire.ok())
@@ -110,6 +123,16 @@ class RelayServer:
             if upstream is not None:
                 upstream.close()
             sock.close()
+
+    RELAY_STATUS_COLUMNS = ("Server_Id", "User", "Host", "Source_Log_File", "Read_Source_Log_Pos", "Filters_Channel",
+                            "Events_Read", "Events_Sent", "Bytes_Sent", "Source_Bytes_Read")
+
+    def _show_status(self, packets: wire.Packets) -> None:
+        """SHOW RELAY STATUS: one row per connected replica, with the bytes the relay read from the source."""
+        st = self.status_fn()
+        rows = [(r["server_id"], r["user"], r["peer"], r["file"], r["pos"], r["filters_channel"], r["events_read"],
+                 r["events_sent"], r["bytes_sent"], st.get("bytes_read")) for r in st["replicas"]]
+        wire.result_set(packets, list(self.RELAY_STATUS_COLUMNS), rows)
 
     def _query(self, packets: wire.Packets, upstream, sql: str) -> None:
         import pymysql
@@ -142,6 +165,7 @@ class RelayServer:
         pos = max(pos, 4)
         sid = self.source_server_id()
         status.file, status.pos = file, pos
+        filt = ReplicaFilter(self.filters_for(status.server_id))
         send = lambda ev: (packets.write(b"\x00" + ev), setattr(status, "bytes_sent", status.bytes_sent + len(ev)))  # noqa: E731
         send(E.rotate(sid, file, pos, crc))
         while not self.stop.is_set():
@@ -155,6 +179,7 @@ class RelayServer:
                     raise OSError(f"relay spool: {path} is not a binlog")
                 if pos > 4:  # the file's format description first, marked as not to be counted
                     fde = self._read_event(f)
+                    filt.feed(fde)
                     send(E.fixed_log_pos(fde, 0, E.fde_checksum(fde)))
                     f.seek(pos)
                 last_beat = time.monotonic()
@@ -171,9 +196,10 @@ class RelayServer:
                             last_beat = time.monotonic()
                         self.spool.wait(min(self.heartbeat, 0.2))
                         continue
-                    if annotate or ev[4] != E.ANNOTATE_ROWS:  # the source sends those only when asked
-                        send(ev)
-                    status.pos = f.tell()
+                    for out in filt.feed(ev):
+                        if annotate or out[4] != E.ANNOTATE_ROWS:  # the source sends those only when asked
+                            send(out)
+                    status.pos, status.events_read, status.events_sent = f.tell(), filt.events_in, filt.events_out
                     last_beat = time.monotonic()
 
     @staticmethod

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-import time
 
 from rpl_sql.relay import events as E
 from rpl_sql.relay.spool import Spool

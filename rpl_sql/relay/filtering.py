@@ -1,0 +1,189 @@
+"""What one replica of the relay receives: each transaction decided by that replica's filters with MySQL's rules
+(the reference evaluator), as a replica-side filter would decide it, and sent without what it ignores.
+
+- Row events by their Table_map's table; the Table_map goes with them. MariaDB's Annotate_rows goes when one
+  of its statement's rows events does.
+- Statements by their default database and the tables they touch (`classify`, as the ingest reads them);
+  transaction control, XA, DROP TRIGGER and statements whose tables cannot be read are always sent (the
+  replica decides those itself).
+- GTIDs are never lost: a transaction filtered away entirely is sent as its GTID and its end (an empty
+  transaction), so the replica's GTID position moves as with replica-side filtering. A DDL group whose
+  statement is ignored is sent as its GTID and a COMMIT.
+- Positions are the source's: every event keeps its header; the replica skips over the gaps. Where an event
+  changes (a statement's last rows event taking the end-of-statement flag of a dropped one, a made-up COMMIT)
+  its checksum is computed again.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+from rpl_sql.relay import events as E
+from rpl_sql.pipeline.source_filter import SourceFilter
+
+FL_STANDALONE = 0x1
+STMT_END_F = 0x1
+_CONTROL = {"BEGIN", "COMMIT", "ROLLBACK", "XA_START", "XA_END", "XA_PREPARE", "XA_COMMIT", "XA_ROLLBACK"}
+
+
+def _query_parts(ev: bytes, crc: bool) -> tuple[str | None, str]:
+    """(default database or None, SQL text) of a Query event."""
+    p = E.HEADER
+    db_len = ev[p + 8]
+    status_len = struct.unpack_from("<H", ev, p + 11)[0]
+    at = p + 13 + status_len
+    db = ev[at:at + db_len].decode("utf-8", "replace")
+    end = len(ev) - (4 if crc else 0)
+    return (db or None), ev[at + db_len + 1:end].decode("utf-8", "replace")
+
+
+def _table_map(ev: bytes) -> tuple[int, str, str]:
+    p = E.HEADER
+    table_id = int.from_bytes(ev[p:p + 6], "little")
+    at = p + 8
+    n = ev[at]
+    db = ev[at + 1:at + 1 + n].decode("utf-8", "replace")
+    at += 2 + n
+    m = ev[at]
+    return table_id, db, ev[at + 1:at + 1 + m].decode("utf-8", "replace")
+
+
+def _rows_table_id(ev: bytes) -> int:
+    return int.from_bytes(ev[E.HEADER:E.HEADER + 6], "little")
+
+
+def _rows_flags(ev: bytes) -> int:
+    return struct.unpack_from("<H", ev, E.HEADER + 6)[0]
+
+
+def _with_stmt_end(ev: bytes, crc: bool) -> bytes:
+    body = bytearray(ev[:len(ev) - (4 if crc else 0)])
+    struct.pack_into("<H", body, E.HEADER + 6, _rows_flags(ev) | STMT_END_F)
+    return E.with_checksum(bytes(body), crc)
+
+
+def commit_query(template: bytes, crc: bool) -> bytes:
+    """A Query event `COMMIT` with the header (time, server id, log_pos) of `template`: the end of a group
+    whose content was filtered away."""
+    h = E.Header.of(template)
+    body = struct.pack("<IIBHH", 0, 0, 0, 0, 0) + b"\0" + b"COMMIT"
+    return E.make(E.QUERY, h.server_id, h.log_pos, body, crc, timestamp=h.timestamp)
+
+
+class ReplicaFilter:
+    """Feeds on the spool's events in order; hands back what this replica is sent."""
+
+    def __init__(self, source_filter: Callable[[], SourceFilter | None]):
+        """`source_filter()`: the replica's filters now (None: everything is sent), asked once per transaction."""
+        self.source_filter = source_filter
+        self.sf: SourceFilter | None = None
+        self.crc = False
+        self.tables: dict[int, tuple[str, str]] = {}
+        self.group: list[tuple[bytes, str]] | None = None  # the open transaction: (event, 'keep'|'drop'|...)
+        self.standalone = False
+        self.pending_annotate: bytes | None = None
+        self.events_in = self.events_out = 0
+
+    def feed(self, ev: bytes) -> list[bytes]:
+        self.events_in += 1
+        out = self._feed(ev)
+        self.events_out += len(out)
+        return out
+
+    def _feed(self, ev: bytes) -> list[bytes]:
+        t = ev[4]
+        if t == E.FORMAT_DESCRIPTION:
+            self.crc = E.fde_checksum(ev)
+            self.tables.clear()
+        if t in (E.MARIADB_GTID, 33, 34):  # MariaDB's GTID, MySQL's GTID and anonymous GTID: a group starts
+            flushed = self._close_group() if self.group is not None else []
+            self.sf = self.source_filter()
+            self.group = [(ev, "gtid")]
+            self.standalone = t == E.MARIADB_GTID and bool(ev[E.HEADER + 12] & FL_STANDALONE)
+            return flushed
+        if self.group is None:  # outside a transaction: housekeeping, or a statement without a GTID
+            if t == E.QUERY:
+                return [ev] if self._query_sent(ev) else []
+            return [ev]
+        if t == E.TABLE_MAP:
+            table_id, db, name = _table_map(ev)
+            self.tables[table_id] = (db, name)
+            keep = self.sf is None or not self.sf.drops(SourceFilter.row_key(db, name))
+            self.group.append((ev, "map" if keep else "drop"))
+        elif t in E.ROWS_V1 or t in E.ROWS_V2:
+            db, name = self.tables.get(_rows_table_id(ev), ("", ""))
+            keep = self.sf is None or not self.sf.drops(SourceFilter.row_key(db, name))
+            self.group.append((ev, "rows" if keep else "drop-rows"))
+        elif t == E.ANNOTATE_ROWS:
+            self.group.append((ev, "annotate"))
+        elif t == E.XID:
+            self.group.append((ev, "end"))
+            return self._close_group()
+        elif t == E.QUERY:
+            db, sql = _query_parts(ev, self.crc)
+            word = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+            if word in ("COMMIT", "ROLLBACK"):
+                self.group.append((ev, "end"))
+                return self._close_group()
+            if word in ("BEGIN", "XA"):
+                self.group.append((ev, "control"))
+            else:
+                self.group.append((ev, "query" if self._query_sent(ev) else "drop"))
+            if self.standalone:
+                return self._close_group()
+        else:
+            self.group.append((ev, "other"))
+        return []
+
+    def _query_sent(self, ev: bytes) -> bool:
+        if self.sf is None and self.group is None:
+            self.sf = self.source_filter()
+        if self.sf is None:
+            return True
+        from rpl_sql.classify import classify
+
+        db, sql = _query_parts(ev, self.crc)
+        info = classify(sql)
+        if info.command in _CONTROL:
+            return True
+        default_db = info.database if info.kind == "DATABASE_DDL" and info.database is not None else db
+        key = SourceFilter.statement_key(info.command, default_db, info.tables, info.method)
+        return key is None or not self.sf.drops(key)
+
+    def _close_group(self) -> list[bytes]:
+        group, self.group = self.group or [], None
+        kept_content = any(kind in ("rows", "query", "other") for _, kind in group)
+        out: list[bytes] = []
+        if not kept_content:
+            out = [ev for ev, kind in group if kind in ("gtid", "control", "end")]
+            if not any(kind == "end" for _, kind in group):  # a DDL group whose statement was dropped: + COMMIT
+                out.append(commit_query(group[-1][0], self.crc))
+            return out
+        # a statement's rows events: the last one kept carries the end-of-statement flag of a dropped last one
+        kinds = [kind for _, kind in group]
+        evs = [ev for ev, _ in group]
+        last_kept = None
+        for i, (ev, kind) in enumerate(group):
+            if kind == "rows":
+                last_kept = i
+            elif kind == "drop-rows" and _rows_flags(ev) & STMT_END_F and last_kept is not None and \
+                    not _rows_flags(evs[last_kept]) & STMT_END_F:
+                evs[last_kept] = _with_stmt_end(evs[last_kept], self.crc)
+                last_kept = None
+            if kind in ("rows", "drop-rows") and _rows_flags(evs[i]) & STMT_END_F:
+                last_kept = None
+        statement_sent = False  # an Annotate_rows goes with its statement's kept rows
+        for i, (ev, kind) in enumerate(zip(evs, kinds)):
+            if kind == "annotate":
+                j = i + 1
+                statement_sent = False
+                while j < len(kinds) and kinds[j] in ("map", "drop", "rows", "drop-rows"):
+                    if kinds[j] == "rows":
+                        statement_sent = True
+                        break
+                    j += 1
+                if statement_sent:
+                    out.append(ev)
+            elif kind in ("gtid", "control", "end", "rows", "query", "other", "map"):
+                out.append(ev)
+        return out

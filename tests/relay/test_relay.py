@@ -1,0 +1,137 @@
+"""`rpl-sql relay` (WL#2387 beside the source) with real MariaDB servers: a primary, the relay, a stock MariaDB
+replica connected to the relay with no filters of its own (the relay holds them), and a second, direct MariaDB
+replica given the same filters as `replicate_*` settings: the oracle.
+
+A seeded workload in row format (inserts, updates, deletes, DDL, transactions spanning kept and ignored tables,
+transactions wholly ignored, a binlog rotation) runs; the two replicas end with equal tables and equal GTID
+positions, the relay's replica at the source's own file and position, and the relay sent fewer bytes than it read.
+"""
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import time
+
+import pytest
+
+import rpl_sql
+from rpl_sql.relay.service import Relay
+from tests.support.mariadb import running
+
+FILTERS = ("REPLICATE_DO_DB = (shop, crm), REPLICATE_IGNORE_TABLE = (shop.secret), "
+           "REPLICATE_WILD_IGNORE_TABLE = ('crm.tmp%')")
+MARIADB_FILTERS = {"replicate_do_db": "shop,crm", "replicate_ignore_table": "shop.secret",
+                   "replicate_wild_ignore_table": "crm.tmp%"}
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    with running(tmp_path_factory, 1, 3, 4) as trio:
+        yield trio
+
+
+def _workload(src, seed: int, n: int) -> None:
+    rnd = random.Random(seed)
+    conn = src.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = ROW")
+            for i in range(n):
+                r = rnd.random()
+                db, table = rnd.choice([("shop", "orders"), ("shop", "secret"), ("crm", "people"),
+                                        ("crm", "tmp_x"), ("hr", "staff")])
+                if r < 0.5:
+                    cur.execute(f"INSERT INTO {db}.{table} VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1",
+                                (rnd.randint(1, 60), rnd.randint(0, 9)))
+                elif r < 0.7:
+                    cur.execute(f"UPDATE {db}.{table} SET v = v * 2 WHERE id %% 7 = %s", (rnd.randint(0, 6),))
+                elif r < 0.8:
+                    cur.execute(f"DELETE FROM {db}.{table} WHERE id = %s", (rnd.randint(1, 60),))
+                elif r < 0.9:  # one transaction over a kept and an ignored table
+                    cur.execute("BEGIN")
+                    cur.execute("INSERT INTO shop.orders VALUES (%s, 1) ON DUPLICATE KEY UPDATE v = 0",
+                                (rnd.randint(1, 60),))
+                    cur.execute("INSERT INTO hr.staff VALUES (%s, 1) ON DUPLICATE KEY UPDATE v = 0",
+                                (rnd.randint(1, 60),))
+                    cur.execute("UPDATE shop.secret SET v = v + 1")
+                    cur.execute("COMMIT")
+                elif r < 0.95:  # DDL: kept (shop), ignored (hr)
+                    d = rnd.choice(["shop", "hr", "crm"])
+                    cur.execute(f"USE {d}")
+                    cur.execute(f"CREATE TABLE IF NOT EXISTS t{i} (id INT PRIMARY KEY)")
+                    cur.execute(f"INSERT INTO t{i} VALUES (1)")
+                else:
+                    cur.execute("FLUSH BINARY LOGS")
+    finally:
+        conn.close()
+
+
+def _gtid_slave_pos(server) -> str:
+    return server.execute("SELECT @@gtid_slave_pos")[0][0]
+
+
+def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(servers, warehouse, tmp_path):
+    src, via_relay, direct = servers
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE crm",
+                "CREATE DATABASE hr", *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
+                                        for s in (f"USE {t.split('.')[0]}",  # statements go by the default db
+                                                  f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("src") + "; "
+                    "CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1' FOR CHANNEL 'replica_3'; "
+                    f"CHANGE REPLICATION FILTER {FILTERS} FOR CHANNEL 'replica_3'")
+    relay = Relay(warehouse, "src", port=0, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
+    try:
+        first = src.execute("SHOW BINARY LOGS")[0][0]
+        for server in (via_relay, direct):
+            server.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''",
+                           *[f"DROP DATABASE IF EXISTS {d}" for d in ("shop", "crm", "hr")])
+        # the replica of the relay has no filters; the relay holds them
+        via_relay.execute(f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={relay.server.port}, "
+                          f"MASTER_USER='repl', MASTER_PASSWORD='relay-pw', MASTER_USE_GTID=no, "
+                          f"MASTER_LOG_FILE='{first}', MASTER_LOG_POS=4", "START SLAVE")
+        direct.follow(src, "", MARIADB_FILTERS)
+        _workload(src, seed=2387, n=300)
+        end = src.binlog_end()
+        row = via_relay.caught_up(src, "", timeout=120)
+        direct.caught_up(src, "", timeout=120)
+        assert (row["Relay_Master_Log_File"], int(row["Exec_Master_Log_Pos"])) == end  # the source's positions
+        ours, theirs = via_relay.contents(), direct.contents()
+        assert ours == theirs
+        assert ("hr", "staff") not in ours and ("shop", "secret") not in ours and ("shop", "orders") in ours
+        assert _gtid_slave_pos(via_relay) == _gtid_slave_pos(direct) != ""  # empty transactions kept the GTIDs
+        st = relay.status()
+        (rep,) = st["replicas"]
+        assert rep["server_id"] == 3 and rep["filters_channel"] == "replica_3"
+        assert rep["bytes_sent"] < st["bytes_read"] * 0.8, st
+    finally:
+        relay.close()
+        via_relay.execute("STOP ALL SLAVES")
+        direct.execute("STOP ALL SLAVES")
+
+
+def test_the_relay_refuses_bad_passwords_and_survives_garbage(servers, warehouse, tmp_path):
+    src = servers[0]
+    rpl_sql.connect(warehouse).execute(src.channel_sql("src"))
+    relay = Relay(warehouse, "src", port=0, user="repl", password="pw", spool=str(tmp_path / "spool")).start()
+    try:
+        import pymysql
+
+        with pytest.raises(pymysql.err.OperationalError, match="1045"):
+            pymysql.connect(host="127.0.0.1", port=relay.server.port, user="repl", password="wrong")
+        for junk in (b"", b"\x00" * 3, b"\xff\xff\xff\x00garbage", bytes(range(256)) * 40):
+            s = socket.create_connection(("127.0.0.1", relay.server.port))
+            s.recv(4096)  # the greeting
+            s.sendall(junk)
+            s.close()
+        conn = pymysql.connect(host="127.0.0.1", port=relay.server.port, user="repl", password="pw")
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@server_id")
+            assert cur.fetchone()[0] == "1"  # answered by the source
+            cur.execute("SHOW RELAY STATUS")
+            assert [d[0] for d in cur.description][0] == "Server_Id"
+        conn.close()
+    finally:
+        relay.close()
