@@ -73,9 +73,12 @@ def commit_query(template: bytes, crc: bool) -> bytes:
 class ReplicaFilter:
     """Feeds on the spool's events in order; hands back what this replica is sent."""
 
-    def __init__(self, source_filter: Callable[[], SourceFilter | None]):
-        """`source_filter()`: the replica's filters now (None: everything is sent), asked once per transaction."""
+    def __init__(self, source_filter: Callable[[], SourceFilter | None], applied: dict[int, int] | None = None):
+        """`source_filter()`: the replica's filters now (None: everything is sent), asked once per transaction.
+        `applied`: a GTID-connecting replica's position, domain -> seq_no: the groups it has are not sent."""
         self.source_filter = source_filter
+        self.applied = applied or {}
+        self.skipping = False
         self.sf: SourceFilter | None = None
         self.crc = False
         self.tables: dict[int, tuple[str, str]] = {}
@@ -100,6 +103,9 @@ class ReplicaFilter:
             self.sf = self.source_filter()
             self.group = [(ev, "gtid")]
             self.standalone = t == E.MARIADB_GTID and bool(ev[E.HEADER + 12] & FL_STANDALONE)
+            if t == E.MARIADB_GTID and self.applied:
+                seq, domain = struct.unpack_from("<QI", ev, E.HEADER)
+                self.skipping = seq <= self.applied.get(domain, -1)
             return flushed
         if self.group is None:  # outside a transaction: housekeeping, or a statement without a GTID
             if t == E.QUERY:
@@ -152,6 +158,9 @@ class ReplicaFilter:
 
     def _close_group(self) -> list[bytes]:
         group, self.group = self.group or [], None
+        if self.skipping:  # the replica has it already
+            self.skipping = False
+            return []
         kept_content = any(kind in ("rows", "query", "other") for _, kind in group)
         out: list[bytes] = []
         if not kept_content:
@@ -187,3 +196,23 @@ class ReplicaFilter:
             elif kind in ("gtid", "control", "end", "rows", "query", "other", "map"):
                 out.append(ev)
         return out
+
+
+def parse_gtid_state(text: str | None) -> dict[int, int]:
+    """MariaDB's @slave_connect_state ('0-1-100,1-2-5') as domain -> seq_no."""
+    out: dict[int, int] = {}
+    for part in (text or "").replace(" ", "").split(","):
+        if part:
+            domain, _server, seq = part.split("-")
+            out[int(domain)] = int(seq)
+    return out
+
+
+def gtid_list(ev: bytes) -> dict[int, int]:
+    """A Gtid_list event (the state a binlog file starts at) as domain -> seq_no."""
+    count = struct.unpack_from("<I", ev, E.HEADER)[0] & 0x0FFFFFFF
+    out: dict[int, int] = {}
+    for i in range(count):
+        domain, _server, seq = struct.unpack_from("<IIQ", ev, E.HEADER + 4 + 16 * i)
+        out[domain] = max(seq, out.get(domain, 0))
+    return out

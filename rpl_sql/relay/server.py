@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rpl_sql.relay import events as E
-from rpl_sql.relay.filtering import ReplicaFilter
+from rpl_sql.relay.filtering import ReplicaFilter, gtid_list, parse_gtid_state
 from rpl_sql.relay import wire
 from rpl_sql.relay.spool import MAGIC, Spool
 from rpl_sql.source_server.connection import connect
@@ -102,7 +102,11 @@ class RelayServer:
                     if " ".join(sql.split()).upper().rstrip(";") == "SHOW RELAY STATUS":
                         self._show_status(packets)
                         continue
-                    upstream = upstream or connect(self.source_settings, autocommit=True)
+                    try:
+                        upstream = upstream or connect(self.source_settings, autocommit=True)
+                    except Exception as e:  # the source is down: say so, as a source that is not there would
+                        packets.write(wire.err(2003, "HY000", f"the relay cannot reach its source ({e})"))
+                        continue
                     self._query(packets, upstream, sql)
                 elif cmd == COM_REGISTER_SLAVE:
                     status.server_id = struct.unpack_from("<I", arg, 0)[0]
@@ -112,7 +116,13 @@ class RelayServer:
                     status.server_id = status.server_id or server_id
                     self.replicas[tid] = status
                     checksum = self._session_checksum(upstream)
-                    self._dump(packets, status, arg[10:].decode(), pos, checksum, annotate=bool(flags & 0x2))
+                    connect_state = self._session_var(upstream, "slave_connect_state")
+                    file = arg[10:].decode()
+                    applied = None
+                    if connect_state is not None:  # MASTER_USE_GTID: from the GTID position, not the file
+                        applied = parse_gtid_state(connect_state)
+                        file, pos = self._gtid_start(applied), 4
+                    self._dump(packets, status, file, pos, checksum, annotate=bool(flags & 0x2), applied=applied)
                     return
                 else:
                     packets.write(wire.err(1047, "08S01", "Unknown command"))
@@ -148,24 +158,51 @@ class RelayServer:
             code, msg = (e.args + (None, ""))[:2] if e.args else (1105, str(e))
             packets.write(wire.err(int(code or 1105), "HY000", str(msg)))
 
-    @staticmethod
-    def _session_checksum(upstream) -> bool:
+    @classmethod
+    def _session_checksum(cls, upstream) -> bool:
         """Whether the replica asked for checksummed events (SET @master_binlog_checksum, on its connection)."""
+        v = cls._session_var(upstream, "master_binlog_checksum")
+        return v is not None and v.upper() == "CRC32"
+
+    @staticmethod
+    def _session_var(upstream, name: str) -> str | None:
+        """A user variable the replica SET on its connection (kept on its connection to the source)."""
         if upstream is None:
-            return False
+            return None
         with upstream.cursor() as cur:
-            cur.execute("SELECT @master_binlog_checksum")
+            cur.execute(f"SELECT @{name}")
             v = cur.fetchone()[0]
-        return v is not None and (v.decode() if isinstance(v, bytes) else str(v)).upper() == "CRC32"
+        return None if v is None else v.decode() if isinstance(v, bytes) else str(v)
+
+    def _gtid_start(self, applied: dict[int, int]) -> str:
+        """The last spool file whose starting GTID list the replica has wholly applied (the first file if none)."""
+        files = self.spool.files()
+        if not files:
+            raise OSError("the relay has not read any of the source's binlog yet")
+        start = files[0]
+        for name in files:
+            with open(self.spool.path(name), "rb") as f:
+                f.seek(4)
+                begins = None
+                for _ in range(3):
+                    ev = self._read_event(f)
+                    if ev is None:
+                        break
+                    if ev[4] == E.GTID_LIST:
+                        begins = gtid_list(ev)
+                        break
+            if begins is not None and all(seq <= applied.get(d, 0) for d, seq in begins.items()):
+                start = name
+        return start
 
     def _dump(self, packets: wire.Packets, status: ReplicaStatus, file: str, pos: int, crc: bool,
-              annotate: bool = False) -> None:
+              annotate: bool = False, applied: dict[int, int] | None = None) -> None:
         """Events from (file, pos) of the spool, then whatever is appended, as the source's dump thread sends
         them: an artificial rotate, the file's format description, the events; heartbeats while idle."""
         pos = max(pos, 4)
         sid = self.source_server_id()
         status.file, status.pos = file, pos
-        filt = ReplicaFilter(self.filters_for(status.server_id))
+        filt = ReplicaFilter(self.filters_for(status.server_id), applied)
         send = lambda ev: (packets.write(b"\x00" + ev), setattr(status, "bytes_sent", status.bytes_sent + len(ev)))  # noqa: E731
         send(E.rotate(sid, file, pos, crc))
         while not self.stop.is_set():

@@ -17,7 +17,7 @@ import pytest
 
 import rpl_sql
 from rpl_sql.relay.service import Relay
-from tests.support.mariadb import running
+from tests.support.mariadb import free_port, running
 
 FILTERS = ("REPLICATE_DO_DB = (shop, crm), REPLICATE_IGNORE_TABLE = (shop.secret), "
            "REPLICATE_WILD_IGNORE_TABLE = ('crm.tmp%')")
@@ -59,10 +59,35 @@ def _workload(src, seed: int, n: int) -> None:
                 elif r < 0.95:  # DDL: kept (shop), ignored (hr)
                     d = rnd.choice(["shop", "hr", "crm"])
                     cur.execute(f"USE {d}")
-                    cur.execute(f"CREATE TABLE IF NOT EXISTS t{i} (id INT PRIMARY KEY)")
-                    cur.execute(f"INSERT INTO t{i} VALUES (1)")
+                    cur.execute(f"CREATE TABLE IF NOT EXISTS t{seed}_{i} (id INT PRIMARY KEY)")
+                    cur.execute(f"INSERT INTO t{seed}_{i} VALUES (1)")
                 else:
                     cur.execute("FLUSH BINARY LOGS")
+    finally:
+        conn.close()
+
+
+def _through(server, src, timeout: float = 120) -> dict:
+    """The replica's status once it has executed the source's whole binlog; reconnecting meanwhile (the relay or
+    the source restarting) is no error, a stopped SQL thread is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = dict(zip(*_status(server)))
+        if row["Last_SQL_Errno"]:
+            raise AssertionError(row["Last_SQL_Error"])
+        if (row["Relay_Master_Log_File"], int(row["Exec_Master_Log_Pos"])) == src.binlog_end():
+            return row
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not caught up: {row}")
+        time.sleep(0.2)
+
+
+def _status(server):
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW SLAVE STATUS")
+            return [d[0] for d in cur.description], cur.fetchone()
     finally:
         conn.close()
 
@@ -82,22 +107,21 @@ def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(ser
     session.execute(src.channel_sql("src") + "; "
                     "CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1' FOR CHANNEL 'replica_3'; "
                     f"CHANGE REPLICATION FILTER {FILTERS} FOR CHANNEL 'replica_3'")
-    relay = Relay(warehouse, "src", port=0, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
+    port = free_port()
+    relay = Relay(warehouse, "src", port=port, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
     try:
         first = src.execute("SHOW BINARY LOGS")[0][0]
         for server in (via_relay, direct):
             server.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''",
                            *[f"DROP DATABASE IF EXISTS {d}" for d in ("shop", "crm", "hr")])
         # the replica of the relay has no filters; the relay holds them
-        via_relay.execute(f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={relay.server.port}, "
+        via_relay.execute(f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, MASTER_CONNECT_RETRY=1, "
                           f"MASTER_USER='repl', MASTER_PASSWORD='relay-pw', MASTER_USE_GTID=no, "
                           f"MASTER_LOG_FILE='{first}', MASTER_LOG_POS=4", "START SLAVE")
         direct.follow(src, "", MARIADB_FILTERS)
         _workload(src, seed=2387, n=300)
-        end = src.binlog_end()
-        row = via_relay.caught_up(src, "", timeout=120)
-        direct.caught_up(src, "", timeout=120)
-        assert (row["Relay_Master_Log_File"], int(row["Exec_Master_Log_Pos"])) == end  # the source's positions
+        _through(direct, src)
+        _through(via_relay, src)  # at the source's own file and position
         ours, theirs = via_relay.contents(), direct.contents()
         assert ours == theirs
         assert ("hr", "staff") not in ours and ("shop", "secret") not in ours and ("shop", "orders") in ours
@@ -106,6 +130,22 @@ def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(ser
         (rep,) = st["replicas"]
         assert rep["server_id"] == 3 and rep["filters_channel"] == "replica_3"
         assert rep["bytes_sent"] < st["bytes_read"] * 0.8, st
+
+        # by GTID (MASTER_USE_GTID=slave_pos: MariaDB's @slave_connect_state), across a restart of the relay
+        # (it goes on from its spool) and of the source (it reconnects)
+        via_relay.execute("STOP SLAVE", "CHANGE MASTER TO MASTER_USE_GTID=slave_pos", "START SLAVE")
+        _workload(src, seed=2388, n=100)
+        relay.close()
+        _workload(src, seed=2389, n=50)
+        relay = Relay(warehouse, "src", port=port, user="repl", password="relay-pw",
+                      spool=str(tmp_path / "spool")).start()
+        src.restart()
+        _workload(src, seed=2390, n=100)
+        _through(direct, src)
+        row = _through(via_relay, src)  # (the source logs binlog checkpoints after the last commit: end last)
+        assert via_relay.contents() == direct.contents()
+        assert _gtid_slave_pos(via_relay) == _gtid_slave_pos(direct)
+        assert row["Using_Gtid"] == "Slave_Pos"
     finally:
         relay.close()
         via_relay.execute("STOP ALL SLAVES")
