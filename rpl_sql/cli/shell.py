@@ -31,6 +31,7 @@ from rpl_sql.cli.lint_command import lint_main
 from rpl_sql.cli.options import DEFAULT_MASTER, add_spark_options, add_warehouse_option, spark_conf
 from rpl_sql.errors import MySQLError, RplSqlError, SparkSQLError, StartupError, error_text
 from rpl_sql.language.lexer import split_statements
+from rpl_sql.cli.relay_command import relay_main
 from rpl_sql.language.parser import check_utf8, parse_statement, strip_vertical
 from rpl_sql.display.render import format_table, format_vertical
 from rpl_sql.session import Result, Session, is_spark_error, quiet_spark_errors
@@ -279,6 +280,7 @@ SUBCOMMAND_HELP = """subcommands (rpl-sql COMMAND --help for each):
   replica         run the replica service: follow the channels' sources into replica tables
   snapshot        provision a channel's replica tables from a source that already holds data
   resync          have the running replica service copy chosen tables from the source again
+  relay           beside a source: serve its replicas each only what its filters apply (WL#2387)
   ingest          land a source's binlog in the events table once (batch)
   debezium        land Debezium JSON lines in the events table (batch)
   apply           apply the landed events (and with --tables keep the replica tables), once
@@ -331,11 +333,11 @@ def split_startup_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 
-SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "resync", "repair", "upkeep", "lint",
+SUBCOMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "resync", "relay", "repair", "upkeep", "lint",
                "import-filters", "export-filters")
 
 
-PIPELINE_COMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot")  # the pipeline reads binlogs
+PIPELINE_COMMANDS = ("ingest", "debezium", "apply", "replica", "snapshot", "relay")  # these read binlogs
 INGEST_EXTRA = ("pymysql", "pymysqlreplication")
 
 
@@ -352,6 +354,8 @@ def _subcommand(name: str):
         return maintenance.repair_main if name == "repair" else maintenance.upkeep_main
     if name == "lint":
         return lint_main
+    if name == "relay":
+        return relay_main
     if name in ("import-filters", "export-filters"):
         return import_main if name == "import-filters" else export_main
     from rpl_sql.cli import commands  # the pipeline and sqlglot: not loaded for a control-plane statement

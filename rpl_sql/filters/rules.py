@@ -5,6 +5,7 @@ Values are kept exactly as the user wrote them; only comparisons fold case (spec
 from __future__ import annotations
 
 import enum
+import json
 import re
 import threading
 from dataclasses import dataclass, field, replace
@@ -386,3 +387,20 @@ def first_pair(pairs: tuple, db: str, lctn: int = 0) -> Pair | None:
     if len(pairs) < LONG_LIST:
         return next((p for p in pairs if fold(p[0], lctn) == db), None)
     return _index(pairs, lctn, "pair").get(db)
+
+
+def filters_text(filters: Filters, lctn: int) -> str:
+    """A channel's rules as stable text: what a replica catalog follows, and what a channel forwards to a relay."""
+    return json.dumps({"lctn": lctn, **{t.value: [list(v) if isinstance(v, tuple) else v
+                                                    for v in filters.values(t)] for t in TYPES}},
+                      ensure_ascii=False, sort_keys=True)
+
+
+def filters_of(text: str) -> tuple[Filters, int]:
+    """`filters_text` read back."""
+    got = json.loads(text)
+    f = Filters()
+    for t in TYPES:
+        vals = got.get(t.value) or []
+        f = f.configure(t, tuple(tuple(v) if isinstance(v, list) else v for v in vals), "", 0)
+    return f, int(got.get("lctn", 0))

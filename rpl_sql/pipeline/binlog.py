@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable
 
 
-from rpl_sql.source_server.connection import connect, connection_settings
+from rpl_sql.source_server.connection import connect, connection_settings, forwarded_filters, forwarding_command
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
@@ -170,6 +170,7 @@ class BinlogIngest:
         snap = store.load()
         settings, origin = self._channel_settings(snap.state)
         self.sfilter = SourceFilter(snap.state, self.channel) if self.filter_at_source else None
+        self.forwarded = forwarded_filters(snap.state, self.channel)  # for a relay in front of the source
         self.meta_static = dict(origin, source="binlog", filter_at_source=str(self.filter_at_source).lower())
         if self.sfilter is not None:
             self.meta_static.update(filters=self.sfilter.fingerprint, state_version=str(snap.version))
@@ -236,7 +237,9 @@ class BinlogIngest:
             extra.update(auto_position=self.gtid_start, is_mariadb=self.report.flavor == "mariadb")
         else:
             extra.update(resume_stream=True, log_file=start[0], log_pos=start[1], is_mariadb=False)
-        self.stream = stream = BinlogStream(connection_settings=dict(settings), server_id=self.server_id,
+        self.stream = stream = BinlogStream(connection_settings=dict(
+                                                settings, init_command=forwarding_command(self.forwarded)),
+                                            server_id=self.server_id,
                                             blocking=following, freeze_schema=True, only_events=wanted,
                                             decoder=self.decoder, **extra)
         try:

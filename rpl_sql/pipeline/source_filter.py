@@ -66,6 +66,13 @@ class SourceFilter:
         self.fingerprint = filters_fingerprint(state, channel)
         self._cache: dict[tuple, bool] = {}
 
+    @classmethod
+    def of(cls, filters, matching) -> "SourceFilter":
+        """One that decides with `filters` (not a channel's of a state): a relay's, for what a replica forwarded."""
+        sf = cls.__new__(cls)
+        sf.filters, sf.matching, sf.fingerprint, sf._cache = filters, matching, "", {}
+        return sf
+
     def drops(self, key: tuple) -> bool:
         hit = self._cache.get(key)
         if hit is None:

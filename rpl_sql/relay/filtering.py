@@ -18,7 +18,8 @@ from __future__ import annotations
 import struct
 from typing import Callable
 
-from rpl_sql.relay import events as E
+from rpl_sql.relay import binlog_events as E
+from rpl_sql.filters.rules import FilterType, Matching, filters_of
 from rpl_sql.pipeline.source_filter import SourceFilter
 
 FL_STANDALONE = 0x1
@@ -216,3 +217,12 @@ def gtid_list(ev: bytes) -> dict[int, int]:
         domain, _server, seq = struct.unpack_from("<IIQ", ev, E.HEADER + 4 + 16 * i)
         out[domain] = max(seq, out.get(domain, 0))
     return out
+
+
+def forwarded_filter(text: str) -> SourceFilter | None:
+    """The filters an rpl-sql channel forwarded (`source_server.connection.forwarded_filters`); None when they
+    drop nothing."""
+    filters, lctn = filters_of(text)
+    if not any(filters.values(t) for t in FilterType if t is not FilterType.REWRITE_DB):
+        return None
+    return SourceFilter.of(filters, Matching(lctn))

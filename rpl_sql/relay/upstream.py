@@ -7,7 +7,7 @@ import logging
 import struct
 import threading
 
-from rpl_sql.relay import events as E
+from rpl_sql.relay import binlog_events as E
 from rpl_sql.relay.spool import Spool
 from rpl_sql.source_server.connection import connect
 

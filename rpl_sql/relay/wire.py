@@ -7,6 +7,8 @@ import os
 import socket
 import struct
 
+from rpl_sql.errors import RplSqlError
+
 MAX_PAYLOAD = 0xFFFFFF
 
 CLIENT_LONG_PASSWORD, CLIENT_LONG_FLAG, CLIENT_CONNECT_WITH_DB = 0x1, 0x4, 0x8
@@ -18,7 +20,7 @@ UTF8MB4 = 45
 SERVER_STATUS_AUTOCOMMIT = 0x2
 
 
-class ProtocolError(Exception):
+class ProtocolError(RplSqlError, ConnectionError):
     """The peer sent something that is not the protocol (or went away): the connection is closed."""
 
 

@@ -2,7 +2,9 @@
 rpl_sql.storage.credentials (never from the state), TLS as SOURCE_SSL asks."""
 from __future__ import annotations
 
+from rpl_sql.filters.rules import filters_text
 from rpl_sql.filters.state import Channel
+from rpl_sql.language.quoting import mysql_str
 from rpl_sql.storage import credentials
 
 
@@ -56,3 +58,16 @@ def connect(settings: dict, **kw):
             return _PREFERRED_TLS
 
     return _Connection(**settings, **kw)
+
+
+FILTERS_VARIABLE = "rpl_sql_filters"  # a relay reads a channel's filters from this user variable (WL#2387 Part 1)
+
+
+def forwarded_filters(state, channel: str) -> str:
+    """The channel's filters as it sends them when it connects, so that a relay in front of the source sends
+    only what they apply (a real source just keeps the variable)."""
+    return filters_text(state.channel(channel).filters, state.lower_case_table_names)
+
+
+def forwarding_command(text: str) -> str:
+    return f"SET @{FILTERS_VARIABLE} = {mysql_str(text)}"

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import rpl_sql
-from rpl_sql.relay.service import Relay
+from rpl_sql.relay.relay_service import Relay
 from tests.support.mariadb import free_port, running
 
 FILTERS = ("REPLICATE_DO_DB = (shop, crm), REPLICATE_IGNORE_TABLE = (shop.secret), "
@@ -175,3 +175,49 @@ def test_the_relay_refuses_bad_passwords_and_survives_garbage(servers, warehouse
         conn.close()
     finally:
         relay.close()
+
+
+def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse, tmp_path):
+    """WL#2387 Part 1: `rpl-sql replica` reading through the relay sends its channel's filters when it connects
+    (SET @rpl_sql_filters); the relay, which holds no filters for it, sends only what they apply, and the
+    replica tables equal a direct MariaDB replica's with the same filters. The rewrite stays on the replica."""
+    import os
+    import signal
+
+    from tests.pipeline.replica.test_replica import _normal, _ours
+    from tests.pipeline.replica.test_replica_service import caught_up, start_service
+
+    src, _, direct = servers
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE crm",
+                "CREATE DATABASE hr", *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
+                                        for s in (f"USE {t.split('.')[0]}",
+                                                  f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
+    relay_wh = str(tmp_path / "relay_wh")
+    rpl_sql.connect(relay_wh).execute(src.channel_sql("src"))  # no filters at the relay itself
+    port = free_port()
+    relay = Relay(relay_wh, "src", port=port, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
+    session = rpl_sql.connect(warehouse)
+    session.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = {port}, "
+                    "SOURCE_USER = 'repl', SOURCE_PASSWORD = 'relay-pw' FOR CHANNEL 'a'; "
+                    f"CHANGE REPLICATION FILTER {FILTERS} FOR CHANNEL 'a'; START REPLICA FOR CHANNEL 'a'")
+    direct.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''",
+                   *[f"DROP DATABASE IF EXISTS {d}" for d in ("shop", "crm", "hr")])
+    direct.follow(src, "", MARIADB_FILTERS)
+    proc = start_service(warehouse)
+    try:
+        _workload(src, seed=52387, n=200)
+        time.sleep(1)  # a rotation's binlog checkpoint comes a moment later; end on a transaction
+        src.execute("INSERT INTO shop.orders VALUES (1000, 1)")
+        _through(direct, src)
+        caught_up(warehouse, src, timeout=120)
+        tables = lambda d: {k: v for k, v in d.items() if isinstance(k, tuple)}  # noqa: E731
+        assert tables(_normal(_ours(warehouse, ["a"]))) == tables(_normal(direct.contents()))
+        (rep,) = relay.status()["replicas"]
+        assert rep["filters_channel"] == "(forwarded by the replica)"
+        assert rep["events_sent"] < rep["events_read"] * 0.8, rep
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+        relay.close()
+        direct.execute("STOP ALL SLAVES")

@@ -17,10 +17,9 @@ from deltalake import write_deltalake
 import rpl_sql
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import RowEvent, TableRef, decide, statement_event
-from rpl_sql.filters.rules import FilterType
+from rpl_sql.filters.rules import FilterType, filters_of, filters_text
 from rpl_sql.language.parser import parse
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
-from rpl_sql.pipeline.replica.backfill import filters_of, filters_text
 from rpl_sql.server import impact
 from rpl_sql.server.impact import TableChanges, table_changes
 

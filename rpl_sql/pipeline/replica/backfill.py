@@ -16,7 +16,6 @@ committed.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Any, Callable
 
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db
-from rpl_sql.filters.rules import TYPES, Filters
+from rpl_sql.filters.rules import Filters, filters_of, filters_text
 from rpl_sql.source_server.connection import connection_settings
 from rpl_sql.source_server.table_list import source_tables
 from rpl_sql.pipeline.replica.table_copy import ColumnsMovedError, TableCopy, copy_done, source_columns
@@ -36,23 +35,6 @@ from rpl_sql.storage.store import DeltaStore
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 5.0  # a worker whose source went away tries again after this
-
-
-def filters_text(filters: Filters, lctn: int) -> str:
-    """The rules that decide which tables a channel applies, as stable text (what a catalog follows)."""
-    return json.dumps({"lctn": lctn, **{t.value: [list(v) if isinstance(v, tuple) else v
-                                                    for v in filters.values(t)] for t in TYPES}},
-                      ensure_ascii=False, sort_keys=True)
-
-
-def filters_of(text: str) -> tuple[Filters, int]:
-    """`filters_text` read back."""
-    got = json.loads(text)
-    f = Filters()
-    for t in TYPES:
-        vals = got.get(t.value) or []
-        f = f.configure(t, tuple(tuple(v) if isinstance(v, list) else v for v in vals), "", 0)
-    return f, int(got.get("lctn", 0))
 
 
 @dataclass

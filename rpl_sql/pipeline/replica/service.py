@@ -11,11 +11,9 @@ An error stops that channel's thread as in MySQL: the IO thread retries, the SQL
 Last_SQL_Errno/Last_SQL_Error (START REPLICA SQL_THREAD clears them and tries again). SIGTERM/SIGINT stop
 at a transaction boundary; SIGKILL loses nothing, since every step is an atomic commit carrying its position.
 
-About 590 lines: a channel's two threads (`ChannelLoops`), the service that runs them, and the SQL thread's
-process (`_Child`, `_sql_process`), which runs the same loops under a `ReplicaService` of its own in a child
-that the loops start: split apart, the modules would import each other. The Spark SQL thread, the memory
-helpers and the backfills are modules of their own.
-"""
+About 600 lines: a channel's two threads (`ChannelLoops`), the service running them, and the SQL thread's process
+(`_Child`, `_sql_process`), which runs the same loops under a `ReplicaService` of its own in a child the loops
+start: split apart, the modules would import each other."""
 from __future__ import annotations
 
 import logging
@@ -37,6 +35,7 @@ from rpl_sql.errors import MySQLError, RplSqlError
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.binlog import BinlogIngest, SourceChangedError, source_settings
+from rpl_sql.source_server.connection import forwarded_filters
 from rpl_sql.pipeline.replica.backfill import Backfills
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.replica.spark_sql_thread import spark_sql_thread
@@ -175,12 +174,14 @@ class ChannelLoops:
             started = True
             st.io, st.io_state = "Connecting", "Connecting to source"
 
-            def follow() -> bool:
+            sent = forwarded_filters(self.svc.state.get(), self.channel)  # a relay sends what they apply
+
+            def follow() -> bool:  # (a filter change reconnects: a relay in front gets the new filters)
                 nonlocal backoff
                 if st.io != "Yes":  # connected: the last failure is over (MySQL clears it on a good connect)
                     st.last_io_error, backoff = [0, "", ""], 1.0
                 st.io, st.io_state = "Yes", "Waiting for source to send event"
-                return self._io_wanted()
+                return self._io_wanted() and forwarded_filters(self.svc.state.get(), self.channel) == sent
 
             def progress(r: IngestReport) -> None:  # every HEARTBEAT, on the receiver's thread
                 return_freed_memory()

@@ -20,9 +20,10 @@ import threading
 import time
 from typing import Any, Callable
 
+from rpl_sql.errors import MySQLError
 from rpl_sql.filters.rules import FilterType
 from rpl_sql.pipeline.source_filter import SourceFilter
-from rpl_sql.relay.server import RelayServer
+from rpl_sql.relay.dump_server import RelayServer
 from rpl_sql.relay.spool import Spool
 from rpl_sql.relay.upstream import Upstream
 from rpl_sql.source_server.connection import connection_settings
@@ -51,19 +52,23 @@ class Relay:
         self._filters: dict[tuple[int | None, str], SourceFilter | None] = {}
         state = self.state()
         ch = state.channel(channel)
-        if ch is None or not ch.configured:
-            raise ValueError(f"channel {channel!r} is not configured (CHANGE REPLICATION SOURCE TO SOURCE_HOST=... "
-                             f"FOR CHANNEL '{channel}')")
+        if ch is None:
+            raise MySQLError.of("ER_REPLICA_CHANNEL_DOES_NOT_EXIST", channel)
+        if not ch.configured:
+            raise MySQLError.of("ER_BAD_REPLICA")
         settings, _ = connection_settings(self.warehouse, ch)
-        folder = spool or os.path.join(self.warehouse, "relay",
-                                       hashlib.sha1(channel.encode("utf-8")).hexdigest()[:16])
-        self.spool = Spool(folder)
+        self.spool = Spool(self.spool_folder(self.warehouse, channel, spool))
         self.upstream = Upstream(settings, self.spool, server_id)
         self.server = RelayServer(self.spool, settings, user, password, host, port, heartbeat=heartbeat,
                                   source_server_id=lambda: self.upstream.source_server_id,
                                   filters_for=self.filters_for)
         self.server.status_fn = self.status
         self._lock = threading.Lock()
+
+    @staticmethod
+    def spool_folder(warehouse: str, channel: str, spool: str | None = None) -> str:
+        """Where the relay of `channel` keeps its copy of the binlog and its status.json."""
+        return spool or os.path.join(warehouse, "relay", hashlib.sha1(channel.encode("utf-8")).hexdigest()[:16])
 
     def state(self):
         now = time.monotonic()
@@ -106,7 +111,8 @@ class Relay:
                 "spool": str(self.spool.folder), "spool_end": list(end) if end else None,
                 "bytes_read": self.upstream.bytes_read, "source_error": self.upstream.error,
                 "replicas": [{"server_id": r.server_id, "user": r.user, "peer": r.peer, "file": r.file, "pos": r.pos,
-                              "filters_channel": self.channel_for(r.server_id), "events_read": r.events_read,
+                              "filters_channel": "(forwarded by the replica)" if r.forwarded
+                              else self.channel_for(r.server_id), "events_read": r.events_read,
                               "events_sent": r.events_sent, "bytes_sent": r.bytes_sent}
                              for r in list(self.server.replicas.values())]}
 

@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from rpl_sql.relay import events as E
-from rpl_sql.relay.filtering import ReplicaFilter, gtid_list, parse_gtid_state
+from rpl_sql.relay import binlog_events as E
+from rpl_sql.relay.filtering import ReplicaFilter, forwarded_filter, gtid_list, parse_gtid_state
 from rpl_sql.relay import wire
 from rpl_sql.relay.spool import MAGIC, Spool
-from rpl_sql.source_server.connection import connect
+from rpl_sql.source_server.connection import FILTERS_VARIABLE, connect
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class ReplicaStatus:
     bytes_sent: int = 0
     events_read: int = 0
     events_sent: int = 0
+    forwarded: bool = False  # the replica sent its own filters (an rpl-sql channel)
     connected_at: float = field(default_factory=time.time)
 
 
@@ -122,7 +123,10 @@ class RelayServer:
                     if connect_state is not None:  # MASTER_USE_GTID: from the GTID position, not the file
                         applied = parse_gtid_state(connect_state)
                         file, pos = self._gtid_start(applied), 4
-                    self._dump(packets, status, file, pos, checksum, annotate=bool(flags & 0x2), applied=applied)
+                    forwarded = self._session_var(upstream, FILTERS_VARIABLE)  # an rpl-sql channel's (Part 1)
+                    status.forwarded = forwarded is not None
+                    self._dump(packets, status, file, pos, checksum, annotate=bool(flags & 0x2), applied=applied,
+                               filters=forwarded_filter(forwarded) if forwarded is not None else None)
                     return
                 else:
                     packets.write(wire.err(1047, "08S01", "Unknown command"))
@@ -196,13 +200,13 @@ class RelayServer:
         return start
 
     def _dump(self, packets: wire.Packets, status: ReplicaStatus, file: str, pos: int, crc: bool,
-              annotate: bool = False, applied: dict[int, int] | None = None) -> None:
+              annotate: bool = False, applied: dict[int, int] | None = None, filters=None) -> None:
         """Events from (file, pos) of the spool, then whatever is appended, as the source's dump thread sends
         them: an artificial rotate, the file's format description, the events; heartbeats while idle."""
         pos = max(pos, 4)
         sid = self.source_server_id()
         status.file, status.pos = file, pos
-        filt = ReplicaFilter(self.filters_for(status.server_id), applied)
+        filt = ReplicaFilter((lambda: filters) if filters is not None else self.filters_for(status.server_id), applied)
         send = lambda ev: (packets.write(b"\x00" + ev), setattr(status, "bytes_sent", status.bytes_sent + len(ev)))  # noqa: E731
         send(E.rotate(sid, file, pos, crc))
         while not self.stop.is_set():
