@@ -23,6 +23,12 @@ FILTERS = ("REPLICATE_DO_DB = (shop, crm), REPLICATE_IGNORE_TABLE = (shop.secret
            "REPLICATE_WILD_IGNORE_TABLE = ('crm.tmp%')")
 MARIADB_FILTERS = {"replicate_do_db": "shop,crm", "replicate_ignore_table": "shop.secret",
                    "replicate_wild_ignore_table": "crm.tmp%"}
+DBS = ("shop", "crm", "hr")
+FILTER_SETS = [  # (rpl_sql's, MariaDB's): database rules with ignore-table rules; ignore-db with do-table rules
+    (FILTERS, MARIADB_FILTERS),
+    ("REPLICATE_IGNORE_DB = (hr), REPLICATE_DO_TABLE = (shop.orders), REPLICATE_WILD_DO_TABLE = ('crm.p%')",
+     {"replicate_ignore_db": "hr", "replicate_do_table": "shop.orders", "replicate_wild_do_table": "crm.p%"}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,36 +37,39 @@ def servers(tmp_path_factory):
         yield trio
 
 
-def _workload(src, seed: int, n: int) -> None:
+def _workload(src, seed: int, n: int, fmt: str = "ROW") -> None:
+    """Seeded changes to kept and ignored tables. Every statement runs in its table's database, unqualified, as
+    statement-based replication needs (its filters go by the default database)."""
     rnd = random.Random(seed)
     conn = src.connect()
     try:
         with conn.cursor() as cur:
-            cur.execute("SET SESSION binlog_format = ROW")
+            cur.execute(f"SET SESSION binlog_format = {fmt}")
+
+            def run(db: str, sql: str, *args) -> None:
+                cur.execute(f"USE {db}")
+                cur.execute(sql, args or None)
             for i in range(n):
                 r = rnd.random()
                 db, table = rnd.choice([("shop", "orders"), ("shop", "secret"), ("crm", "people"),
                                         ("crm", "tmp_x"), ("hr", "staff")])
                 if r < 0.5:
-                    cur.execute(f"INSERT INTO {db}.{table} VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1",
-                                (rnd.randint(1, 60), rnd.randint(0, 9)))
+                    run(db, f"INSERT INTO {table} VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1",
+                        rnd.randint(1, 60), rnd.randint(0, 9))
                 elif r < 0.7:
-                    cur.execute(f"UPDATE {db}.{table} SET v = v * 2 WHERE id %% 7 = %s", (rnd.randint(0, 6),))
+                    run(db, f"UPDATE {table} SET v = v * 2 WHERE id %% 7 = %s", rnd.randint(0, 6))
                 elif r < 0.8:
-                    cur.execute(f"DELETE FROM {db}.{table} WHERE id = %s", (rnd.randint(1, 60),))
+                    run(db, f"DELETE FROM {table} WHERE id = %s", rnd.randint(1, 60))
                 elif r < 0.9:  # one transaction over a kept and an ignored table
                     cur.execute("BEGIN")
-                    cur.execute("INSERT INTO shop.orders VALUES (%s, 1) ON DUPLICATE KEY UPDATE v = 0",
-                                (rnd.randint(1, 60),))
-                    cur.execute("INSERT INTO hr.staff VALUES (%s, 1) ON DUPLICATE KEY UPDATE v = 0",
-                                (rnd.randint(1, 60),))
-                    cur.execute("UPDATE shop.secret SET v = v + 1")
+                    run("shop", "INSERT INTO orders VALUES (%s, 1) ON DUPLICATE KEY UPDATE v = 0", rnd.randint(1, 60))
+                    run("hr", "INSERT INTO staff VALUES (%s, 1) ON DUPLICATE KEY UPDATE v = 0", rnd.randint(1, 60))
+                    run("shop", "UPDATE secret SET v = v + 1")
                     cur.execute("COMMIT")
-                elif r < 0.95:  # DDL: kept (shop), ignored (hr)
+                elif r < 0.95:  # DDL in a kept or an ignored database
                     d = rnd.choice(["shop", "hr", "crm"])
-                    cur.execute(f"USE {d}")
-                    cur.execute(f"CREATE TABLE IF NOT EXISTS t{seed}_{i} (id INT PRIMARY KEY)")
-                    cur.execute(f"INSERT INTO t{seed}_{i} VALUES (1)")
+                    run(d, f"CREATE TABLE IF NOT EXISTS t{seed}_{i} (id INT PRIMARY KEY)")
+                    run(d, f"INSERT INTO t{seed}_{i} VALUES (1)")
                 else:
                     cur.execute("FLUSH BINARY LOGS")
     finally:
@@ -96,35 +105,41 @@ def _gtid_slave_pos(server) -> str:
     return server.execute("SELECT @@gtid_slave_pos")[0][0]
 
 
-def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(servers, warehouse, tmp_path):
+@pytest.mark.parametrize("filters,mariadb_filters", FILTER_SETS, ids=["db-rules", "table-rules"])
+def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(servers, warehouse, tmp_path, filters,
+                                                                             mariadb_filters):
     src, via_relay, direct = servers
     src.reset()
-    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE crm",
-                "CREATE DATABASE hr", *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
-                                        for s in (f"USE {t.split('.')[0]}",  # statements go by the default db
-                                                  f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
+    # MySQL 8 applies no CREATE DATABASE under table-only rules (MariaDB does): the databases exist on the
+    # replicas beforehand, as a DBA using such rules makes them
+    src.execute("SET SESSION binlog_format = ROW", *[f"CREATE DATABASE IF NOT EXISTS {d}" for d in DBS],
+                *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
+                  for s in (f"USE {t.split('.')[0]}",  # statements go by the default db
+                            f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
     session = rpl_sql.connect(warehouse)
     session.execute(src.channel_sql("src") + "; "
                     "CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1' FOR CHANNEL 'replica_3'; "
-                    f"CHANGE REPLICATION FILTER {FILTERS} FOR CHANNEL 'replica_3'")
+                    f"CHANGE REPLICATION FILTER {filters} FOR CHANNEL 'replica_3'")
     port = free_port()
     relay = Relay(warehouse, "src", port=port, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
     try:
         first = src.execute("SHOW BINARY LOGS")[0][0]
         for server in (via_relay, direct):
             server.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''",
-                           *[f"DROP DATABASE IF EXISTS {d}" for d in ("shop", "crm", "hr")])
+                           *[f"DROP DATABASE IF EXISTS {d}" for d in DBS], *[f"CREATE DATABASE {d}" for d in DBS])
         # the replica of the relay has no filters; the relay holds them
         via_relay.execute(f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, MASTER_CONNECT_RETRY=1, "
                           f"MASTER_USER='repl', MASTER_PASSWORD='relay-pw', MASTER_USE_GTID=no, "
                           f"MASTER_LOG_FILE='{first}', MASTER_LOG_POS=4", "START SLAVE")
-        direct.follow(src, "", MARIADB_FILTERS)
-        _workload(src, seed=2387, n=300)
+        direct.follow(src, "", mariadb_filters)
+        _workload(src, seed=2387, n=200)
+        _workload(src, seed=2386, n=100, fmt="STATEMENT")  # statements, decided by their default database
         _through(direct, src)
         _through(via_relay, src)  # at the source's own file and position
         ours, theirs = via_relay.contents(), direct.contents()
         assert ours == theirs
         assert ("hr", "staff") not in ours and ("shop", "secret") not in ours and ("shop", "orders") in ours
+        assert any(isinstance(k, tuple) and k[0] == "crm" and len(v) > 1 for k, v in ours.items())
         assert _gtid_slave_pos(via_relay) == _gtid_slave_pos(direct) != ""  # empty transactions kept the GTIDs
         st = relay.status()
         (rep,) = st["replicas"]
@@ -146,9 +161,21 @@ def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(ser
         assert via_relay.contents() == direct.contents()
         assert _gtid_slave_pos(via_relay) == _gtid_slave_pos(direct)
         assert row["Using_Gtid"] == "Slave_Pos"
+
+        # pointed back at the source itself, at the file and position it reached (its filters its own now)
+        via_relay.execute("STOP SLAVE")
+        row = dict(zip(*_status(via_relay)))
+        via_relay.execute(f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={src.port}, MASTER_USER='root', "
+                          f"MASTER_PASSWORD='', MASTER_USE_GTID=no, MASTER_LOG_FILE='{row['Relay_Master_Log_File']}', "
+                          f"MASTER_LOG_POS={row['Exec_Master_Log_Pos']}",
+                          *[f"SET GLOBAL {k} = '{v}'" for k, v in mariadb_filters.items()], "START SLAVE")
+        _workload(src, seed=2391, n=100)
+        _through(direct, src)
+        _through(via_relay, src)
+        assert via_relay.contents() == direct.contents()  # nothing lost or applied twice
     finally:
         relay.close()
-        via_relay.execute("STOP ALL SLAVES")
+        via_relay.execute("STOP ALL SLAVES", *[f"SET GLOBAL {k} = ''" for k in mariadb_filters])
         direct.execute("STOP ALL SLAVES")
 
 
