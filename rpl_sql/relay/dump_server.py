@@ -207,15 +207,21 @@ class RelayServer:
         sid = self.source_server_id()
         status.file, status.pos = file, pos
         filt = ReplicaFilter((lambda: filters) if filters is not None else self.filters_for(status.server_id), applied)
-        send = lambda ev: (packets.write(b"\x00" + ev), setattr(status, "bytes_sent", status.bytes_sent + len(ev)))  # noqa: E731
+
+        def send(ev: bytes) -> None:
+            if annotate or ev[4] != E.ANNOTATE_ROWS:  # the source sends those only when asked
+                packets.buffer(b"\x00" + ev)
+                status.bytes_sent += len(ev) + 5
+
         send(E.rotate(sid, file, pos, crc))
         while not self.stop.is_set():
             path = self.spool.path(file)
             while not path.exists():
+                packets.flush()
                 self.spool.wait(self.heartbeat)
                 if self.stop.is_set():
                     return
-            with open(path, "rb") as f:
+            with open(path, "rb", buffering=1 << 20) as f:
                 if f.read(4) != MAGIC:
                     raise OSError(f"relay spool: {path} is not a binlog")
                 if pos > 4:  # the file's format description first, marked as not to be counted
@@ -224,24 +230,36 @@ class RelayServer:
                     send(E.fixed_log_pos(fde, 0, E.fde_checksum(fde)))
                     f.seek(pos)
                 last_beat = time.monotonic()
+                buf, at = b"", 0  # unsent bytes read ahead from the file, and where in it the next event starts
                 while not self.stop.is_set():
-                    ev = self._read_event(f)
-                    if ev is None:
+                    if len(buf) - at < E.HEADER or len(buf) - at < struct.unpack_from("<I", buf, at + 9)[0]:
+                        chunk = f.read(1 << 20)  # events are cut from a large read, not read one by one
+                        if chunk:
+                            buf, at = buf[at:] + chunk, 0
+                            continue
+                        offset = f.tell() - (len(buf) - at)  # all sent that the spool holds: held ones go now
+                        for out in filt.flush():
+                            send(out)
+                        packets.flush()
+                        status.pos, status.events_read, status.events_sent = offset, filt.events_in, filt.events_out
                         nxt = self.spool.next_file(file)
-                        if nxt is not None and f.tell() == path.stat().st_size:
+                        if nxt is not None and offset == path.stat().st_size:
                             file, pos = nxt, 4
                             status.file, status.pos = file, pos
                             break
                         if time.monotonic() - last_beat >= self.heartbeat:
-                            send(E.heartbeat(sid, file, f.tell(), crc))
+                            packets.write(b"\x00" + E.heartbeat(sid, file, offset, crc))
                             last_beat = time.monotonic()
                         self.spool.wait(min(self.heartbeat, 0.2))
                         continue
+                    size = struct.unpack_from("<I", buf, at + 9)[0]
+                    ev = buf[at:at + size]
+                    at += size
                     for out in filt.feed(ev):
-                        if annotate or out[4] != E.ANNOTATE_ROWS:  # the source sends those only when asked
-                            send(out)
-                    status.pos, status.events_read, status.events_sent = f.tell(), filt.events_in, filt.events_out
-                    last_beat = time.monotonic()
+                        send(out)
+                    if len(packets.out) >= 1 << 18:
+                        packets.flush()
+                        last_beat = time.monotonic()
 
     @staticmethod
     def _read_event(f) -> bytes | None:

@@ -85,13 +85,26 @@ class ReplicaFilter:
         self.tables: dict[int, tuple[str, str]] = {}
         self.group: list[tuple[bytes, str]] | None = None  # the open transaction: (event, 'keep'|'drop'|...)
         self.standalone = False
-        self.pending_annotate: bytes | None = None
+        self.held: dict[int, list[bytes]] = {}  # domain -> the last wholly filtered MariaDB group, not sent yet
         self.events_in = self.events_out = 0
 
     def feed(self, ev: bytes) -> list[bytes]:
         self.events_in += 1
         out = self._feed(ev)
         self.events_out += len(out)
+        return out
+
+    def flush(self) -> list[bytes]:
+        """The held empty transactions (MariaDB: a replica's GTID position is the last seq_no of each domain, so
+        of a run of wholly filtered transactions only the last one is sent), before anything that follows them
+        and whenever the replica has everything else."""
+        out = self._take_held()
+        self.events_out += len(out)
+        return out
+
+    def _take_held(self) -> list[bytes]:
+        out = [ev for group in self.held.values() for ev in group]
+        self.held.clear()
         return out
 
     def _feed(self, ev: bytes) -> list[bytes]:
@@ -110,8 +123,8 @@ class ReplicaFilter:
             return flushed
         if self.group is None:  # outside a transaction: housekeeping, or a statement without a GTID
             if t == E.QUERY:
-                return [ev] if self._query_sent(ev) else []
-            return [ev]
+                return self._take_held() + [ev] if self._query_sent(ev) else []
+            return self._take_held() + [ev]
         if t == E.TABLE_MAP:
             table_id, db, name = _table_map(ev)
             self.tables[table_id] = (db, name)
@@ -163,12 +176,15 @@ class ReplicaFilter:
             self.skipping = False
             return []
         kept_content = any(kind in ("rows", "query", "other") for _, kind in group)
-        out: list[bytes] = []
         if not kept_content:
             out = [ev for ev, kind in group if kind in ("gtid", "control", "end")]
             if not any(kind == "end" for _, kind in group):  # a DDL group whose statement was dropped: + COMMIT
                 out.append(commit_query(group[-1][0], self.crc))
+            if group and group[0][0][4] == E.MARIADB_GTID:
+                self.held[struct.unpack_from("<I", group[0][0], E.HEADER + 8)[0]] = out
+                return []
             return out
+        out = self._take_held()
         # a statement's rows events: the last one kept carries the end-of-statement flag of a dropped last one
         kinds = [kind for _, kind in group]
         evs = [ev for ev, _ in group]

@@ -29,6 +29,7 @@ class Packets:
 
     def __init__(self, sock: socket.socket):
         self.sock, self.seq = sock, 0
+        self.out = bytearray()
 
     def _exact(self, n: int) -> bytes:
         out = bytearray()
@@ -52,16 +53,26 @@ class Packets:
                 return bytes(payload)
 
     def write(self, payload: bytes) -> None:
-        out = bytearray()
+        self.buffer(payload)
+        self.flush()
+
+    def buffer(self, payload: bytes) -> None:
+        """Frame `payload` to go with the next flush (a dump sends many events per system call)."""
+        out = self.out
         view = memoryview(payload)
         while True:
             chunk = view[:MAX_PAYLOAD]
             view = view[MAX_PAYLOAD:]
-            out += struct.pack("<I", len(chunk))[:3] + bytes([self.seq & 0xFF]) + chunk
+            out += struct.pack("<I", len(chunk))[:3] + bytes([self.seq & 0xFF])
+            out += chunk
             self.seq += 1
             if len(chunk) < MAX_PAYLOAD:
                 break
-        self.sock.sendall(out)
+
+    def flush(self) -> None:
+        if self.out:
+            self.sock.sendall(self.out)
+            self.out = bytearray()
 
 
 def lenenc_int(n: int) -> bytes:

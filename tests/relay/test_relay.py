@@ -24,6 +24,8 @@ FILTERS = ("REPLICATE_DO_DB = (shop, crm), REPLICATE_IGNORE_TABLE = (shop.secret
 MARIADB_FILTERS = {"replicate_do_db": "shop,crm", "replicate_ignore_table": "shop.secret",
                    "replicate_wild_ignore_table": "crm.tmp%"}
 DBS = ("shop", "crm", "hr")
+NO_FILTERS = [f"SET GLOBAL replicate_{k} = ''" for k in ("do_db", "ignore_db", "do_table", "ignore_table",
+                                                        "wild_do_table", "wild_ignore_table")]
 FILTER_SETS = [  # (rpl_sql's, MariaDB's): database rules with ignore-table rules; ignore-db with do-table rules
     (FILTERS, MARIADB_FILTERS),
     ("REPLICATE_IGNORE_DB = (hr), REPLICATE_DO_TABLE = (shop.orders), REPLICATE_WILD_DO_TABLE = ('crm.p%')",
@@ -125,7 +127,7 @@ def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(ser
     try:
         first = src.execute("SHOW BINARY LOGS")[0][0]
         for server in (via_relay, direct):
-            server.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''",
+            server.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''", *NO_FILTERS,
                            *[f"DROP DATABASE IF EXISTS {d}" for d in DBS], *[f"CREATE DATABASE {d}" for d in DBS])
         # the replica of the relay has no filters; the relay holds them
         via_relay.execute(f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, MASTER_CONNECT_RETRY=1, "
@@ -175,8 +177,8 @@ def test_a_stock_replica_of_the_relay_equals_a_replica_with_the_same_filters(ser
         assert via_relay.contents() == direct.contents()  # nothing lost or applied twice
     finally:
         relay.close()
-        via_relay.execute("STOP ALL SLAVES", *[f"SET GLOBAL {k} = ''" for k in mariadb_filters])
-        direct.execute("STOP ALL SLAVES")
+        for server in (via_relay, direct):
+            server.execute("STOP ALL SLAVES", *NO_FILTERS)
 
 
 def test_the_relay_refuses_bad_passwords_and_survives_garbage(servers, warehouse, tmp_path):
@@ -228,7 +230,7 @@ def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse
     session.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = {port}, "
                     "SOURCE_USER = 'repl', SOURCE_PASSWORD = 'relay-pw' FOR CHANNEL 'a'; "
                     f"CHANGE REPLICATION FILTER {FILTERS} FOR CHANNEL 'a'; START REPLICA FOR CHANNEL 'a'")
-    direct.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''",
+    direct.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''", *NO_FILTERS,
                    *[f"DROP DATABASE IF EXISTS {d}" for d in ("shop", "crm", "hr")])
     direct.follow(src, "", MARIADB_FILTERS)
     proc = start_service(warehouse)
@@ -247,4 +249,4 @@ def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
         relay.close()
-        direct.execute("STOP ALL SLAVES")
+        direct.execute("STOP ALL SLAVES", *NO_FILTERS)
