@@ -13,6 +13,7 @@ import socket
 import struct
 import time
 
+import pymysql
 import pytest
 
 import rpl_sql
@@ -250,3 +251,51 @@ def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse
         proc.wait(60)
         relay.close()
         direct.execute("STOP ALL SLAVES", *NO_FILTERS)
+
+
+def _dump_client(port: int, server_id: int, first: str, stop_after: int | None = None) -> int:
+    """A replica's IO thread in miniature: COM_BINLOG_DUMP from the start of `first`; the events it read until
+    the heartbeat that says it has everything (or until it hangs up after `stop_after`)."""
+    conn = pymysql.connect(host="127.0.0.1", port=port, user="repl", password="pw", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+        conn._next_seq_id = 0
+        cmd = struct.pack("<BIHI", 0x12, 4, 0, server_id) + first.encode()
+        conn._write_bytes(struct.pack("<I", len(cmd))[:3] + b"\x00" + cmd)
+        conn._next_seq_id = 1
+        events = 0
+        while True:
+            data = conn._read_packet().get_all_data()
+            if data[5] == 27:  # a heartbeat: the relay has sent all it holds
+                return events
+            events += 1
+            if stop_after is not None and events >= stop_after:
+                return events  # hangs up mid-stream
+    finally:
+        conn.close()
+
+
+def test_many_replicas_at_once_and_one_hanging_up_mid_stream(servers, warehouse, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    src = servers[0]
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "USE shop",
+                "CREATE TABLE t (id INT PRIMARY KEY)", *[f"INSERT INTO t VALUES ({i})" for i in range(300)])
+    rpl_sql.connect(warehouse).execute(src.channel_sql("src"))
+    relay = Relay(warehouse, "src", port=0, user="repl", password="pw", spool=str(tmp_path / "spool"),
+                  heartbeat=0.3).start()
+    try:
+        first = src.execute("SHOW BINARY LOGS")[0][0]
+        while relay.spool.end() != src.binlog_end():
+            time.sleep(0.05)
+        with ThreadPoolExecutor(8) as pool:
+            quitter = pool.submit(_dump_client, relay.server.port, 50, first, 10)
+            full = [pool.submit(_dump_client, relay.server.port, 60 + i, first) for i in range(6)]
+            counts = [f.result(timeout=120) for f in full]
+        assert quitter.result() == 10
+        assert len(set(counts)) == 1 and counts[0] > 900, counts  # every replica got the same, whole binlog
+        assert _dump_client(relay.server.port, 70, first) == counts[0]  # and the relay serves on
+    finally:
+        relay.close()
