@@ -120,7 +120,8 @@ def spark_sql_side(warehouse: str, big: str, many: str, repeat: int, base: str) 
     binary = Path(pyspark.__file__).parent / "bin" / "spark-sql"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(binary.parent.parent)}
     proc = subprocess.run([str(binary), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                           "--conf", "spark.sql.shuffle.partitions=4", "-i", str(init), "-e", ";\n".join(statements) + ";"],
+                           "--conf", "spark.sql.shuffle.partitions=4", "-i", str(init),
+                           "-e", ";\n".join(statements) + ";"],
                           cwd=base, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])

@@ -2,18 +2,17 @@
 
     .venv/bin/python bench/bench_relay.py [--transactions 20000] [--repeat 2]
 
-A local MariaDB gets `--transactions` single-row transactions (a 200-byte row each) into `keep.t` and `drop.t`,
-a share of them (0%, 50%, 90%) into `drop.t`, which the replica's filters ignore (REPLICATE_IGNORE_DB = (drop),
-held by the relay as its channel's filters, which every replica without a channel of its own gets). A replica here is a dump client (COM_BINLOG_DUMP from
-the first binlog, every packet read and counted, as a replica's IO thread reads them) until it has the whole
-binlog. Side by side, taking turns `--repeat` times, best of each:
+A local MariaDB gets `--transactions` single-row transactions (a 200-byte row each) into `keep.t` and `drop.t`, a
+share of them (0%, 50%, 90%) into `drop.t`, which the replica's filters ignore (REPLICATE_IGNORE_DB = (drop), held
+by the relay as its channel's filters, which every replica without a channel of its own gets). A replica here is a
+dump client (COM_BINLOG_DUMP from the first binlog, every packet read and counted, as a replica's IO thread reads
+them) until it has the whole binlog. Side by side, taking turns `--repeat` times, best of each:
 1. directly from the source: every event crosses the wire;
-2. through the relay (`rpl-sql relay`, a process of its own, its spool already holding the binlog): only what
-   the filters apply, and the GTIDs;
+2. through the relay (`rpl-sql relay`, a process of its own, its spool already holding the binlog): only what the
+   filters apply, and the GTIDs;
 3. 1, 4 and 16 such replicas of the relay at once (at 90% filtered), each a process of its own (on 2 cores).
-Per line: bytes received by one replica, the time it took to have the whole binlog, and the source's
-transactions it covered per second (the rate at which the workload reaches it), with the ratios against the
-direct replica.
+Per line: bytes received by one replica, the time it took to have the whole binlog, and the source's transactions
+it covered per second (the rate at which the workload reaches it), with the ratios against the direct replica.
 """
 from __future__ import annotations
 
@@ -22,9 +21,9 @@ import os
 import shutil
 import struct
 import sys
-import tempfile
 import multiprocessing
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -93,7 +92,8 @@ def main() -> None:
     m = MariaDBServer(os.path.join(base, "db")).start()
     try:
         print(f"{args.transactions:,} single-row transactions (200-byte rows) per workload; best of {args.repeat}")
-        print(f"{'':44} {'bytes':>12} {'seconds':>8} {'source txn/s':>13} {'bytes vs direct':>16} {'rate vs direct':>15}")
+        print(f"{'':44} {'bytes':>12} {'seconds':>8} {'source txn/s':>13} {'bytes vs direct':>16} "
+              f"{'rate vs direct':>15}")
         for dropped in (0.0, 0.5, 0.9):
             fill(m, args.transactions, dropped)
             end, first = m.binlog_end(), m.execute("SHOW BINARY LOGS")[0][0]

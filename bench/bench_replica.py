@@ -7,8 +7,9 @@
    python-mysql-replication alone decoding the same binlog (every row image read), the receiver's part alone
    (`rpl-sql ingest` to the events table), and `rpl-sql replica` (a separate process) from start until its
    replica tables hold everything, and a stock MariaDB replica (a second server, one SQL thread) from START
-   SLAVE until it executed the whole binlog (no target yet). Each `--repeat` times, taking turns (a shared 2-core machine varies by
-   +-20% from run to run); the best time of each side, its rows/s and its ratio to the bare reader's best.
+   SLAVE until it executed the whole binlog (no target yet). Each `--repeat` times, taking turns (a shared
+   2-core machine varies by +-20% from run to run); the best time of each side, its rows/s and its ratio to the
+   bare reader's best.
 2. Lag. The service runs while a client inserts at a steady `--rate` rows/s for `--seconds` (one multi-row
    INSERT every 20 ms); each row's id is timed at its COMMIT. A sampler reads the replica table's highest id
    from its Delta log every 50 ms: a row's lag is the time it became visible minus its commit. p50/p99.

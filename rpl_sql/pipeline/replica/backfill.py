@@ -1,7 +1,8 @@
 """Tables stay whole when what a channel applies changes on a running replica (WL#7057's promise).
 
 The SQL thread (`materialize.ReplicaTables`) compares the filters its batch was decided with against the ones
-its catalog followed so far (`Catalog.filters`). When they differ, `rpl_sql.server.impact.table_changes` lists the source's tables by both:
+its catalog followed so far (`Catalog.filters`). When they differ, `rpl_sql.server.impact.table_changes` lists the
+source's tables by both:
 - a table the new filters apply and the old did not (a new do or wild-do rule, an ignore rule gone, a database
   newly mapped by REPLICATE_REWRITE_DB to another target) is *widened*: its catalog entry becomes BACKFILLING
   on a fresh path, and a worker thread copies it from the source (`table_copy`: keyset pages between two
