@@ -400,3 +400,10 @@ def statement_event_of(command: str | None, default_db: str | None, tables) -> S
     rows with db, name and updating."""
     return statement_event(command, default_db, [TableRef(t["db"], t["name"], bool(t["updating"]))
                                                  for t in tables or ()])
+
+
+def applies_past_source_side(filters: Filters, source_side: Filters | None, event: Event, matching: Matching) -> bool:
+    """Whether a channel applies `event` when its source-side filters (CHANGE REPLICATION SOURCE TO REPLICATE_*,
+    WL#2387) are applied first, by a relay or its own ingest: what they drop never reaches its own filters."""
+    return (source_side is None or decide(source_side, event, matching).apply) and \
+        decide(filters, event, matching).apply

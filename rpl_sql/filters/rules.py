@@ -389,18 +389,31 @@ def first_pair(pairs: tuple, db: str, lctn: int = 0) -> Pair | None:
     return _index(pairs, lctn, "pair").get(db)
 
 
-def filters_text(filters: Filters, lctn: int) -> str:
-    """A channel's rules as stable text: what a replica catalog follows, and what a channel forwards to a relay."""
-    return json.dumps({"lctn": lctn, **{t.value: [list(v) if isinstance(v, tuple) else v
-                                                    for v in filters.values(t)] for t in TYPES}},
-                      ensure_ascii=False, sort_keys=True)
+def filters_text(filters: Filters, lctn: int, source_side: "Filters | None" = None) -> str:
+    """A channel's rules as stable text: what a replica catalog follows, and what a channel forwards to a relay;
+    its source-side filters (CHANGE REPLICATION SOURCE TO REPLICATE_*), if any, under "source_side"."""
+    got = {"lctn": lctn, **{t.value: [list(v) if isinstance(v, tuple) else v for v in filters.values(t)]
+                            for t in TYPES}}
+    if source_side is not None:
+        got["source_side"] = {t.value: list(source_side.values(t)) for t in TYPES if source_side.values(t)}
+    return json.dumps(got, ensure_ascii=False, sort_keys=True)
 
 
 def filters_of(text: str) -> tuple[Filters, int]:
-    """`filters_text` read back."""
+    """`filters_text` read back (the channel's own rules)."""
     got = json.loads(text)
+    return _filters(got), int(got.get("lctn", 0))
+
+
+def source_side_of(text: str) -> Filters | None:
+    """The source-side filters `filters_text` holds (None: none)."""
+    side = json.loads(text).get("source_side")
+    return _filters(side) if side else None
+
+
+def _filters(got: dict) -> Filters:
     f = Filters()
     for t in TYPES:
         vals = got.get(t.value) or []
         f = f.configure(t, tuple(tuple(v) if isinstance(v, list) else v for v in vals), "", 0)
-    return f, int(got.get("lctn", 0))
+    return f

@@ -8,12 +8,14 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
-from rpl_sql.filters.rules import Filters, Matching
+from rpl_sql.filters.rules import Filters, FilterType, Matching
 
 DEFAULT_CHANNEL = ""
 GR_CHANNELS = ("group_replication_applier", "group_replication_recovery")
 MAX_CHANNEL_NAME = 64
 MAX_CHANNELS = 256
+# CHANGE REPLICATION SOURCE's source-side filters (WL#2387): every type but rewrite, which stays on the replica
+SOURCE_SIDE_KEYS = frozenset(t.value for t in FilterType if t is not FilterType.REWRITE_DB)
 
 
 def is_gr_channel(name: str) -> bool:
@@ -66,9 +68,23 @@ class Channel:
         return default
 
     def with_options(self, updates: dict[str, object]) -> "Channel":
+        """`updates` over the options; an empty source-side filter list clears that option."""
         opts = dict(self.options)
         opts.update(updates)
-        return replace(self, options=tuple(opts.items()))
+        return replace(self, options=tuple((k, v) for k, v in opts.items()
+                                           if not (k in SOURCE_SIDE_KEYS and not v)))
+
+    @property
+    def source_side_filters(self) -> Filters | None:
+        """The filters its source (a relay), or else its own ingest, applies before anything reaches the replica:
+        WL#2387's extension, CHANGE REPLICATION SOURCE TO REPLICATE_* (None: it has none)."""
+        got = [(FilterType(k), tuple(v)) for k, v in self.options if k in SOURCE_SIDE_KEYS]
+        if not got:
+            return None
+        f = Filters()
+        for ftype, values in got:
+            f = f.configure(ftype, values, "CHANGE_REPLICATION_SOURCE", 0)
+        return f
 
 
 def channel_key(name: str) -> str:

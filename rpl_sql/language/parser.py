@@ -21,7 +21,8 @@ from rpl_sql.language.quoting import standard_str
 from rpl_sql.errors import CATALOGUE, MySQLError
 from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS
 from rpl_sql.language.lexer import SECRET, expand_executable_comments, split_statements
-from rpl_sql.language.token_values import MAX_BYTES, no_newline, option_key, option_uint, string_value, uint_value
+from rpl_sql.language.token_values import (MAX_BYTES, RESERVED_WORDS, no_newline, option_key, option_uint,
+                                          source_filter_option, string_value, uint_value)
 from rpl_sql.language.routing import SET_REPLICATION, SET_VALUE, SHOW_VARIABLES, WAIT_GTIDS, route
 from rpl_sql.filters.rules import FilterType
 from rpl_sql.filters.state import channel_key
@@ -31,36 +32,6 @@ from rpl_sql.language.statements import (
     ShowReplicaStatus, ShowReplicaTables, ShowReplicationFilterHistory, ShowReplicationFilters,
     ShowReplicationFilterWarnings, ShowVariables, ShowWarnings, StartReplica, Statement, StopReplica, WaitForGtidSet,
 )
-
-# MySQL 8.0's reserved words (manual: "Keywords and Reserved Words in MySQL 8.0", the (R) entries,
-# up to 8.0.31's INTERSECT). Unquoted, they cannot be names.
-RESERVED_WORDS = frozenset("""
-ACCESSIBLE ADD ALL ALTER ANALYZE AND AS ASC ASENSITIVE BEFORE BETWEEN BIGINT BINARY BLOB BOTH BY
-CALL CASCADE CASE CHANGE CHAR CHARACTER CHECK COLLATE COLUMN CONDITION CONSTRAINT CONTINUE CONVERT
-CREATE CROSS CUBE CUME_DIST CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP CURRENT_USER CURSOR
-DATABASE DATABASES DAY_HOUR DAY_MICROSECOND DAY_MINUTE DAY_SECOND DEC DECIMAL DECLARE DEFAULT
-DELAYED DELETE DENSE_RANK DESC DESCRIBE DETERMINISTIC DISTINCT DISTINCTROW DIV DOUBLE DROP DUAL
-EACH ELSE ELSEIF EMPTY ENCLOSED ESCAPED EXCEPT EXISTS EXIT EXPLAIN
-FALSE FETCH FIRST_VALUE FLOAT FLOAT4 FLOAT8 FOR FORCE FOREIGN FROM FULLTEXT FUNCTION
-GENERATED GET GRANT GROUP GROUPING GROUPS HAVING HIGH_PRIORITY HOUR_MICROSECOND HOUR_MINUTE HOUR_SECOND
-IF IGNORE IN INDEX INFILE INNER INOUT INSENSITIVE INSERT INT INT1 INT2 INT3 INT4 INT8 INTEGER
-INTERSECT INTERVAL INTO IO_AFTER_GTIDS IO_BEFORE_GTIDS IS ITERATE JOIN JSON_TABLE KEY KEYS KILL
-LAG LAST_VALUE LATERAL LEAD LEADING LEAVE LEFT LIKE LIMIT LINEAR LINES LOAD LOCALTIME LOCALTIMESTAMP
-LOCK LONG LONGBLOB LONGTEXT LOOP LOW_PRIORITY
-MASTER_BIND MASTER_SSL_VERIFY_SERVER_CERT MATCH MAXVALUE MEDIUMBLOB MEDIUMINT MEDIUMTEXT MIDDLEINT
-MINUTE_MICROSECOND MINUTE_SECOND MOD MODIFIES NATURAL NOT NO_WRITE_TO_BINLOG NTH_VALUE NTILE NULL
-NUMERIC OF ON OPTIMIZE OPTIMIZER_COSTS OPTION OPTIONALLY OR ORDER OUT OUTER OUTFILE OVER
-PARTITION PERCENT_RANK PRECISION PRIMARY PROCEDURE PURGE
-RANGE RANK READ READS READ_WRITE REAL RECURSIVE REFERENCES REGEXP RELEASE RENAME REPEAT REPLACE
-REQUIRE RESIGNAL RESTRICT RETURN REVOKE RIGHT RLIKE ROW ROWS ROW_NUMBER
-SCHEMA SCHEMAS SECOND_MICROSECOND SELECT SENSITIVE SEPARATOR SET SHOW SIGNAL SMALLINT SPATIAL
-SPECIFIC SQL SQLEXCEPTION SQLSTATE SQLWARNING SQL_BIG_RESULT SQL_CALC_FOUND_ROWS SQL_SMALL_RESULT
-SSL STARTING STORED STRAIGHT_JOIN SYSTEM
-TABLE TERMINATED THEN TINYBLOB TINYINT TINYTEXT TO TRAILING TRIGGER TRUE
-UNDO UNION UNIQUE UNLOCK UNSIGNED UPDATE USAGE USE USING UTC_DATE UTC_TIME UTC_TIMESTAMP
-VALUES VARBINARY VARCHAR VARCHARACTER VARYING VIRTUAL WHEN WHERE WHILE WINDOW WITH WRITE
-XOR YEAR_MONTH ZEROFILL _FILENAME
-""".split())
 
 _NEAR_LIMIT = 80  # MySQL prints the rest of the statement with '%-.80s'
 
@@ -102,6 +73,10 @@ class _Span(NamedTuple):
 def _span(children) -> _Span:
     bounds = [(c.start_pos, c.end_pos) if isinstance(c, Token) else c for c in children if c is not None]
     return _Span(min(b[0] for b in bounds), max(b[1] for b in bounds))
+
+
+def _source_filter_rule(ftype: FilterType):
+    return lambda self, c: source_filter_option(ftype, c[0])
 
 
 class _Build(Transformer):
@@ -166,7 +141,17 @@ class _Build(Transformer):
             legacy_options=tuple(old for _, _, old in options if old))
 
     def change_master(self, c):
+        name, c = c[0], c[1:]
+        if name is not None:  # MariaDB's CHANGE MASTER 'connection' TO
+            named = channel_key(no_newline(string_value(name)))
+            if c[-1] is not None and c[-1] != named:
+                raise MySQLError.of("ER_WRONG_ARGUMENTS", "CHANGE MASTER: a connection name and another FOR CHANNEL")
+            c = [*c[:-1], named]
         return self.change_source(c, legacy=True)
+
+    # Source-side filters (WL#2387): stored as the channel's options of the same names
+    source_do_db, source_ignore_db, source_do_table, source_ignore_table, source_wild_do_table, \
+        source_wild_ignore_table, source_rewrite_db = (_source_filter_rule(t) for t in FilterType)
 
     def string_key(self, c):
         return option_key(c[0])

@@ -24,10 +24,10 @@ from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
 from rpl_sql.pipeline.binlog_txn import (ROW_TYPES, STMT_END_F, OpenTransaction, PendingEvent, TableMapColumns,
                                          library_images, xa_xid)
 from rpl_sql.pipeline.row_images import ImageDecoder
-from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json
+from rpl_sql.pipeline.source_filter import SourceFilter, dropped_json, source_side_filter
 from rpl_sql.pipeline.writer import EventsWriter, IngestReport, MAX_DROPPED_KEYS, MAX_MERGED_IMAGES
 from rpl_sql.pipeline.canonical_rows import Batch, rows_json, tables_value
-from rpl_sql.pipeline.ingest_position import ChannelPosition, IngestError
+from rpl_sql.pipeline.ingest_position import ChannelPosition, IngestError, SourceChangedError
 from rpl_sql.filters.state import ServerState, channel_key
 from rpl_sql.storage.store import DeltaStore
 
@@ -51,13 +51,6 @@ def source_settings(warehouse: str, state: ServerState, channel: str) -> tuple[d
         raise IngestError(f"channel {channel!r} is not configured (CHANGE REPLICATION SOURCE TO "
                           f"SOURCE_HOST=... FOR CHANNEL '{channel}')")
     return connection_settings(warehouse, ch)
-
-
-class SourceChangedError(IngestError):
-    """Another server answers at the channel's source address (a new server_id or server_uuid) while the
-    channel resumes by file and position: its positions mean nothing for what the channel landed."""
-
-    code = 13117
 
 
 class _Source:
@@ -107,9 +100,6 @@ class BinlogIngest:
 
     # ---------------------------------------------------------------- setup
 
-    def _channel_settings(self, state: ServerState) -> tuple[dict, dict]:
-        return source_settings(self.warehouse, state, self.channel)
-
     def _start_position(self, pos: ChannelPosition | None, origin: dict, source: _Source) -> tuple[str, int]:
         """Resume where the last commit says. A first ingest, or a new explicit SOURCE_LOG_FILE/POS set with
         CHANGE REPLICATION SOURCE since the last commit, starts at the channel's position, else at the first
@@ -148,14 +138,7 @@ class BinlogIngest:
                 was = (m.get("source_server_id") or "", m.get("source_uuid") or "")
                 now = (str(source.server_id), source.uuid)
                 if was[0] and (was[0] != now[0] or (was[1] and was[1] != now[1])):
-                    raise SourceChangedError(
-                        f"Fatal error: the source at {origin['source_host']}:{origin['source_port']} is another "
-                        f"server (server_id {was[0]} -> {now[0]}" + (f", server_uuid {was[1]} -> {now[1]}"
-                                                                       if was[1] or now[1] else "") +
-                        f"): its binlog positions are not the ones channel '{self.channel}' landed. Point the "
-                        "channel at the right server, or say where to read this one: CHANGE REPLICATION SOURCE "
-                        "TO SOURCE_LOG_FILE=..., SOURCE_LOG_POS=... (or SOURCE_AUTO_POSITION = 1) FOR CHANNEL "
-                        f"'{self.channel}'")
+                    raise SourceChangedError.of(self.channel, origin, was, now)
                 return pos.binlog
             log.warning("channel %r: SOURCE_LOG_FILE/POS changed to %s:%s, starting there", self.channel, *requested)
         if requested[0]:
@@ -168,8 +151,9 @@ class BinlogIngest:
         t0 = time.monotonic()
         store = DeltaStore(self.warehouse)
         snap = store.load()
-        settings, origin = self._channel_settings(snap.state)
+        settings, origin = source_settings(self.warehouse, snap.state, self.channel)
         self.sfilter = SourceFilter(snap.state, self.channel) if self.filter_at_source else None
+        self.source_side = source_side_filter(snap.state, self.channel)
         self.forwarded = forwarded_filters(snap.state, self.channel)  # for a relay in front of the source
         self.meta_static = dict(origin, source="binlog", filter_at_source=str(self.filter_at_source).lower())
         if self.sfilter is not None:
@@ -348,9 +332,12 @@ class BinlogIngest:
             return
         control = cmd in TRANSACTION_CONTROL or cmd == "XA_END"
         key = None
-        if self.sfilter is not None and not control and not txn.xa:
+        if (self.sfilter is not None or self.source_side is not None) and not control:
             key = SourceFilter.statement_key(cmd, default_db, info.tables, info.method)
-        if key is not None and self.sfilter.drops(key):
+        if key is not None and self.source_side is not None and self.source_side.drops(key):
+            txn.content += 1
+            txn.withhold()
+        elif key is not None and self.sfilter is not None and not txn.xa and self.sfilter.drops(key):
             txn.content += 1
             txn.dropped[key] += 1
             txn.merge = None
@@ -383,6 +370,8 @@ class BinlogIngest:
             txn.merge = None if ends else (ev.table_id, etype, row)
             return
         txn.content += 1
+        if self.source_side is not None and self.source_side.drops(SourceFilter.row_key(ev.schema, ev.table)):
+            return txn.withhold(None if ends else (ev.table_id, etype, None))
         if self.sfilter is not None and not txn.xa:
             key = SourceFilter.row_key(ev.schema, ev.table)
             if self.sfilter.drops(key):
@@ -416,7 +405,7 @@ class BinlogIngest:
             n = sum(txn.dropped.values())
             self.report.dropped += n
             b.dropped.update(txn.dropped)
-        if txn.dropped and txn.kept == 0:
+        if (txn.dropped or txn.withheld) and txn.kept == 0:
             b.add(txn.gtid, self.file, self.pos, "gtid", time_us=txn.time_us)
         else:
             for r in txn.rows:

@@ -48,16 +48,23 @@ class PendingEvent:
 
 
 class OpenTransaction:
-    __slots__ = ("gtid", "open", "xa", "rows", "dropped", "content", "kept", "time_us", "merge")
+    __slots__ = ("gtid", "open", "xa", "rows", "dropped", "withheld", "content", "kept", "time_us", "merge")
 
     def __init__(self, gtid: str | None, open_: bool):
         self.gtid, self.open, self.xa = gtid, open_, False
         self.rows: list[PendingEvent] = []  # the events to land, in order
         self.dropped: Counter = Counter()
+        self.withheld = 0               # events the channel's source-side filters drop: never re-decided
         self.content = 0                # non-control events seen
         self.kept = 0                   # non-control events kept
         self.time_us = 0
         self.merge: tuple | None = None  # (table_id, rows event kind, row or None when dropped)
+
+    def withhold(self, merge: tuple | None = None) -> None:
+        """An event the channel's source-side filters drop (WL#2387): it never reaches the replica, as if its
+        source had not sent it, and nothing decides it again. `merge`: rows events that continue it."""
+        self.withheld += 1
+        self.merge = merge
 
     @classmethod
     def of_gtid_event(cls, ev) -> "OpenTransaction":

@@ -26,6 +26,8 @@ from rpl_sql.pipeline.canonical_rows import Batch, tables_value
 from rpl_sql.pipeline.writer import EventsWriter, IngestReport
 from rpl_sql.pipeline.ingest_position import IngestError
 from rpl_sql.filters.state import channel_key
+from rpl_sql.errors import MySQLError
+from rpl_sql.storage.store import DeltaStore
 
 __all__ = ["ingest_debezium", "ingest_debezium_file", "DebeziumRecordError"]
 
@@ -102,6 +104,12 @@ class DebeziumIngest:
     def run(self) -> IngestReport:
         records = self.records
         t0 = time.monotonic()
+        ch = DeltaStore(self.warehouse).load().state.channel(self.channel)
+        if ch is not None and ch.source_side_filters is not None:  # what they drop would land, and diverge
+            raise MySQLError.of("ER_WRONG_ARGUMENTS", f"a Debezium feed of channel '{self.channel}': its source-side "
+                                "filters (CHANGE REPLICATION SOURCE TO REPLICATE_*) are applied by the relay or the "
+                                "binlog ingest only; set them in the connector's include and exclude lists and "
+                                "clear them here with REPLICATE_DO_DB = () and so on")
         with EventsWriter(self.warehouse, self.channel) as w:
             self.writer = w
             self._load_marks(w)

@@ -21,6 +21,23 @@ class IngestError(RplSqlError):
 
 
 
+class SourceChangedError(IngestError):
+    """Another server answers at the channel's source address (a new server_id or server_uuid) while the
+    channel resumes by file and position: its positions mean nothing for what the channel landed."""
+
+    code = 13117
+
+    @classmethod
+    def of(cls, channel: str, origin: dict, was: tuple[str, str], now: tuple[str, str]) -> "SourceChangedError":
+        return cls(f"Fatal error: the source at {origin['source_host']}:{origin['source_port']} is another "
+                   f"server (server_id {was[0]} -> {now[0]}" + (f", server_uuid {was[1]} -> {now[1]}"
+                                                                  if was[1] or now[1] else "") +
+                   f"): its binlog positions are not the ones channel '{channel}' landed. Point the "
+                   "channel at the right server, or say where to read this one: CHANGE REPLICATION SOURCE "
+                   "TO SOURCE_LOG_FILE=..., SOURCE_LOG_POS=... (or SOURCE_AUTO_POSITION = 1) FOR CHANNEL "
+                   f"'{channel}'")
+
+
 class ConcurrentIngestError(IngestError):
     """Another process is ingesting the same channel (or committed for it since this one started)."""
 

@@ -95,6 +95,28 @@ class SourceFilter:
         return ("stmt", command, default_db or "", tuple((t.db, t.name, bool(t.updating)) for t in tables))
 
 
+class JoinedFilter:
+    """Drops what any of its filters drops: a channel's source-side filters (CHANGE REPLICATION SOURCE TO
+    REPLICATE_*, WL#2387) together with its own, as a relay applies them."""
+
+    def __init__(self, *filters: SourceFilter):
+        self.filters = filters
+        self._cache: dict[tuple, bool] = {}
+
+    def drops(self, key: tuple) -> bool:
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = any(f.drops(key) for f in self.filters)
+        return hit
+
+
+def source_side_filter(state: ServerState, channel: str) -> SourceFilter | None:
+    """The channel's source-side filters as a filter of events (None: it has none)."""
+    ch = state.channel(channel)
+    side = ch.source_side_filters if ch is not None else None
+    return SourceFilter.of(side, state.matching) if side is not None else None
+
+
 def dropped_json(dropped: Counter) -> str:
     return json.dumps([[list(k[:3]) + ([[list(t) for t in k[3]]] if k[0] == "stmt" else []), n]
                        for k, n in sorted(dropped.items(), key=lambda kv: json.dumps(kv[0], default=str))],

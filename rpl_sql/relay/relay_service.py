@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.rules import FilterType
-from rpl_sql.pipeline.source_filter import SourceFilter
+from rpl_sql.pipeline.source_filter import JoinedFilter, SourceFilter, source_side_filter
 from rpl_sql.relay.dump_server import RelayServer
 from rpl_sql.relay.spool import Spool
 from rpl_sql.relay.upstream import Upstream
@@ -82,7 +82,11 @@ class Relay:
         return own if self.state().channel(own) is not None else self.channel
 
     def filters_for(self, server_id: int) -> Callable[[], SourceFilter | None]:
+        last: list = [None, None, 0.0]  # (version, filters, when): asked once per transaction, read once a while
+
         def now() -> SourceFilter | None:
+            if time.monotonic() - last[2] < STATE_EVERY and last[0] == self._version:
+                return last[1]
             with self._lock:
                 state = self.state()
                 name = self.channel_for(server_id)
@@ -90,8 +94,11 @@ class Relay:
                 if key not in self._filters:
                     ch = state.channel(name)
                     wanted = [t for t in FilterType if t is not FilterType.REWRITE_DB and ch.filters.values(t)]
-                    self._filters[key] = SourceFilter(state, name) if wanted else None
-                return self._filters[key]
+                    own = SourceFilter(state, name) if wanted else None
+                    side = source_side_filter(state, name)
+                    self._filters[key] = JoinedFilter(own, side) if own and side else own or side
+                last[:] = [self._version, self._filters[key], time.monotonic()]
+                return last[1]
         return now
 
     def start(self) -> "Relay":

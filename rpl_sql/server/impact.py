@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 
 from rpl_sql.server import execute as server
 from rpl_sql.errors import MySQLError
-from rpl_sql.filters.evaluate import Decision, Event, RowEvent, decide, decision_key, rewrite_db
+from rpl_sql.filters.evaluate import (Decision, Event, RowEvent, applies_past_source_side, decide, decision_key,
+                                     rewrite_db)
 from rpl_sql.filters.rules import Filters, fold
 from rpl_sql.filters.state import ServerState
 from rpl_sql.language.statements import ChangeReplicationFilter
@@ -100,12 +101,15 @@ class TableChanges:
     narrowed: list[tuple[str, str, str, str, int | None]] = field(default_factory=list)
 
 
-def table_changes(old: Filters, new: Filters, matching, lctn: int, source_tables) -> TableChanges:
-    """Which source tables (db, name, row estimate) a change from `old` to `new` filters widens or narrows; a
-    database REPLICATE_REWRITE_DB newly maps elsewhere is both (its old target stops, its new one fills)."""
+def table_changes(old: Filters, new: Filters, matching, lctn: int, source_tables, old_side: Filters | None = None,
+                  new_side: Filters | None = None) -> TableChanges:
+    """Which source tables (db, name, row estimate) a change from `old` to `new` filters (and from `old_side` to
+    `new_side` source-side filters) widens or narrows; a database REPLICATE_REWRITE_DB newly maps elsewhere is
+    both (its old target stops, its new one fills)."""
     out = TableChanges()
     for db, name, estimate in source_tables:
-        a, b = decide(old, RowEvent(db, name), matching).apply, decide(new, RowEvent(db, name), matching).apply
+        a = applies_past_source_side(old, old_side, RowEvent(db, name), matching)
+        b = applies_past_source_side(new, new_side, RowEvent(db, name), matching)
         was = rewrite_db(old, db, lctn) if a else None
         now = rewrite_db(new, db, lctn) if b else None
         if now is not None and (was is None or fold(was, lctn) != fold(now, lctn)):
@@ -119,8 +123,9 @@ def table_rows(channel: str, before: ServerState, after: ServerState, source_tab
     """Rows of IMPACT_COLUMNS for the replica tables of `channel` that the change from `before` to `after` would
     backfill or stop replicating, from the source's (db, name, row estimate) list."""
     lctn = before.lower_case_table_names
-    change = table_changes(before.channel(channel).filters, after.channel(channel).filters, before.matching,
-                           lctn, source_tables)
+    was, now = before.channel(channel), after.channel(channel)
+    change = table_changes(was.filters, now.filters, before.matching, lctn, source_tables, was.source_side_filters,
+                           now.source_side_filters)
     rows = []
     for what, tables in ((BACKFILL, change.widened), (STOP, change.narrowed)):
         for db, name, target, tname, estimate in tables:

@@ -156,10 +156,19 @@ def replica_status_row(ch: Channel, applier: dict | None = None) -> tuple:
 # rpl_sql's own view: every channel, configured or not (MySQL shows only configured ones)
 CHANNELS_SCHEMA = ("CHANNEL_NAME STRING NOT NULL, CONFIGURED BOOLEAN NOT NULL, SOURCE_HOST STRING, "
                    "SOURCE_PORT BIGINT, SOURCE_USER STRING, IO_RUNNING BOOLEAN NOT NULL, "
-                   "SQL_RUNNING BOOLEAN NOT NULL, GROUP_REPLICATION BOOLEAN NOT NULL")
+                   "SQL_RUNNING BOOLEAN NOT NULL, GROUP_REPLICATION BOOLEAN NOT NULL, SOURCE_SIDE_FILTERS STRING")
+
+
+def source_side_text(ch: Channel) -> str | None:
+    """A channel's source-side filters (CHANGE REPLICATION SOURCE TO REPLICATE_*) as FILTER_RULE shows rules,
+    one type after another: 'REPLICATE_DO_DB: a,b; REPLICATE_WILD_IGNORE_TABLE: x.%'."""
+    f = ch.source_side_filters
+    if f is None:
+        return None
+    return "; ".join(f"{t.filter_name}: {format_rule(t, f.values(t))}" for t in FilterType if f.values(t))
 
 
 def channel_rows(state: ServerState) -> list[tuple]:
     """rpl_sql_channels: every channel, configured or not (MySQL shows only configured ones)."""
     return [(c.name, c.configured, c.option("SOURCE_HOST"), c.option("SOURCE_PORT"), c.option("SOURCE_USER"),
-             c.io_running, c.sql_running, c.is_gr) for c in state.channels]
+             c.io_running, c.sql_running, c.is_gr, source_side_text(c)) for c in state.channels]

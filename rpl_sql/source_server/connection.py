@@ -71,8 +71,10 @@ FILTERS_VARIABLE = "rpl_sql_filters"  # a relay reads a channel's filters from t
 
 def forwarded_filters(state, channel: str) -> str:
     """The channel's filters as it sends them when it connects, so that a relay in front of the source sends
-    only what they apply (a real source just keeps the variable)."""
-    return filters_text(state.channel(channel).filters, state.lower_case_table_names)
+    only what they apply (a real source just keeps the variable): its own, and its source-side ones (CHANGE
+    REPLICATION SOURCE TO REPLICATE_*)."""
+    ch = state.channel(channel)
+    return filters_text(ch.filters, state.lower_case_table_names, ch.source_side_filters)
 
 
 def forwarding_command(text: str) -> str:

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from rpl_sql.errors import MySQLError
 from rpl_sql.language.lexer import split_statements
-from rpl_sql.language.parser import RESERVED_WORDS, ParseError, parse, parse_statement
+from rpl_sql.language.parser import ParseError, parse, parse_statement
+from rpl_sql.language.token_values import RESERVED_WORDS
 from rpl_sql.filters.rules import FilterType as F
 from rpl_sql.language.statements import (ChangeReplicationFilter, ChangeReplicationSource, OtherSQL, ResetReplica,
                                 ShowReplicaStatus, ShowReplicationFilterHistory, StartReplica, StopReplica)

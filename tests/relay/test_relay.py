@@ -253,6 +253,69 @@ def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse
         direct.execute("STOP ALL SLAVES", *NO_FILTERS)
 
 
+def test_source_side_filters_set_with_change_replication_source(servers, tmp_path):
+    """WL#2387's extension: filters given in the channel definition itself, in MySQL's list form and in
+    MariaDB's `CHANGE MASTER 'c' TO ..., REPLICATE_DO_DB = '...'`. Through a relay, the relay applies them (the
+    channel forwards them); reading the source itself, the channel's ingest does. Either way the replica tables
+    equal a direct MariaDB replica's with the same filters as replicate_* settings, and rpl_sql_channels shows
+    them."""
+    import os
+    import signal
+
+    from rpl_sql.server.performance_schema import channel_rows
+    from rpl_sql.storage.store import DeltaStore
+    from tests.pipeline.replica.test_replica import _normal, _ours
+    from tests.pipeline.replica.test_replica_service import caught_up, start_service
+
+    src, _, direct = servers
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE crm",
+                "CREATE DATABASE hr", *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
+                                        for s in (f"USE {t.split('.')[0]}",
+                                                  f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
+    relay_wh = str(tmp_path / "relay_wh")
+    rpl_sql.connect(relay_wh).execute(src.channel_sql("src"))  # no filters at the relay itself
+    port = free_port()
+    relay = Relay(relay_wh, "src", port=port, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
+    through, itself = str(tmp_path / "through_relay"), str(tmp_path / "source_itself")
+    rpl_sql.connect(through).execute(
+        f"CHANGE MASTER 'a' TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {port}, MASTER_USER = 'repl', "
+        "MASTER_PASSWORD = 'relay-pw', REPLICATE_DO_DB = 'shop,crm', REPLICATE_IGNORE_TABLE = 'shop.secret', "
+        "REPLICATE_WILD_IGNORE_TABLE = 'crm.tmp%'; START REPLICA FOR CHANNEL 'a'")
+    rpl_sql.connect(itself).execute(
+        src.channel_sql("a").replace(" FOR CHANNEL", ", REPLICATE_DO_DB = (shop, crm), REPLICATE_IGNORE_TABLE = "
+                                     "(shop.secret), REPLICATE_WILD_IGNORE_TABLE = ('crm.tmp%') FOR CHANNEL", 1)
+        + "; START REPLICA FOR CHANNEL 'a'")
+    for wh in (through, itself):
+        (row,) = [r for r in channel_rows(DeltaStore(wh).load().state) if r[0] == "a"]
+        assert row[-1] == ("REPLICATE_DO_DB: shop,crm; REPLICATE_IGNORE_TABLE: shop.secret; "
+                           "REPLICATE_WILD_IGNORE_TABLE: crm.tmp%"), row
+    direct.execute("STOP ALL SLAVES", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = ''", *NO_FILTERS,
+                   *[f"DROP DATABASE IF EXISTS {d}" for d in ("shop", "crm", "hr")])
+    direct.follow(src, "", MARIADB_FILTERS)
+    procs = [start_service(through), start_service(itself)]
+    try:
+        _workload(src, seed=72387, n=200)
+        time.sleep(1)  # end on a transaction the channels apply (a row event of a kept table)
+        src.execute("SET SESSION binlog_format = ROW", "INSERT INTO shop.orders VALUES (1000, 1)")
+        _through(direct, src)
+        tables = lambda d: {k: v for k, v in d.items() if isinstance(k, tuple)}  # noqa: E731
+        want = tables(_normal(direct.contents()))
+        assert ("hr", "staff") not in want and ("shop", "orders") in want
+        for wh in (through, itself):
+            caught_up(wh, src, timeout=120)
+            assert tables(_normal(_ours(wh, ["a"]))) == want, wh
+        (rep,) = relay.status()["replicas"]
+        assert rep["filters_channel"] == "(forwarded by the replica)"
+        assert rep["events_sent"] < rep["events_read"] * 0.8, rep
+    finally:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+        relay.close()
+        direct.execute("STOP ALL SLAVES", *NO_FILTERS)
+
+
 def _dump_client(port: int, server_id: int, first: str, stop_after: int | None = None) -> int:
     """A replica's IO thread in miniature: COM_BINLOG_DUMP from the start of `first`; the events it read until
     the heartbeat that says it has everything (or until it hangs up after `stop_after`)."""

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from rpl_sql.errors import MySQLError
-from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db
-from rpl_sql.filters.rules import Filters, filters_of, filters_text
+from rpl_sql.filters.evaluate import RowEvent, applies_past_source_side, rewrite_db
+from rpl_sql.filters.rules import Filters, filters_of, filters_text, source_side_of
 from rpl_sql.source_server.connection import connection_settings
 from rpl_sql.source_server.table_list import source_tables
 from rpl_sql.pipeline.replica.table_copy import ColumnsMovedError, TableCopy, copy_done, source_columns
@@ -137,7 +137,7 @@ class ChannelBackfills:
 
 def follow_changes(rt: Any, ch, matching, version: int | None) -> None:
     """What the SQL thread does before each batch (`ch`: the channel's state the batch was decided with)."""
-    follow_filters(rt, ch.filters, matching, version)
+    follow_filters(rt, ch.filters, matching, version, ch.source_side_filters)
     follow_resync(rt, ch, matching, version)
     finish_backfills(rt)
 
@@ -145,25 +145,27 @@ def follow_changes(rt: Any, ch, matching, version: int | None) -> None:
 def unfollowed_change(rt: Any, ch) -> None:
     """Tables kept without backfills (no source to copy from) refuse a batch decided with other filters than
     theirs: a newly applied table would start empty, silently short of its old rows."""
-    if rt.cat.filters is not None and rt.cat.filters != filters_text(ch.filters, rt.lctn):
+    if rt.cat.filters is not None and rt.cat.filters != filters_text(ch.filters, rt.lctn, ch.source_side_filters):
         raise MySQLError(1105, "HY000", "ER_UNKNOWN_ERROR", f"the filters of channel '{rt.channel}' changed since "
                          "its replica tables were last kept, and nothing here can backfill what they newly apply: "
                          "keep them with `rpl-sql replica` or `rpl-sql apply --tables`, which do")
 
 
-def follow_filters(rt: Any, filters: Filters, matching, version: int | None) -> None:
+def follow_filters(rt: Any, filters: Filters, matching, version: int | None, source_side: Filters | None = None
+                   ) -> None:
     """Bring the catalog (of `rt`, the channel's `materialize.ReplicaTables`) to the filters the SQL thread's
-    batch was decided with: widened tables start their backfill (their events held from here), narrowed ones
-    are marked as no longer replicated."""
+    batch was decided with (and the source-side ones its events were received with): widened tables start
+    their backfill (their events held from here), narrowed ones are marked as no longer replicated."""
     cat = rt.cat
-    text = filters_text(filters, rt.lctn)
+    text = filters_text(filters, rt.lctn, source_side)
     if cat.filters == text:
         return
     if cat.filters is None:  # a catalog of an earlier release, or a new channel: what it follows from now on
         cat.filters = text
         return
     old, _ = filters_of(cat.filters)
-    change = table_changes(old, filters, matching, rt.lctn, source_tables(rt.backfills.settings()))
+    change = table_changes(old, filters, matching, rt.lctn, source_tables(rt.backfills.settings()),
+                           source_side_of(cat.filters), source_side)
     for db, name, target, tname, _ in change.narrowed:
         e = cat.table(target, tname)
         if e is not None and e.state != UNREPLICATED:
@@ -201,7 +203,7 @@ def follow_resync(rt: Any, ch, matching, version: int | None) -> None:
         if not found:
             listed = listed if listed is not None else source_tables(rt.backfills.settings())
             found = [(sdb, sname, est) for sdb, sname, est in listed
-                     if decide(ch.filters, RowEvent(sdb, sname), matching).apply
+                     if applies_past_source_side(ch.filters, ch.source_side_filters, RowEvent(sdb, sname), matching)
                      and cat.key(rewrite_db(ch.filters, sdb, rt.lctn), sname) == cat.key(db, name)]
         if not found:
             log.warning("channel %r: RESYNC REPLICA TABLE %s.%s: no source table the channel applies is replicated "

@@ -19,7 +19,7 @@ from typing import Callable
 
 
 from rpl_sql.language.quoting import mysql_str
-from rpl_sql.filters.evaluate import RowEvent, decide, rewrite_db, statement_event
+from rpl_sql.filters.evaluate import RowEvent, applies_past_source_side, rewrite_db, statement_event
 from rpl_sql.filters.rules import fold
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.binlog import source_settings
@@ -113,12 +113,13 @@ class SourceSnapshot:
             conn.close()
         tables = source_tables(settings)
         for db in dbs:  # what CREATE DATABASE would have done on this replica
-            if decide(ch.filters, statement_event("CREATE_DB", db, []), state.matching).apply:
+            if applies_past_source_side(ch.filters, ch.source_side_filters, statement_event("CREATE_DB", db, []),
+                                        state.matching):
                 cat.add_database(db)
                 report.databases.append(db)
         wanted = []
         for db, name, estimate in tables:
-            if decide(ch.filters, RowEvent(db, name), state.matching).apply:
+            if applies_past_source_side(ch.filters, ch.source_side_filters, RowEvent(db, name), state.matching):
                 target = rewrite_db(ch.filters, db, lctn)
                 wanted.append((db, name, target, fold(name, lctn), estimate))
         for i, (db, name, target, tname, estimate) in enumerate(wanted):
