@@ -10,7 +10,8 @@ them) until it has the whole binlog. Side by side, taking turns `--repeat` times
 1. directly from the source: every event crosses the wire;
 2. through the relay (`rpl-sql relay`, a process of its own, its spool already holding the binlog): only what the
    filters apply, and the GTIDs;
-3. 1, 4 and 16 such replicas of the relay at once (at 90% filtered), each a process of its own (on 2 cores).
+3. 1, 4 and 16 such replicas of the relay at once (at 90% filtered), each a process of its own (on 2 cores),
+   connected first and starting their dumps together.
 Per line: bytes received by one replica, the time it took to have the whole binlog, and the source's transactions
 it covered per second (the rate at which the workload reaches it), with the ratios against the direct replica.
 """
@@ -53,14 +54,17 @@ def fill(m: MariaDBServer, n: int, dropped: float) -> None:
 
 
 def dump(host_port: tuple[str, int], user: str, password: str, server_id: int, end: tuple[str, int],
-         first: str) -> tuple[int, int, float]:
-    """(bytes, events, seconds) of one replica's dump from the start of `first` until it has `end`."""
+         first: str, ready=None) -> tuple[int, int, float]:
+    """(bytes, events, seconds) of one replica's dump from the start of `first` until it has `end`; with
+    `ready` (a barrier), connected first and then dumping when every other replica is."""
     conn = connect({"host": host_port[0], "port": host_port[1], "user": user, "password": password},
                    autocommit=True)
     try:
         with conn.cursor() as cur:
             cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
             cur.execute("SET @mariadb_slave_capability = 4")
+        if ready is not None:
+            ready.wait()
         t = time.perf_counter()
         conn._next_seq_id = 0
         cmd = struct.pack("<BIHI", 0x12, 4, 0, server_id) + first.encode()
@@ -81,6 +85,27 @@ def dump(host_port: tuple[str, int], user: str, password: str, server_id: int, e
                 return size, events, time.perf_counter() - t
     finally:
         conn.close()
+
+
+def _replica_process(results, *args) -> None:
+    results.put(dump(*args))
+
+
+def many(n: int, port: int, end: tuple[str, int], first: str) -> tuple[list[tuple], float]:
+    """`n` replicas (processes) that connect, then dump at once: their results and the wall time from the start."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, results = ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=_replica_process, args=(results, ("127.0.0.1", port), "repl", "pw", 100 + i, end,
+                                                        first, ready)) for i in range(n)]
+    for p in procs:
+        p.start()
+    ready.wait()
+    t = time.perf_counter()
+    got = [results.get() for _ in procs]
+    wall = time.perf_counter() - t
+    for p in procs:
+        p.join()
+    return got, wall
 
 
 def main() -> None:
@@ -120,15 +145,12 @@ def main() -> None:
                       f"{args.transactions / secs:13,.0f} {d[0] / size:15.1f}x {d[2] / secs:14.2f}x")
             if dropped == 0.9:
                 for n in (1, 4, 16):
-                    t = time.perf_counter()
-                    with multiprocessing.get_context("spawn").Pool(n) as pool:  # replicas are processes
-                        results = pool.starmap(dump, [(("127.0.0.1", port), "repl", "pw", 100 + i, end, first)
-                                                      for i in range(n)])
-                    wall = time.perf_counter() - t
+                    results, wall = many(n, port, end, first)
                     slowest = max(r[2] for r in results)
                     print(f"    {n:2d} replicas of the relay at once: each {results[0][0]:,} bytes; all had the "
                           f"binlog after {wall:.2f} s (slowest {slowest:.2f} s) = "
-                          f"{args.transactions / slowest:,.0f} source txn/s each, {d[2] / slowest:.2f}x direct's")
+                          f"{args.transactions / slowest:,.0f} source txn/s each, {d[2] / slowest:.2f}x direct's, "
+                          f"{n * args.transactions / wall:,.0f} in all")
             relay.terminate()
             relay.wait(30)
     finally:

@@ -206,12 +206,11 @@ class RelayServer:
         pos = max(pos, 4)
         sid = self.source_server_id()
         status.file, status.pos = file, pos
-        filt = ReplicaFilter((lambda: filters) if filters is not None else self.filters_for(status.server_id), applied)
+        filt = ReplicaFilter((lambda: filters) if filters is not None else self.filters_for(status.server_id), applied,
+                             annotate)
 
         def send(ev: bytes) -> None:
-            if annotate or ev[4] != E.ANNOTATE_ROWS:  # the source sends those only when asked
-                packets.buffer(b"\x00" + ev)
-                status.bytes_sent += len(ev) + 5
+            status.bytes_sent += packets.buffer_events([ev])
 
         send(E.rotate(sid, file, pos, crc))
         while not self.stop.is_set():
@@ -238,8 +237,7 @@ class RelayServer:
                             buf, at = buf[at:] + chunk, 0
                             continue
                         offset = f.tell() - (len(buf) - at)  # all sent that the spool holds: held ones go now
-                        for out in filt.flush():
-                            send(out)
+                        status.bytes_sent += packets.buffer_events(filt.flush())
                         packets.flush()
                         status.pos, status.events_read, status.events_sent = offset, filt.events_in, filt.events_out
                         nxt = self.spool.next_file(file)
@@ -252,11 +250,8 @@ class RelayServer:
                             last_beat = time.monotonic()
                         self.spool.wait(min(self.heartbeat, 0.2))
                         continue
-                    size = struct.unpack_from("<I", buf, at + 9)[0]
-                    ev = buf[at:at + size]
-                    at += size
-                    for out in filt.feed(ev):
-                        send(out)
+                    events, at = filt.feed_buffer(buf, at)
+                    status.bytes_sent += packets.buffer_events(events)
                     if len(packets.out) >= 1 << 18:
                         packets.flush()
                         last_beat = time.monotonic()

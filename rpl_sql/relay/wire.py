@@ -69,6 +69,23 @@ class Packets:
             if len(chunk) < MAX_PAYLOAD:
                 break
 
+    def buffer_events(self, events: list[bytes]) -> int:
+        """Frame each event as a packet of its own after an OK byte, as a dump sends them; the bytes framed."""
+        out, seq, pack, total = self.out, self.seq, struct.pack, 0
+        for ev in events:
+            n = len(ev) + 1
+            if n >= MAX_PAYLOAD:
+                self.seq = seq
+                self.buffer(b"\x00" + ev)
+                seq = self.seq
+            else:
+                out += pack("<IB", n | (seq & 0xFF) << 24, 0)
+                out += ev
+                seq += 1
+            total += n + 4
+        self.seq = seq
+        return total
+
     def flush(self) -> None:
         if self.out:
             self.sock.sendall(self.out)
