@@ -13,15 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rpl_sql.relay import binlog_events as E
-from rpl_sql.relay.filtering import ReplicaFilter, forwarded_filter, gtid_list, parse_gtid_state
+from rpl_sql.relay.filtering import ReplicaFilter, forwarded_filter, parse_gtid_state
 from rpl_sql.relay import wire
-from rpl_sql.relay.spool import MAGIC, Spool
+from rpl_sql.relay.spool import MAGIC, Spool, read_event
 from rpl_sql.source_server.connection import FILTERS_VARIABLE, connect
 
 log = logging.getLogger(__name__)
 
 COM_QUIT, COM_INIT_DB, COM_QUERY, COM_PING = 0x01, 0x02, 0x03, 0x0E
 COM_BINLOG_DUMP, COM_REGISTER_SLAVE, COM_BINLOG_DUMP_GTID = 0x12, 0x15, 0x1E
+BINLOG_THROUGH_GTID = 0x04  # COM_BINLOG_DUMP_GTID carries the replica's executed GTID set
 
 
 @dataclass
@@ -122,10 +123,29 @@ class RelayServer:
                     applied = None
                     if connect_state is not None:  # MASTER_USE_GTID: from the GTID position, not the file
                         applied = parse_gtid_state(connect_state)
-                        file, pos = self._gtid_start(applied), 4
+                        file, pos = self.spool.mariadb_gtid_start(applied), 4
                     forwarded = self._session_var(upstream, FILTERS_VARIABLE)  # an rpl-sql channel's (Part 1)
                     status.forwarded = forwarded is not None
                     self._dump(packets, status, file, pos, checksum, annotate=bool(flags & 0x2), applied=applied,
+                               filters=forwarded_filter(forwarded) if forwarded is not None else None)
+                    return
+                elif cmd == COM_BINLOG_DUMP_GTID:  # a MySQL replica with SOURCE_AUTO_POSITION = 1
+                    flags, server_id, n = struct.unpack_from("<HII", arg, 0)
+                    file = arg[10:10 + n].decode()
+                    pos = struct.unpack_from("<Q", arg, 10 + n)[0]
+                    applied = E.MySQLGtids.parse(arg, 10 + n + 12) if flags & BINLOG_THROUGH_GTID else None
+                    status.server_id = status.server_id or server_id
+                    self.replicas[tid] = status
+                    if applied is not None and not file:
+                        file, pos = self.spool.mysql_gtid_start(applied), 4
+                        if file is None:
+                            packets.write(wire.err(1236, "HY000", "Cannot replicate because the relay's spool "
+                                                   "no longer holds GTIDs the replica lacks (it was started after "
+                                                   "the source purged them, or its spool was removed)"))
+                            return
+                    forwarded = self._session_var(upstream, FILTERS_VARIABLE)
+                    status.forwarded = forwarded is not None
+                    self._dump(packets, status, file, pos, self._session_checksum(upstream), applied=applied,
                                filters=forwarded_filter(forwarded) if forwarded is not None else None)
                     return
                 else:
@@ -164,8 +184,9 @@ class RelayServer:
 
     @classmethod
     def _session_checksum(cls, upstream) -> bool:
-        """Whether the replica asked for checksummed events (SET @master_binlog_checksum, on its connection)."""
-        v = cls._session_var(upstream, "master_binlog_checksum")
+        """Whether the replica asked for checksummed events (SET @master_binlog_checksum, or MySQL 8.0.26+'s
+        @source_binlog_checksum, on its connection)."""
+        v = cls._session_var(upstream, "master_binlog_checksum") or cls._session_var(upstream, "source_binlog_checksum")
         return v is not None and v.upper() == "CRC32"
 
     @staticmethod
@@ -178,29 +199,8 @@ class RelayServer:
             v = cur.fetchone()[0]
         return None if v is None else v.decode() if isinstance(v, bytes) else str(v)
 
-    def _gtid_start(self, applied: dict[int, int]) -> str:
-        """The last spool file whose starting GTID list the replica has wholly applied (the first file if none)."""
-        files = self.spool.files()
-        if not files:
-            raise OSError("the relay has not read any of the source's binlog yet")
-        start = files[0]
-        for name in files:
-            with open(self.spool.path(name), "rb") as f:
-                f.seek(4)
-                begins = None
-                for _ in range(3):
-                    ev = self._read_event(f)
-                    if ev is None:
-                        break
-                    if ev[4] == E.GTID_LIST:
-                        begins = gtid_list(ev)
-                        break
-            if begins is not None and all(seq <= applied.get(d, 0) for d, seq in begins.items()):
-                start = name
-        return start
-
     def _dump(self, packets: wire.Packets, status: ReplicaStatus, file: str, pos: int, crc: bool,
-              annotate: bool = False, applied: dict[int, int] | None = None, filters=None) -> None:
+              annotate: bool = False, applied: dict[int, int] | E.MySQLGtids | None = None, filters=None) -> None:
         """Events from (file, pos) of the spool, then whatever is appended, as the source's dump thread sends
         them: an artificial rotate, the file's format description, the events; heartbeats while idle."""
         pos = max(pos, 4)
@@ -224,7 +224,7 @@ class RelayServer:
                 if f.read(4) != MAGIC:
                     raise OSError(f"relay spool: {path} is not a binlog")
                 if pos > 4:  # the file's format description first, marked as not to be counted
-                    fde = self._read_event(f)
+                    fde = read_event(f)
                     filt.feed(fde)
                     send(E.fixed_log_pos(fde, 0, E.fde_checksum(fde)))
                     f.seek(pos)
@@ -255,18 +255,3 @@ class RelayServer:
                     if len(packets.out) >= 1 << 18:
                         packets.flush()
                         last_beat = time.monotonic()
-
-    @staticmethod
-    def _read_event(f) -> bytes | None:
-        """The next whole event of the file, or None (the writer has not appended it all yet)."""
-        at = f.tell()
-        head = f.read(E.HEADER)
-        if len(head) < E.HEADER:
-            f.seek(at)
-            return None
-        size = struct.unpack_from("<I", head, 9)[0]
-        rest = f.read(size - E.HEADER)
-        if len(rest) < size - E.HEADER:
-            f.seek(at)
-            return None
-        return head + rest

@@ -75,13 +75,14 @@ def commit_query(template: bytes, crc: bool) -> bytes:
 class ReplicaFilter:
     """Feeds on the spool's events in order; hands back what this replica is sent."""
 
-    def __init__(self, source_filter: Callable[[], SourceFilter | None], applied: dict[int, int] | None = None,
-                 annotate: bool = True):
+    def __init__(self, source_filter: Callable[[], SourceFilter | None],
+                 applied: dict[int, int] | E.MySQLGtids | None = None, annotate: bool = True):
         """`source_filter()`: the replica's filters now (None: everything is sent), asked once per transaction.
-        `applied`: a GTID-connecting replica's position, domain -> seq_no: the groups it has are not sent.
+        `applied`: a GTID-connecting replica's position (MariaDB: domain -> seq_no; MySQL: its executed GTID
+        set): the groups it has are not sent.
         `annotate`: whether the replica asked for MariaDB's Annotate_rows (the source sends them only then)."""
         self.source_filter = source_filter
-        self.applied = applied or {}
+        self.applied = applied if applied else {}
         self.annotate = annotate
         self.skipping = False
         self.sf: SourceFilter | None = None
@@ -218,16 +219,19 @@ class ReplicaFilter:
         if t == E.FORMAT_DESCRIPTION:
             self.crc = E.fde_checksum(ev)
             self.tables.clear()
-        if t in (E.MARIADB_GTID, 33, 34):  # MariaDB's GTID, MySQL's GTID and anonymous GTID: a group starts
+        if t in (E.MARIADB_GTID, E.MYSQL_GTID, E.ANONYMOUS_GTID):  # a group starts
             flushed = self._close_group() if self.group is not None else []
             self.sf = self.source_filter()
             self.group = [(ev, "gtid")]
             self.dropped = False
             self._id_keeps = {}
             self.standalone = t == E.MARIADB_GTID and bool(ev[E.HEADER + 12] & FL_STANDALONE)
-            if t == E.MARIADB_GTID and self.applied:
+            if t == E.MARIADB_GTID and isinstance(self.applied, dict) and self.applied:
                 seq, domain = struct.unpack_from("<QI", ev, E.HEADER)
                 self.skipping = seq <= self.applied.get(domain, -1)
+            elif t == E.MYSQL_GTID and isinstance(self.applied, E.MySQLGtids):
+                self.skipping = self.applied.has(ev[E.HEADER + 1:E.HEADER + 17],
+                                                 struct.unpack_from("<q", ev, E.HEADER + 17)[0])
             return flushed
         if self.group is None:  # outside a transaction: housekeeping, or a statement without a GTID
             if t == E.ANNOTATE_ROWS and not self.annotate:
@@ -343,16 +347,6 @@ def parse_gtid_state(text: str | None) -> dict[int, int]:
         if part:
             domain, _server, seq = part.split("-")
             out[int(domain)] = int(seq)
-    return out
-
-
-def gtid_list(ev: bytes) -> dict[int, int]:
-    """A Gtid_list event (the state a binlog file starts at) as domain -> seq_no."""
-    count = struct.unpack_from("<I", ev, E.HEADER)[0] & 0x0FFFFFFF
-    out: dict[int, int] = {}
-    for i in range(count):
-        domain, _server, seq = struct.unpack_from("<IIQ", ev, E.HEADER + 4 + 16 * i)
-        out[domain] = max(seq, out.get(domain, 0))
     return out
 
 

@@ -4,8 +4,11 @@ reader (`upstream.py`); read by every replica's dump from any (file, position), 
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from pathlib import Path
+
+from rpl_sql.relay import binlog_events as E
 
 MAGIC = b"\xfebin"
 INDEX = "spool.index"  # the files in order, one name a line (as a MySQL binlog index)
@@ -75,3 +78,54 @@ class Spool:
     def wait(self, timeout: float) -> None:
         with self.changed:
             self.changed.wait(timeout)
+
+    def first_of(self, name: str, etype: int) -> bytes | None:
+        """The first event of `etype` among a file's first three (its Gtid_list or Previous_gtids)."""
+        with open(self.path(name), "rb") as f:
+            f.seek(4)
+            for _ in range(3):
+                ev = read_event(f)
+                if ev is None:
+                    return None
+                if ev[4] == etype:
+                    return ev
+        return None
+
+    def mariadb_gtid_start(self, applied: dict[int, int]) -> str:
+        """Where a MariaDB replica connecting by GTID starts: the last file whose starting Gtid_list it has wholly
+        applied (the first file if none)."""
+        files = self.files()
+        if not files:
+            raise OSError("the relay has not read any of the source's binlog yet")
+        start = files[0]
+        for name in files:
+            ev = self.first_of(name, E.GTID_LIST)
+            begins = E.gtid_list(ev) if ev is not None else None
+            if begins is not None and all(seq <= applied.get(d, 0) for d, seq in begins.items()):
+                start = name
+        return start
+
+    def mysql_gtid_start(self, applied: E.MySQLGtids) -> str | None:
+        """Where a MySQL replica connecting by GTID starts, as MySQL's dump thread: the last file whose
+        Previous_gtids it has all of; None (1236) when even the first file begins past what it has."""
+        chosen = None
+        for name in self.files():
+            before = self.first_of(name, E.PREVIOUS_GTIDS)
+            if before is not None and applied.covers(E.MySQLGtids.parse(before, E.HEADER)):
+                chosen = name
+        return chosen
+
+
+def read_event(f) -> bytes | None:
+    """The next whole event of the file, or None (the writer has not appended it all yet)."""
+    at = f.tell()
+    head = f.read(E.HEADER)
+    if len(head) < E.HEADER:
+        f.seek(at)
+        return None
+    size = struct.unpack_from("<I", head, 9)[0]
+    rest = f.read(size - E.HEADER)
+    if len(rest) < size - E.HEADER:
+        f.seek(at)
+        return None
+    return head + rest
