@@ -192,6 +192,7 @@ class BinlogIngest:
         self.batch = Batch(self.channel, "binlog")
         self.file, self.pos = start
         self.boundary = start            # position after the last complete transaction read
+        self.landed_at = start           # ... and after the last one landed
         self.last_gtid = self.report.gtid
         self.new_gtids: list[str] = []   # landed since the last commit (joined into self.landed there)
         self.txn: OpenTransaction | None = None
@@ -228,10 +229,9 @@ class BinlogIngest:
                                             decoder=self.decoder, **extra)
         try:
             for ev in stream:
-                if type(ev).__name__ != "HeartbeatLogEvent":
-                    self._event(ev)
-                elif self.txn is None:
-                    self._tick()
+                if type(ev).__name__ != "HeartbeatLogEvent" or (  # a heartbeat between transactions: the
+                        self.txn is None and ev.ident == self.file and ev.packet.log_pos >= self.pos):
+                    self._event(ev)  # position moves past the events the reader did not pass on, as MySQL's
                 if following:
                     if self.txn is None and time.monotonic() - self.last_flush >= self._commit_every():
                         self._flush()
@@ -396,7 +396,7 @@ class BinlogIngest:
         """A transaction is complete: move it to the batch (or its GTID marker when all of it was dropped)."""
         txn, self.txn = self.txn, None
         b = self.batch
-        self.boundary = (self.file, self.pos)
+        self.boundary = self.landed_at = (self.file, self.pos)
         self.report.transactions += 1
         if txn.gtid:
             self.last_gtid = txn.gtid
@@ -430,6 +430,9 @@ class BinlogIngest:
     def _flush(self) -> None:
         b = self.batch
         self.last_flush = time.monotonic()
+        if self.follow is not None and self.txn is None and self.boundary != self.landed_at:
+            b.add(None, *self.boundary, "gtid")  # past events between transactions (a rotation, a checkpoint):
+            self.landed_at = self.boundary       # the positions move past them, as a replica's do
         if not len(b):
             return
         w = self.writer

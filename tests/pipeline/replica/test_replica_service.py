@@ -242,6 +242,34 @@ def test_a_channel_never_started_is_said_to_be_stopped_and_ctrl_c_is_one_line(wa
             proc.wait(60)
 
 
+def test_positions_move_past_a_rotation_and_its_checkpoint_as_a_replica_s_do(warehouse, servers):
+    """After FLUSH BINARY LOGS the source's binlog ends with events outside any transaction (the new file's format
+    description, Gtid_list, and a Binlog_checkpoint a moment later). A caught-up replica stands at that end:
+    Read_Source_Log_Pos and Exec_Source_Log_Pos name the new file and its end, as MariaDB's replica shows."""
+    src, _ = servers
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE IF NOT EXISTS shop", "USE shop",
+                "CREATE TABLE IF NOT EXISTS pos_t (id INT PRIMARY KEY)", "INSERT INTO pos_t VALUES (1)")
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    try:
+        caught_up(warehouse, src)
+        src.execute("FLUSH BINARY LOGS")
+        time.sleep(1)  # MariaDB writes the new file's Binlog_checkpoint a moment after the rotation
+        end = src.binlog_end()
+        assert end[1] > 4
+        wait_for(lambda: (status(session)["Relay_Source_Log_File"], status(session)["Exec_Source_Log_Pos"]) == end,
+                 f"the executed position to reach {end}", why=lambda: _what_the_replica_shows(warehouse, "a"))
+        wait_for(lambda: (status(session)["Source_Log_File"], status(session)["Read_Source_Log_Pos"]) == end,
+                 f"the read position to reach {end}", why=lambda: _what_the_replica_shows(warehouse, "a"))
+        src.execute("SET SESSION binlog_format = ROW", "INSERT INTO shop.pos_t VALUES (2)")
+        caught_up(warehouse, src)  # and the next transaction lands after it
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
 def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, servers):
     """Started from the middle of the binlog (no snapshot), the first update of an older row meets error 1032:
     the SQL thread stops with Last_SQL_Error, the IO thread goes on; IDEMPOTENT mode is the way on."""
