@@ -207,6 +207,20 @@ def test_the_relay_refuses_bad_passwords_and_survives_garbage(servers, warehouse
         relay.close()
 
 
+def _tables_and_a_relay(src, tmp_path) -> tuple[Relay, int]:
+    """The source's five tables, empty, and a relay of it that holds no filters of its own: (relay, port)."""
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE crm",
+                "CREATE DATABASE hr", *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
+                                        for s in (f"USE {t.split('.')[0]}",
+                                                  f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
+    relay_wh = str(tmp_path / "relay_wh")
+    rpl_sql.connect(relay_wh).execute(src.channel_sql("src"))
+    port = free_port()
+    return Relay(relay_wh, "src", port=port, user="repl", password="relay-pw",
+                 spool=str(tmp_path / "spool")).start(), port
+
+
 def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse, tmp_path):
     """WL#2387 Part 1: `rpl-sql replica` reading through the relay sends its channel's filters when it connects
     (SET @rpl_sql_filters); the relay, which holds no filters for it, sends only what they apply, and the
@@ -218,15 +232,7 @@ def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse
     from tests.pipeline.replica.test_replica_service import caught_up, start_service
 
     src, _, direct = servers
-    src.reset()
-    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE crm",
-                "CREATE DATABASE hr", *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
-                                        for s in (f"USE {t.split('.')[0]}",
-                                                  f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
-    relay_wh = str(tmp_path / "relay_wh")
-    rpl_sql.connect(relay_wh).execute(src.channel_sql("src"))  # no filters at the relay itself
-    port = free_port()
-    relay = Relay(relay_wh, "src", port=port, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
+    relay, port = _tables_and_a_relay(src, tmp_path)
     session = rpl_sql.connect(warehouse)
     session.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = {port}, "
                     "SOURCE_USER = 'repl', SOURCE_PASSWORD = 'relay-pw' FOR CHANNEL 'a'; "
@@ -268,15 +274,7 @@ def test_source_side_filters_set_with_change_replication_source(servers, tmp_pat
     from tests.pipeline.replica.test_replica_service import caught_up, start_service
 
     src, _, direct = servers
-    src.reset()
-    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE shop", "CREATE DATABASE crm",
-                "CREATE DATABASE hr", *[s for t in ("shop.orders", "shop.secret", "crm.people", "crm.tmp_x", "hr.staff")
-                                        for s in (f"USE {t.split('.')[0]}",
-                                                  f"CREATE TABLE {t.split('.')[1]} (id INT PRIMARY KEY, v INT)")])
-    relay_wh = str(tmp_path / "relay_wh")
-    rpl_sql.connect(relay_wh).execute(src.channel_sql("src"))  # no filters at the relay itself
-    port = free_port()
-    relay = Relay(relay_wh, "src", port=port, user="repl", password="relay-pw", spool=str(tmp_path / "spool")).start()
+    relay, port = _tables_and_a_relay(src, tmp_path)
     through, itself = str(tmp_path / "through_relay"), str(tmp_path / "source_itself")
     rpl_sql.connect(through).execute(
         f"CHANGE MASTER 'a' TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {port}, MASTER_USER = 'repl', "
