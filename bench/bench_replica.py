@@ -25,6 +25,8 @@
 6. With `--backfill-rows N`, a table of N rows that the channel ignores is brought in a third into the lag run
    (STOP REPLICA SQL_THREAD, CHANGE REPLICATION FILTER, START): the time its backfill took, and the stream's lag
    for the rows committed meanwhile.
+7. With `--update-lag-rows N,N,...`, only this: updates of random existing keys at `--rate` a second into a table
+   of N rows (copied by `rpl-sql snapshot` first), the lag p50/p99/max per size (`update_lag`).
 """
 from __future__ import annotations
 
@@ -433,6 +435,86 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
               + "".join(f"\n   failed: {u[2]}" for u in failed[:3]))
 
 
+def update_lag(base: str, m: MariaDBServer, rows: int, rate: int, seconds: float) -> None:
+    """The lag of updates to random existing keys of a table of `rows` rows (issue #55: it must not grow with the
+    table). The table is filled without the binlog and copied by `rpl-sql snapshot`; then the service runs while
+    a client updates `rate` random keys a second (one UPDATE ... WHERE id IN (...) every 20 ms), each
+    transaction's GTID timed at its COMMIT; a sampler reads the channel's Executed_Gtid_Set (which moves only
+    once a batch's rows are in the replica tables) every 100 ms. p50 / p99 / max of visible - committed."""
+    import random
+
+    m.reset()
+    m.execute("SET SESSION sql_log_bin = 0", "CREATE DATABASE app", "CREATE TABLE app.big (id BIGINT PRIMARY KEY, "
+              "v INT NOT NULL, pad VARCHAR(32))", f"INSERT INTO app.big SELECT seq, 0, CONCAT('row-', seq) FROM "
+              f"app.seq_1_to_{rows}", timeout=7200)
+    wh = f"{base}/update_lag_{rows}"
+    rpl_sql.connect(wh).execute(m.channel_sql("a"))
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-m", "rpl_sql.cli", "snapshot", "--warehouse", wh, "--channel", "a"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    copied = time.monotonic() - t
+    rpl_sql.connect(wh).execute("START REPLICA FOR CHANNEL 'a'")
+    proc = service(wh)
+    committed: dict[int, float] = {}
+    visible: dict[int, float] = {}
+    peak = [0.0]
+    stop = threading.Event()
+    def executed() -> int:
+        done = DeltaStore(wh).load().state.channel("a").applier.executed_gtid_set
+        return max((int(p.rsplit("-", 1)[1]) for p in done.split(",") if p.startswith("0-")), default=0)
+
+    try:
+        m.execute("SET SESSION binlog_format = ROW", "UPDATE app.big SET v = 1 WHERE id = 1")  # the service is up
+        first = int(m.execute("SELECT @@gtid_binlog_pos")[0][0].rsplit("-", 1)[1])
+        deadline = time.monotonic() + 600
+        while executed() < first:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the service did not apply the first update")
+            time.sleep(0.2)
+
+        def sampler() -> None:
+            while not stop.is_set():
+                top = executed()
+                now = time.monotonic()
+                for seq in [s for s in committed if s not in visible and s <= top]:
+                    visible[seq] = now
+                peak[0] = max(peak[0], rss_mb(proc.pid)[0])
+                time.sleep(0.1)
+
+        th = threading.Thread(target=sampler, daemon=True)
+        th.start()
+        conn = m.connect()
+        rnd = random.Random(55)
+        per = max(1, rate // 50)
+        nxt = t0 = time.monotonic()
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = ROW")
+            while time.monotonic() - t0 < seconds:
+                keys = ",".join(str(rnd.randint(1, rows)) for _ in range(per))
+                cur.execute(f"UPDATE app.big SET v = v + 1 WHERE id IN ({keys})")
+                conn.commit()
+                now = time.monotonic()
+                cur.execute("SELECT @@last_gtid")
+                committed[int(cur.fetchone()[0].rsplit("-", 1)[1])] = now
+                nxt += 0.02
+                time.sleep(max(0.0, nxt - time.monotonic()))
+        conn.close()
+        deadline = time.monotonic() + 600
+        while len(visible) < len(committed) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stop.set()
+        th.join()
+    finally:
+        proc.terminate()
+        proc.wait()
+    lags = sorted(visible[s] - committed[s] for s in committed if s in visible)
+    missing = len(committed) - len(lags)
+    q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")  # noqa: E731
+    print(f"{rows:>12,} rows: snapshot {copied:6.1f} s; {len(committed) * per / seconds:,.0f} updates/s of random "
+          f"keys for {seconds:.0f} s: lag p50 {q(0.5):.2f} s, p99 {q(0.99):.2f} s, max {lags[-1] if lags else 0:.2f}"
+          f" s{f', {missing} never visible' if missing else ''}; service RSS max {peak[0]:.0f} MB")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--catchup-rows", type=int, default=100_000)
@@ -450,6 +532,9 @@ def main() -> None:
                    help="a table of N rows the channel ignores until a third into the lag run, then backfills "
                         "(its lag meanwhile is printed)")
     p.add_argument("--keep", action="store_true", help="keep the server's and the warehouses' directory")
+    p.add_argument("--update-lag-rows", metavar="N,N,...",
+                   help="only this: the lag of --rate updates/s to random keys of tables of these sizes "
+                        "(e.g. 1000000,10000000,50000000)")
     args = p.parse_args()
     if binaries() is None:
         sys.exit("mariadbd is not installed (apt-get install -y mariadb-server)")
@@ -458,6 +543,10 @@ def main() -> None:
     m = MariaDBServer(Path(base) / "m", server_id=11)
     try:
         m.start()
+        if args.update_lag_rows:
+            for rows in (int(n) for n in args.update_lag_rows.split(",")):
+                update_lag(base, m, rows, args.rate, args.seconds)
+            return
         if args.catchup_rows:
             catch_up(base, m, args.catchup_rows, args.per_txn, args.repeat)
         if args.seconds:
