@@ -186,6 +186,45 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
         proc.wait(60)
 
 
+def test_source_side_filters_changed_on_a_running_replica_widen_and_narrow_its_tables(warehouse, src):
+    """A channel's source-side filters (CHANGE REPLICATION SOURCE TO REPLICATE_*, WL#2387) take tables away before
+    its own filters see them: dropping the rule backfills those tables while the workload runs, as a widening of
+    its own filters does; setting it again leaves them as they were, no longer replicated."""
+    _fill(src, ROWS, 300)
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a").replace(" FOR CHANNEL", ", REPLICATE_IGNORE_DB = (shop) FOR CHANNEL")
+                    + "; CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, shop) FOR CHANNEL 'a'; "
+                    "START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse)
+    stop = threading.Event()
+    try:
+        caught_up(warehouse, src)
+        assert Catalog.load(warehouse, "a").table("shop", "t") is None  # never sent, never copied
+        assert Catalog.load(warehouse, "a").table("hr", "people") is not None
+        worker = _workload(src, stop, seed=2387)
+        wait_for(lambda: src.binlog_end()[1] > 0, "the workload")
+        session.execute("STOP REPLICA FOR CHANNEL 'a'; CHANGE REPLICATION SOURCE TO REPLICATE_IGNORE_DB = () "
+                        "FOR CHANNEL 'a'; START REPLICA FOR CHANNEL 'a'")
+        wait_for(lambda: Catalog.load(warehouse, "a").table("shop", "t") is not None, "shop.t to be backfilled")
+        ours = _settled_and_equal(warehouse, src, session, worker, stop,
+                                  (("shop", "t"), ("shop", "bag"), ("hr", "people")))
+
+        kept = ours[("shop", "t")]
+        session.execute("STOP REPLICA FOR CHANNEL 'a'; CHANGE MASTER 'a' TO REPLICATE_IGNORE_DB = 'shop'; "
+                        "START REPLICA FOR CHANNEL 'a'")
+        src.execute("SET SESSION binlog_format = ROW", "DELETE FROM shop.t WHERE id < 100",
+                    "INSERT INTO hr.people VALUES (999999, 'late')")
+        caught_up(warehouse, src, timeout=120)
+        assert Catalog.load(warehouse, "a").table("shop", "t").state == UNREPLICATED
+        now = _normal(_ours(warehouse, ["a"]))
+        assert now[("shop", "t")] == kept and (999999, "late") in now[("hr", "people")]
+        assert status(session)["Last_SQL_Errno"] == 0
+    finally:
+        stop.set()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
 def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
     """The service is SIGKILLed ten times while it backfills (small pages, so each life copies a few), with the
     workload running: every copy resumes after its last committed page, no page is copied twice, and the
