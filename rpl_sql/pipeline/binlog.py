@@ -431,8 +431,8 @@ class BinlogIngest:
         b = self.batch
         self.last_flush = time.monotonic()
         if self.follow is not None and self.txn is None and self.boundary != self.landed_at:
-            b.add(None, *self.boundary, "gtid")  # past events between transactions (a rotation, a checkpoint):
-            self.landed_at = self.boundary       # the positions move past them, as a replica's do
+            b.add(None, *self.boundary, "gtid", time_us=int(time.time() * 1e6))  # past events between
+            self.landed_at = self.boundary  # transactions (a rotation, a checkpoint), as a replica's positions do
         if not len(b):
             return
         w = self.writer

@@ -263,6 +263,13 @@ def test_positions_move_past_a_rotation_and_its_checkpoint_as_a_replica_s_do(war
                  f"the executed position to reach {end}", why=lambda: _what_the_replica_shows(warehouse, "a"))
         wait_for(lambda: (status(session)["Source_Log_File"], status(session)["Read_Source_Log_Pos"]) == end,
                  f"the read position to reach {end}", why=lambda: _what_the_replica_shows(warehouse, "a"))
+        from deltalake import DeltaTable
+
+        from rpl_sql.pipeline.events import events_path
+
+        last = max(DeltaTable(events_path(warehouse)).to_pyarrow_table().to_pylist(), key=lambda r: r["seq"])
+        assert last["event_type"] == "gtid" and (last["binlog_file"], last["binlog_pos"]) == end
+        assert last["event_time"].timestamp() > time.time() - 300  # not 1970: Seconds_Behind_Source goes by it
         src.execute("SET SESSION binlog_format = ROW", "INSERT INTO shop.pos_t VALUES (2)")
         caught_up(warehouse, src)  # and the next transaction lands after it
     finally:
