@@ -125,7 +125,9 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
     stop = threading.Event()
     try:
         worker = _workload(src, stop, seed=7057)
-        wait_for(lambda: src.binlog_end()[1] > 0, "the workload")
+        # the workload under way (the binlog's end moved on): the copy below is made while it changes the tables
+        start = src.binlog_end()
+        wait_for(lambda: src.binlog_end() != start, "the workload")
         widen = "CHANGE REPLICATION FILTER REPLICATE_DO_DB = (hr, shop, crm), REPLICATE_REWRITE_DB = ((src, crm)) " \
                 "FOR CHANNEL 'a'"
         foreseen = _explained_tables(session, widen)
