@@ -109,6 +109,12 @@ class JoinedFilter:
             hit = self._cache[key] = any(f.drops(key) for f in self.filters)
         return hit
 
+    @classmethod
+    def of(cls, *filters: SourceFilter | None) -> "SourceFilter | JoinedFilter | None":
+        """Those of `filters` that are there, joined (None: none, the filter itself: one)."""
+        there = [f for f in filters if f is not None]
+        return None if not there else there[0] if len(there) == 1 else cls(*there)
+
 
 def source_side_filter(state: ServerState, channel: str) -> SourceFilter | None:
     """The channel's source-side filters as a filter of events (None: it has none)."""

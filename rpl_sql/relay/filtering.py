@@ -354,6 +354,6 @@ def forwarded_filter(text: str) -> SourceFilter | JoinedFilter | None:
     """The filters an rpl-sql channel forwarded (`source_server.connection.forwarded_filters`): its own and its
     source-side ones, an event dropped when either drops it; None when they drop nothing."""
     own, lctn = filters_of(text)
-    kept = [SourceFilter.of(f, Matching(lctn)) for f in (own, source_side_of(text))
-            if f is not None and any(f.values(t) for t in FilterType if t is not FilterType.REWRITE_DB)]
-    return None if not kept else kept[0] if len(kept) == 1 else JoinedFilter(*kept)
+    drop = [t for t in FilterType if t is not FilterType.REWRITE_DB]
+    return JoinedFilter.of(*(SourceFilter.of(f, Matching(lctn)) for f in (own, source_side_of(text))
+                             if f is not None and any(f.values(t) for t in drop)))

@@ -96,7 +96,7 @@ class Relay:
                     wanted = [t for t in FilterType if t is not FilterType.REWRITE_DB and ch.filters.values(t)]
                     own = SourceFilter(state, name) if wanted else None
                     side = source_side_filter(state, name)
-                    self._filters[key] = JoinedFilter(own, side) if own and side else own or side
+                    self._filters[key] = JoinedFilter.of(own, side)
                 last[:] = [self._version, self._filters[key], time.monotonic()]
                 return last[1]
         return now
