@@ -124,10 +124,8 @@ class RelayServer:
                     if connect_state is not None:  # MASTER_USE_GTID: from the GTID position, not the file
                         applied = parse_gtid_state(connect_state)
                         file, pos = self.spool.mariadb_gtid_start(applied), 4
-                    forwarded = self._session_var(upstream, FILTERS_VARIABLE)  # an rpl-sql channel's (Part 1)
-                    status.forwarded = forwarded is not None
                     self._dump(packets, status, file, pos, checksum, annotate=bool(flags & 0x2), applied=applied,
-                               filters=forwarded_filter(forwarded) if forwarded is not None else None)
+                               filters=self._forwarded(upstream, status))
                     return
                 elif cmd == COM_BINLOG_DUMP_GTID:  # a MySQL replica with SOURCE_AUTO_POSITION = 1
                     flags, server_id, n = struct.unpack_from("<HII", arg, 0)
@@ -143,10 +141,8 @@ class RelayServer:
                                                    "no longer holds GTIDs the replica lacks (it was started after "
                                                    "the source purged them, or its spool was removed)"))
                             return
-                    forwarded = self._session_var(upstream, FILTERS_VARIABLE)
-                    status.forwarded = forwarded is not None
                     self._dump(packets, status, file, pos, self._session_checksum(upstream), applied=applied,
-                               filters=forwarded_filter(forwarded) if forwarded is not None else None)
+                               filters=self._forwarded(upstream, status))
                     return
                 else:
                     packets.write(wire.err(1047, "08S01", "Unknown command"))
@@ -188,6 +184,13 @@ class RelayServer:
         @source_binlog_checksum, on its connection)."""
         v = cls._session_var(upstream, "master_binlog_checksum") or cls._session_var(upstream, "source_binlog_checksum")
         return v is not None and v.upper() == "CRC32"
+
+    @classmethod
+    def _forwarded(cls, upstream, status: ReplicaStatus):
+        """The filters an rpl-sql channel sent when it connected (WL#2387 Part 1), as the relay applies them."""
+        forwarded = cls._session_var(upstream, FILTERS_VARIABLE)
+        status.forwarded = forwarded is not None
+        return forwarded_filter(forwarded) if forwarded is not None else None
 
     @staticmethod
     def _session_var(upstream, name: str) -> str | None:
