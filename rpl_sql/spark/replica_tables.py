@@ -18,7 +18,8 @@ from typing import Any
 from rpl_sql.compile.literals import sql_str
 from rpl_sql.language.quoting import ident, qualified
 from rpl_sql.storage.delta import archive
-from rpl_sql.storage.replica_catalog import Catalog, TableEntry, all_tables, catalog_versions, find_table, plain_schema
+from rpl_sql.storage.delta.live_files import plain_schema
+from rpl_sql.storage.replica_catalog import Catalog, TableEntry, all_tables, catalog_versions, find_table
 from rpl_sql.jvm import READER_CLASS, reader_jar
 from rpl_sql.spark.table_names import SparkName, spark_columns, spark_names
 from rpl_sql.storage.replica_states import table_states

@@ -39,20 +39,6 @@ def catalog_path(warehouse: str, channel: str) -> str:
     return f"{replica_root(warehouse)}/_catalog/{hashlib.sha1(channel.encode('utf-8')).hexdigest()[:16]}"
 
 
-def plain_schema(schema) -> pa.Schema:
-    """A schema of replica table data (delta-rs' arro3 or pyarrow) with strings and binaries as plain types:
-    delta-rs reads them as views, which pyarrow's filter/take and Spark's Arrow batches do not all take."""
-    fields = []
-    for f in pa.schema(schema):
-        t = f.type
-        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-            t = pa.string()
-        elif pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-            t = pa.binary()
-        fields.append(pa.field(f.name, t))
-    return pa.schema(fields)
-
-
 def new_table_path() -> str:
     """Where a new table's data goes, relative to the replica root: opaque, so any name is safe on disk."""
     return f"tables/{uuid.uuid4().hex}"

@@ -49,8 +49,10 @@ def properties(metadata: dict[str, str], app: tuple[str, int] | None = None, ret
 def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str, str],
           app: tuple[str, int] | None = None, retries: int | None = None, checkpoint: bool = False,
           partition_by: list[str] | None = None, create: bool = False, predicate: str | None = None,
-          schema_mode: str | None = None, compression: str | None = None) -> None:
-    """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log;
+          schema_mode: str | None = None, compression: str | None = None,
+          configuration: dict[str, str] | None = None) -> None:
+    """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log (with
+    `configuration` besides rpl_sql's own);
     `predicate` (overwrite) replaces just the rows it matches; `schema_mode` 'overwrite' lets it change columns;
     `compression` a Parquet codec other than delta-rs' default (snappy)."""
     extra: dict[str, Any] = {"schema_mode": schema_mode} if schema_mode else {}
@@ -59,7 +61,7 @@ def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str,
 
         extra["writer_properties"] = WriterProperties(compression=compression)
     write_deltalake(target, data, mode=mode, partition_by=partition_by,
-                    configuration=TABLE_CONFIG if create else None, predicate=predicate,
+                    configuration={**TABLE_CONFIG, **(configuration or {})} if create else None, predicate=predicate,
                     **properties(metadata, app, retries, checkpoint), **extra)
 
 
