@@ -50,6 +50,7 @@ import rpl_sql  # noqa: E402
 from rpl_sql.storage import service_status  # noqa: E402
 from rpl_sql.storage.replica_catalog import Catalog  # noqa: E402
 from rpl_sql.storage.store import DeltaStore  # noqa: E402
+from rpl_sql.pipeline.replica.merge import read_all  # noqa: E402
 
 GEN = """
 CREATE PROCEDURE bench.gen(IN n INT, IN per_txn INT)
@@ -370,10 +371,8 @@ def lag(base: str, m: MariaDBServer, rate: int, seconds: float, log_retention: i
             th.join()
         proc.terminate()
         proc.wait()
-    from deltalake import DeltaTable
-
     cat = Catalog.load(wh, "a")
-    ids = DeltaTable(cat.data_path(cat.table("crm", "ticks"))).to_pyarrow_table(columns=["id"]).column("id")
+    ids = read_all(cat.data_path(cat.table("crm", "ticks")), columns=["id"]).column("id")
     print(f"   the replica table at the end: {len(ids):,} rows, {len(set(ids.to_pylist())):,} distinct ids; the "
           f"source inserted {len(committed):,}")
     lags = sorted(visible[i] - committed[i] for i in committed if i in visible)

@@ -15,6 +15,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from rpl_sql.server import performance_schema as pfs
+from rpl_sql.storage.delta.archive import local_root
 
 __all__ = ["DefaultSource", "TABLES", "HISTORY_SCHEMA", "table_schema", "table_rows"]
 
@@ -114,7 +115,7 @@ class DefaultSource(DataSource):
     def schema(self):
         if self._table() == "replica":
             from rpl_sql.spark.deltaread import spark_schema
-            from rpl_sql.storage.replica_catalog import plain_schema
+            from rpl_sql.storage.delta.live_files import plain_schema
             from rpl_sql.spark.replica_tables import replica_delta_table
 
             dt = replica_delta_table(self._path(), self.options.get("db", ""), self.options.get("name", ""))
@@ -150,27 +151,38 @@ class ReplicaReader(DataSourceReader):
         return replica_delta_table(self.path, self.db, self.name, self.channel, exact=self.channel is not None)
 
     def partitions(self) -> list[InputPartition]:
+        from rpl_sql.storage.delta.live_files import live_files
+
         dt = self._table()
-        files = dt.file_uris()
+        root = local_root(dt)
+        if root is None:  # an object store: rpl_sql writes no deletion vectors there
+            files = [(f, None) for f in dt.file_uris()]
+        else:  # each file with its add action, whose deletion vector the read applies
+            files = [(None, a) for a in live_files(root, dt.version()).adds.values()]
         return [InputPartition((dt.version(), f)) for f in files] or [InputPartition((dt.version(), None))]
 
     def read(self, partition) -> Iterator:
         import pyarrow as pa
         import pyarrow.dataset as ds
 
-        from rpl_sql.storage.replica_catalog import plain_schema
+        from rpl_sql.storage.delta.live_files import plain_schema, read_file
 
-        version, uri = partition.value
+        version, file = partition.value
         dt = self._table()
         dt.load_as_version(version)
         want = plain_schema(dt.schema().to_arrow())
         asked = [(c, self.renamed.get(c, c)) for c in self.columns]
         names = [source for _, source in asked if source in want.names]
         target = pa.schema([want.field(source).with_name(c) for c, source in asked if source in want.names])
-        if uri is None:
+        if file is None:
             return
+        uri, add = file
         # every live file has the table's current columns: merges write them so, an ALTER rewrites the table
-        for batch in ds.dataset(uri, format="parquet", schema=want).to_batches(columns=names):
+        if add is not None:
+            batches = read_file(local_root(dt), add, names).to_batches()
+        else:
+            batches = ds.dataset(uri, format="parquet", schema=want).to_batches(columns=names)
+        for batch in batches:
             yield pa.RecordBatch.from_arrays([batch.column(i).cast(f.type) for i, f in enumerate(target)],
                                              schema=target)
 

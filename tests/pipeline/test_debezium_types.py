@@ -14,7 +14,6 @@ import decimal
 import json
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from hypothesis import given, settings, strategies as st
 
 import rpl_sql
@@ -24,6 +23,7 @@ from rpl_sql.pipeline.debezium_types import RowDecoder
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica.materialize import materialize
 from rpl_sql.storage.replica_catalog import Catalog
+from rpl_sql.pipeline.replica.merge import read_all
 
 EPOCH = dt.datetime(1970, 1, 1)
 UTC = dt.timezone.utc
@@ -251,7 +251,7 @@ def test_a_debezium_channel_gets_typed_replica_tables(warehouse):
     cat = Catalog.load(warehouse, "cdc")
 
     def table(name):
-        t = DeltaTable(cat.data_path(cat.table("shop", name))).to_pyarrow_table()
+        t = read_all(cat.data_path(cat.table("shop", name)))
         return t.select([n for n in t.schema.names if not n.startswith("_")])
 
     items = table("items")

@@ -192,3 +192,73 @@ def test_rows_equal_the_python_data_source_and_files_are_skipped(spark, warehous
     cat.commit(cat.seq + 1)
     with pytest.raises(Exception, match="has no table t.many now"):
         spark.sql("SELECT count(*) FROM t.many").collect()
+
+
+DV_COLS = [{"name": "id", "type": "int", "pk": True}, {"name": "v", "type": "text"},
+           {"name": "tags", "type": "json"}]
+
+
+@pytest.mark.parametrize("conf", [{}, {"spark.sql.parquet.enableVectorizedReader": "false"},
+                                  {"spark.sql.codegen.wholeStage": "false"}],
+                         ids=["batches", "parquet-mr rows", "vectorized rows"])
+def test_deletion_vectors_leave_deleted_rows_out_of_reads_by_name(spark, warehouse, src, conf):
+    """A table whose merges deleted rows by deletion vectors (and added their new versions in new files) reads
+    by name, in every reader mode of Spark's Parquet scan, as rpl_sql's own reader and the Python data source
+    read it; a filter pushed into the scan and a point lookup see only live rows."""
+    from rpl_sql.pipeline.replica.merge import Changes, apply_changes, create, read_all
+
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("dv"))
+    cat = Catalog.load(warehouse, "dv")
+    e = cat.add_table("d", "t", DV_COLS)
+    cat.commit(cat.seq + 1)
+    path = cat.data_path(e)
+    create(path, DV_COLS, "dv", 0)
+    rng = random.Random(3)
+    names = [c["name"] for c in DV_COLS]
+    model = {}
+    seq = 1
+    for _ in range(12):
+        ch = Changes(DV_COLS)
+        for _ in range(400):
+            k = rng.randint(0, 3000)
+            after = (k, rng.choice(["a", "b", "ü'\\`", None]), '{"k": 1}')
+            if k in model and rng.random() < 0.3:
+                ch.add(seq, "delete_rows", [{"before": dict(zip(names, (k, *model.pop(k)))), "after": None}])
+            elif k in model:
+                ch.add(seq, "update_rows", [{"before": dict(zip(names, (k, *model[k]))),
+                                             "after": dict(zip(names, after))}])
+                model[k] = after[1:]
+            else:
+                ch.add(seq, "write_rows", [{"before": None, "after": dict(zip(names, after))}])
+                model[k] = after[1:]
+            seq += 1
+        apply_changes(path, ch, "dv", strict=True, table_label="d.t")
+    from rpl_sql.storage.delta.live_files import live_files
+    assert sum(1 for a in live_files(path).adds.values() if a.get("deletionVector")) >= 2
+    want = sorted((k, v[0]) for k, v in model.items())
+    assert sorted(zip(*(read_all(path).column(c).to_pylist() for c in ("id", "v")))) == want
+    rpl_sql.register(spark, warehouse)
+    (where, entry), = [(w, x) for w, x in replica_spark_names(warehouse) if w.channel == "dv"]
+    fast, ref = where.quoted(), f"ref.`dv_{where.spark_table}`"
+    spark.sql("CREATE DATABASE IF NOT EXISTS ref")
+    spark.sql(f"DROP TABLE IF EXISTS {ref}")
+    for stmt in create_statements(warehouse, where, entry, jvm_source=False)[2:]:  # the Python data source
+        spark.sql(stmt.replace(where.quoted(), ref, 1))
+    old = {k: spark.conf.get(k, None) for k in conf}
+    try:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        assert sorted(spark.sql(f"SELECT * FROM {fast}").collect()) == \
+            sorted(spark.sql(f"SELECT * FROM {ref}").collect())
+        assert "ReplicaFileIndex" in _plan(spark, f"SELECT * FROM {fast}")
+        assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {fast}").collect()) == want
+        assert spark.sql(f"SELECT count(*) FROM {fast} WHERE v = 'a'").collect()[0][0] == \
+            sum(1 for _, v in want if v == "a")
+        gone = next(k for k in range(3001) if k not in model)
+        assert spark.sql(f"SELECT count(*) FROM {fast} WHERE id = {gone}").collect()[0][0] == 0
+        kept = next(iter(model))
+        assert [r.v for r in spark.sql(f"SELECT v FROM {fast} WHERE id = {kept}").collect()] == [model[kept][0]]
+    finally:
+        for k, v in old.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)

@@ -13,24 +13,24 @@ import os
 import datetime as _dt
 import decimal
 from collections import Counter
-from urllib.parse import unquote
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from rpl_sql.language.quoting import ident
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
+from rpl_sql.storage.delta import dv_commit
 from rpl_sql.storage.delta import log as deltalog
-from rpl_sql.storage.delta.scan import PARQUET
+from rpl_sql.storage.delta.live_files import ROW, live_files, plain_schema, read_file, read_table
 from rpl_sql.storage.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.replica import columns as C
-from rpl_sql.storage.replica_catalog import CHANNEL_KEY, plain_schema
+from rpl_sql.storage.replica_catalog import CHANNEL_KEY
 
 OP = "__rpl_sql_op"
 COMPACT_EVERY = 100  # table versions between compactions of its small files (a replica table grows a file a merge)
@@ -79,7 +79,8 @@ def write(target: str | DeltaTable, data: pa.Table, channel: str, seq: int, *, m
     position = _position(channel, seq)
     position["metadata"].update(metadata or {})
     delta_commit.write(target, data, mode=mode, create=not exists, **position, compression=compression,
-                       schema_mode="overwrite" if exists and mode == "overwrite" else None)
+                       schema_mode="overwrite" if exists and mode == "overwrite" else None,
+                       configuration=dv_commit.CONFIGURATION if deletes_by_vectors() else None)
 
 
 class Changes:
@@ -112,37 +113,52 @@ class Changes:
         return len(self.items)
 
 
-def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int], keys: set[tuple]) -> Counter:
-    """How many rows the table holds per key (PK: 0 or 1; whole-row keys: any count)."""
+Positions = dict[tuple, list[tuple[str, int]]]  # key -> (file's log path, row index) of each row holding it
+
+
+def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int],
+            keys: set[tuple]) -> tuple[Counter, Positions]:
+    """How many live rows the table holds per key (PK: 0 or 1; whole-row keys: any count), and where they are
+    (local tables: the file and row index that a deletion vector names)."""
     if not keys or dt is None:
-        return Counter()
+        return Counter(), {}
     names = [columns[i]["name"] for i in key_idx]
     first = names[0]
     vals = [k[0] for k in keys]
+    non_null = [v for v in vals if v is not None]
+    nulls = len(non_null) < len(vals)
     # The key columns are read and filtered here (delta-rs' file statistics for strings are typed string
     # while its scan reads string_view, which a pushed-down filter cannot compare); for an integer or text
     # key only the files whose min/max statistics can hold a touched key are read (keys that grow skip all
-    # but the newest files). Local files are read without pre-buffering (delta.scan.PARQUET); every file of
-    # a version has the table's columns, as an ALTER rewrites the whole table (reshape).
-    if "://" in root:  # an object store: delta-rs' own dataset
-        t = dt.to_pyarrow_dataset().to_table(columns=names)
+    # but the newest files). Rows that a file's deletion vector removes are not held. Every file of a
+    # version has the table's columns, as an ALTER rewrites the whole table (reshape).
+    local = archive.local_root(root)
+    if local is None:  # an object store: delta-rs' own dataset (rpl_sql writes no deletion vectors there)
+        parts = [(None, _plain(dt.to_pyarrow_dataset().to_table(columns=names)))]
     else:
         kind = C.arrow_type(columns[key_idx[0]])
-        files = _files_for(dt, root, first if pa.types.is_integer(kind) or pa.types.is_string(kind) else None,
-                           [v for v in vals if v is not None], any(v is None for v in vals))
-        if not files:
-            return Counter()
-        t = ds.dataset(files, format=PARQUET).to_table(columns=names)
-    t = _plain(t)  # delta-rs writes and reads strings as views, which filter/take do not take
-    col = t.column(first)
-    non_null = [v for v in vals if v is not None]
-    mask = pc.is_in(col, value_set=pa.array(non_null, type=col.type)) if non_null else \
-        pa.array([False] * t.num_rows)
-    if any(v is None for v in vals):
-        mask = pc.or_(mask, pc.is_null(col))
-    t = t.filter(mask)
-    got = Counter(zip(*(t.column(n).to_pylist() for n in names))) if t.num_rows else Counter()
-    return Counter({k: got[k] for k in keys if got.get(k)})
+        live = live_files(local, dt.version()).by_path()
+        files = _files_for(dt, local, first if pa.types.is_integer(kind) or pa.types.is_string(kind) else None,
+                           non_null, nulls)
+        parts = [(f, _plain(read_file(local, live[f], names, keep_positions=True))) for f in files]
+    got: Counter = Counter()
+    where: Positions = {}
+    for f, t in parts:
+        col = t.column(first)
+        mask = pc.is_in(col, value_set=pa.array(non_null, type=col.type)) if non_null else \
+            pa.array([False] * t.num_rows)
+        if nulls:
+            mask = pc.or_(mask, pc.is_null(col))
+        hit = t.filter(mask)
+        if not hit.num_rows:
+            continue
+        found = list(zip(*(hit.column(n).to_pylist() for n in names)))
+        rows = hit.column(ROW).to_pylist() if ROW in hit.column_names else [None] * len(found)
+        for k, i in zip(found, rows):
+            if k in keys:
+                got[k] += 1
+                where.setdefault(k, []).append((f, i))
+    return got, where
 
 
 def _plain(t: pa.Table) -> pa.Table:
@@ -156,12 +172,13 @@ CUT_TEXT_STATISTICS = 64 - 3
 
 
 def _files_for(dt: DeltaTable, root: str, column: str | None, values: list, nulls: bool) -> list[str]:
-    """The table's data files whose statistics for `column` (an integer or text) allow one of `values`; all of
-    them without a column or without statistics. Text compares by code point, as UTF-8 bytes do."""
+    """The table's data files (log paths) whose statistics for `column` (an integer or text) allow one of
+    `values`; all of them without a column or without statistics. Text compares by code point, as UTF-8 bytes
+    do."""
     acts = pa.table(dt.get_add_actions(flatten=True))
     lo_name, hi_name, nn_name = f"min.{column}", f"max.{column}", f"null_count.{column}"
     if column is None or lo_name not in acts.column_names or hi_name not in acts.column_names:
-        return [os.path.join(root, unquote(p)) for p in acts.column("path").to_pylist()] if acts.num_rows else []
+        return acts.column("path").to_pylist() if acts.num_rows else []
     lo_v, hi_v = (min(values), max(values)) if values else (None, None)
     out = []
     for path, lo, hi, nn in zip(acts.column("path").to_pylist(), acts.column(lo_name).to_pylist(),
@@ -176,7 +193,7 @@ def _files_for(dt: DeltaTable, root: str, column: str | None, values: list, null
             hi = None
         if (values and (hi is None or hi >= lo_v) and lo <= hi_v) or (nulls and (nn is None or nn > 0)):
             out.append(path)
-    return [os.path.join(root, unquote(p)) for p in out]  # log paths are relative and percent-encoded
+    return out
 
 
 def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, table_label: str,
@@ -204,7 +221,8 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
     if table is not None and archive.local_root(path) is not None and \
             (deltalog.latest_version(path) or 0) > dt.version():
         dt.update_incremental()
-    held = _lookup(dt, path, cols, key_idx, touched)
+    by_vectors = not whole and dt is not None and archive.local_root(path) is not None and deletes_by_vectors()
+    held, where = _lookup(dt, path, cols, key_idx, touched)
     count: dict[tuple, int] = {}
     final: dict[tuple, tuple | None] = {}  # PK tables: the row a key ends with (None: deleted)
     added: dict[tuple, list[tuple]] = {}   # whole-row keys: rows to insert
@@ -277,6 +295,9 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
     try:
         if not held:  # no touched key is in the table: the merge could only insert, and an append costs far less
             write(dt, pa.table(data), channel, changes.last_seq, mode="append")
+        elif by_vectors:
+            _delete_by_vectors(dt, archive.local_root(path), where, final, pa.table(data), ops,
+                               _position(channel, changes.last_seq))
         else:
             _merge(dt, pa.table({**data, OP: pa.array(ops, pa.string())}), names, key_idx, whole,
                    _commit_properties(channel, changes.last_seq))
@@ -289,6 +310,33 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
     if dt.version() % COMPACT_EVERY == 0:  # each batch adds a file: keep the table's file count bounded
         compact_growing_table(dt)
     return len(rows)
+
+
+def deletes_by_vectors() -> bool:
+    """Whether primary-key merges delete by deletion vectors (RPL_SQL_DELETION_VECTORS=0: rewrite the files,
+    for readers of the tables that do not know deletion vectors)."""
+    return os.environ.get("RPL_SQL_DELETION_VECTORS", "1") != "0"
+
+
+def _delete_by_vectors(dt: DeltaTable, root: str, where: Positions, final: dict[tuple, tuple | None],
+                       data: pa.Table, ops: list[str], position: dict) -> None:
+    """A primary-key merge as one commit: the rows of the touched keys the table holds are deleted by
+    deletion vectors, the keys' new rows added in one file."""
+    deletes: dict[str, list[int]] = {}
+    for k in final:
+        for f, i in where.get(k, ()):
+            deletes.setdefault(f, []).append(i)
+    upserts = data.filter(pa.array([op == "u" for op in ops]))
+    looked = dt.version()
+    if not dv_commit.enabled(dt):  # the table's first merge turns them on (a commit of no files)
+        dv_commit.enable(dt)
+        dt.update_incremental()
+        if dt.version() != looked + 1:
+            raise CommitFailedError(f"{root}: committed to while deletion vectors were turned on")
+    live = live_files(root, dt.version())
+    version = dv_commit.commit(live, {f: np.array(rows, dtype=np.uint64) for f, rows in deletes.items()}, upserts,
+                               metadata=position["metadata"], app=position["app"])
+    dv_commit.after_commit(dt, version)
 
 
 def _merge(dt: DeltaTable, src: pa.Table, names: list[str], key_idx: list[int], whole: bool, props: dict) -> None:
@@ -318,9 +366,13 @@ def _expand(k: tuple, key_idx: list[int], width: int) -> list[Any]:
     return out
 
 
-def read_all(path: str) -> pa.Table | None:
+def read_all(path: str, columns: list[str] | None = None) -> pa.Table | None:
+    """Every row of the replica table at `path` (None: no table), deletion vectors applied."""
+    root = archive.local_root(path)
+    if root is not None:
+        return read_table(root, columns)
     dt = archive.open_existing(path)
-    return dt.to_pyarrow_table() if dt is not None else None
+    return dt.to_pyarrow_table(columns=columns) if dt is not None else None
 
 
 def reshape(path: str, old: list[dict] | None, new: list[dict], channel: str, seq: int,

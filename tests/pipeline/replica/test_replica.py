@@ -15,6 +15,7 @@ from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.storage.replica_catalog import Catalog
 from rpl_sql.storage.store import DeltaStore
+from rpl_sql.pipeline.replica.merge import read_all
 
 
 def session_state(warehouse):
@@ -102,7 +103,7 @@ def _ours(warehouse: str, channels=("a", "b")) -> dict:
             out[db] = None
         for e in cat.tables.values():
             assert e.columns is not None, f"{e.db}.{e.name} has no columns"
-            t = DeltaTable(cat.data_path(e)).to_pyarrow_table()
+            t = read_all(cat.data_path(e))
             names = tuple(c["name"] for c in e.columns)
             assert tuple(t.column_names) == names
             rows = [tuple(_theirs_form(v, c) for v, c in zip(r, e.columns)) for r in
@@ -175,7 +176,7 @@ def test_replica_tables_equal_a_mariadb_replica(spark, warehouse, mariadb_pair, 
     orders = Catalog.load(warehouse, "a").table("crm", "orders")
     orders_dt = DeltaTable(Catalog.load(warehouse, "a").data_path(orders))
     assert any(h.get("operation") == "OPTIMIZE" for h in orders_dt.history())  # compacted on the way
-    schema = orders_dt.to_pyarrow_table().schema
+    schema = read_all(Catalog.load(warehouse, "a").data_path(orders)).schema
     assert str(schema.field("u64").type) == "decimal128(20, 0)" and str(schema.field("d").type) == "decimal128(30, 4)"
 
     # By name in Spark, typed and current; a table created later appears at the session's next statement.
@@ -227,8 +228,8 @@ def test_replica_tables_resume_exactly_after_a_crash_between_commits(spark, ware
     assert apply_main(["--warehouse", warehouse, "--channel", "a", "--tables", "--exec-mode", "strict", "-S"]) == 0
     assert Catalog.load(warehouse, "a").seq == end
     cat = Catalog.load(warehouse, "a")
-    n = DeltaTable(cat.data_path(cat.table("crm", "n"))).to_pyarrow_table()
-    p = DeltaTable(cat.data_path(cat.table("crm", "p"))).to_pyarrow_table()
+    n = read_all(cat.data_path(cat.table("crm", "n")))
+    p = read_all(cat.data_path(cat.table("crm", "p")))
     assert sorted(n.column("a").to_pylist()) == [0, 1, 2, 3, 4]
     assert sorted(zip(p.column("k").to_pylist(), p.column("v").to_pylist())) == [(i, i + 10) for i in range(5)]
 
@@ -260,7 +261,7 @@ def test_one_replica_tables_object_across_batches_with_ddl_between_them(spark, w
     assert batches > 10
     cat = Catalog.load(warehouse, "a")
     assert sorted(e.name for e in cat.tables.values()) == ["p", "q"]
-    q = DeltaTable(cat.data_path(cat.table("crm", "q"))).to_pyarrow_table()
-    p = DeltaTable(cat.data_path(cat.table("crm", "p"))).to_pyarrow_table()
+    q = read_all(cat.data_path(cat.table("crm", "q")))
+    p = read_all(cat.data_path(cat.table("crm", "p")))
     assert sorted(q.to_pylist(), key=repr) == [{"k": 5, "v": 30, "w": 8}]
     assert p.to_pylist() == [{"k": 1, "s": "y"}]

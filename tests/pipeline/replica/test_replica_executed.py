@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 import rpl_sql
 from tests.support.mariadb import running
 from rpl_sql.storage.replica_catalog import Catalog
+from rpl_sql.pipeline.replica.merge import read_all
 from tests.pipeline.replica.test_replica_service import caught_up, start_service, status, wait_for
 
 
@@ -31,7 +32,7 @@ def _rows(warehouse, db, name) -> list:
     entry = cat.table(db, name)
     if entry is None or not DeltaTable.is_deltatable(cat.data_path(entry)):
         return []
-    return sorted(DeltaTable(cat.data_path(entry)).to_pyarrow_table().column(0).to_pylist())
+    return sorted(read_all(cat.data_path(entry)).column(0).to_pylist())
 
 
 def _wedge(warehouse, src):

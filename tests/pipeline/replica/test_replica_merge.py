@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from rpl_sql.pipeline.replica import columns as C
 from rpl_sql.pipeline.replica import ddl
-from rpl_sql.pipeline.replica.merge import Changes, ReplicaRowError, apply_changes, create, reshape, table_seq
+from rpl_sql.pipeline.replica.merge import read_all, Changes, ReplicaRowError, apply_changes, create, reshape, table_seq
 from rpl_sql.pipeline.canonical_rows import rows_json
 
 HOSTILE = ["i`d", "we'ird \"x\", %_ é\\", "Mixed Case"]
@@ -26,7 +26,7 @@ def _images(changes):
 
 
 def _rows(path, names):
-    t = DeltaTable(path).to_pyarrow_table()
+    t = read_all(path)
     return sorted(zip(*(t.column(n).to_pylist() for n in names)), key=repr)
 
 
@@ -182,7 +182,7 @@ def test_reshape_adds_with_default_renames_and_drops(tmp_path):
     new = [COLS[0], {"name": "renamed", "type": "text"}, {"name": "n", "type": "int"}]
     reshape(p, COLS, new, "c", 2, renames={HOSTILE[1]: "renamed"}, defaults={"n": "7"})
     assert _rows(p, ["i`d", "renamed", "n"]) == [(1, "a", 7)]
-    assert DeltaTable(p).to_pyarrow_table().column_names == ["i`d", "renamed", "n"]
+    assert read_all(p).column_names == ["i`d", "renamed", "n"]
 
 
 def test_keys_are_found_in_any_file_when_lookups_read_only_files_that_can_hold_them(tmp_path):
@@ -350,12 +350,18 @@ def test_text_key_lookups_read_only_the_files_that_can_hold_the_keys(tmp_path):
     assert len(_files_for(dt, p, "k", ["a"], False)) == 0
 
 
-def test_a_merge_through_a_held_table_after_another_writers_compaction(tmp_path, monkeypatch):
+@pytest.mark.parametrize("vectors", [True, False], ids=["deletion vectors", "rewriting merge"])
+def test_a_merge_through_a_held_table_after_another_writers_compaction(tmp_path, monkeypatch, vectors):
     """The service merges through the table it keeps open; `rpl-sql upkeep` compacts the same table between
-    two batches, or between the service's look at the log and its commit. delta-rs refuses a merge planned on
-    the version before the compaction ("a concurrent transaction added new data"): the batch is merged on
-    the compacted version instead, once, and nothing is lost or doubled."""
+    two batches, or between the service's look at the log and its commit. The commit planned on the version
+    before the compaction is refused (delta-rs: "a concurrent transaction added new data"; by deletion
+    vectors: the version is taken): the batch is merged on the compacted version instead, once, and nothing
+    is lost or doubled."""
     from rpl_sql.pipeline.replica import merge
+    from rpl_sql.storage.delta import dv_commit
+
+    if not vectors:
+        monkeypatch.setenv("RPL_SQL_DELETION_VECTORS", "0")
 
     p = str(tmp_path / "t")
     create(p, COLS, "c", 0)
@@ -366,17 +372,18 @@ def test_a_merge_through_a_held_table_after_another_writers_compaction(tmp_path,
     DeltaTable(p).optimize.compact()  # upkeep, between two batches
     apply_changes(p, _changes(COLS, ("update", (2, "r2", None), (2, "two", b"2")), seq=5), "c", strict=True,
                   table_label="d.t", table=held)
-    merged = merge._merge
+    where, name = (dv_commit, "commit") if vectors else (merge, "_merge")
+    merged = getattr(where, name)
 
-    def compacted_first(dt, *args):  # upkeep commits a compaction after the batch read the table
+    def compacted_first(*args, **kw):  # upkeep commits a compaction after the batch read the table
+        monkeypatch.setattr(where, name, merged)
         for i in range(6, 8):
             apply_changes(p, _changes(COLS, ("write", None, (i * 10, "other", None)), seq=i), "c", strict=True,
                           table_label="d.t")
         DeltaTable(p).optimize.compact()
-        monkeypatch.setattr(merge, "_merge", merged)
-        return merged(dt, *args)
+        return merged(*args, **kw)
 
-    monkeypatch.setattr(merge, "_merge", compacted_first)
+    monkeypatch.setattr(where, name, compacted_first)
     apply_changes(p, _changes(COLS, ("delete", (3, "r3", None), None), ("update", (4, "r4", None), (4, "four", None)),
                               seq=8), "c", strict=True, table_label="d.t", table=held)
     assert _rows(p, [c["name"] for c in COLS]) == [(1, "r1", None), (2, "two", b"2"), (4, "four", None),

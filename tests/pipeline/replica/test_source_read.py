@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
 
 import rpl_sql
 from rpl_sql.pipeline.applier.local import LocalApplier
@@ -13,6 +12,7 @@ from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.replica.source_read import key_columns, read_page, table_columns
 from rpl_sql.storage.replica_catalog import Catalog
+from rpl_sql.pipeline.replica.merge import read_all
 from tests.pipeline.replica.test_replica_values import ROWS, TABLE
 
 MORE = ("CREATE TABLE edge.w (id BIGINT UNSIGNED PRIMARY KEY, ti TINYINT UNSIGNED, si SMALLINT UNSIGNED, "
@@ -57,7 +57,7 @@ def _settings(server) -> dict:
 
 def _stream_rows(warehouse, name) -> list[dict]:
     cat = Catalog.load(warehouse, "a")
-    t = DeltaTable(cat.data_path(cat.table("edge", name))).to_pyarrow_table()
+    t = read_all(cat.data_path(cat.table("edge", name)))
     return sorted(t.to_pylist(), key=lambda r: repr([r[k] for k in r if k in ("id", "a", "b", "c")]))
 
 

@@ -30,34 +30,45 @@ import org.apache.parquet.hadoop.example.GroupReadSupport;
  * checkpoint (Parquet) and the JSON commits after it. One immutable object per version; {@link #latest} keeps
  * the last one per table and reads only the commits written since, so a query pays for what changed.
  *
- * <p>A table this cannot read exactly (deletion vectors, column mapping, a reader feature it does not know) is
- * refused with an error rather than read wrong.
+ * <p>A table this cannot read exactly (column mapping, a reader feature it does not know) is refused with an error
+ * rather than read wrong; deletion vectors are handed to the scan ({@link ReplicaParquetFormat}).
  */
 public final class DeltaSnapshot {
-  /** One live data file: its absolute path, size, modification time and its statistics (JSON, or null). */
+  /**
+   * One live data file: its absolute path, size, modification time, its statistics (JSON, or null) and its
+   * deletion vector (or null).
+   */
   public static final class AddFile {
     public final Path path;
     public final long size;
     public final long modificationTime;
     public final String stats;
+    public final DeletionVector deletionVector;
 
-    AddFile(Path path, long size, long modificationTime, String stats) {
+    AddFile(Path path, long size, long modificationTime, String stats, DeletionVector deletionVector) {
       this.path = path;
       this.size = size;
       this.modificationTime = modificationTime;
       this.stats = stats;
+      this.deletionVector = deletionVector;
     }
+  }
+
+  /** A live file's key: its path as written and its deletion vector's id (the protocol's file identity). */
+  private static String key(String raw, DeletionVector dv) {
+    return dv == null ? raw : raw + "\n" + dv.uniqueId();
   }
 
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Map<String, DeltaSnapshot> LATEST = new ConcurrentHashMap<>();
   private static final java.util.Set<String> READABLE_FEATURES = java.util.Set.of(
-      "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "domainMetadata", "checkpointProtection");
+      "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "domainMetadata", "checkpointProtection",
+      "deletionVectors", "variantType");
 
   public final Path table;
   public final long version;
   public final String schemaString;
-  private final Map<String, AddFile> files; // the add action's path as written -> the file
+  private final Map<String, AddFile> files; // key(path as written, deletion vector) -> the file
 
   private DeltaSnapshot(Path table, long version, String schemaString, Map<String, AddFile> files) {
     this.table = table;
@@ -196,13 +207,14 @@ public final class DeltaSnapshot {
         JsonNode a = JSON.readTree(line);
         if (a.has("add")) {
           JsonNode add = a.get("add");
-          checkAdd(add, table);
           String raw = add.get("path").asText();
           JsonNode stats = add.get("stats");
-          files.put(raw, new AddFile(absolute(table, raw), add.path("size").asLong(),
-              add.path("modificationTime").asLong(), stats == null || stats.isNull() ? null : stats.asText()));
+          DeletionVector dv = DeletionVector.fromJson(add.get("deletionVector"));
+          files.put(key(raw, dv), new AddFile(absolute(table, raw), add.path("size").asLong(),
+              add.path("modificationTime").asLong(), stats == null || stats.isNull() ? null : stats.asText(), dv));
         } else if (a.has("remove")) {
-          files.remove(a.get("remove").get("path").asText());
+          JsonNode rm = a.get("remove");
+          files.remove(key(rm.get("path").asText(), DeletionVector.fromJson(rm.get("deletionVector"))));
         } else if (a.has("metaData")) {
           JsonNode md = a.get("metaData");
           checkConfiguration(md.get("configuration"), table);
@@ -212,12 +224,6 @@ public final class DeltaSnapshot {
         }
       }
     }
-  }
-
-  private static void checkAdd(JsonNode add, Path table) throws IOException {
-    JsonNode dv = add.get("deletionVector");
-    if (dv != null && !dv.isNull())
-      throw new IOException("rpl_sql: " + table + " has deletion vectors: read it with Delta Lake");
   }
 
   private static void checkConfiguration(JsonNode conf, Path table) throws IOException {
@@ -243,11 +249,16 @@ public final class DeltaSnapshot {
       while ((g = r.read()) != null) {
         if (present(g, "add")) {
           Group add = g.getGroup("add", 0);
-          if (present(add, "deletionVector"))
-            throw new IOException("rpl_sql: " + table + " has deletion vectors: read it with Delta Lake");
+          DeletionVector dv = null;
+          if (present(add, "deletionVector")) {
+            Group d = add.getGroup("deletionVector", 0);
+            dv = new DeletionVector(d.getString("storageType", 0), d.getString("pathOrInlineDv", 0),
+                present(d, "offset") ? d.getInteger("offset", 0) : -1, d.getInteger("sizeInBytes", 0),
+                d.getLong("cardinality", 0));
+          }
           String raw = add.getString("path", 0);
-          files.put(raw, new AddFile(absolute(table, raw), add.getLong("size", 0),
-              add.getLong("modificationTime", 0), present(add, "stats") ? add.getString("stats", 0) : null));
+          files.put(key(raw, dv), new AddFile(absolute(table, raw), add.getLong("size", 0),
+              add.getLong("modificationTime", 0), present(add, "stats") ? add.getString("stats", 0) : null, dv));
         } else if (present(g, "metaData")) {
           Group md = g.getGroup("metaData", 0);
           schema[0] = md.getString("schemaString", 0);

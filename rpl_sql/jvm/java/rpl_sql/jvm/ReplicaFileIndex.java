@@ -11,7 +11,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.PartitionDirectory;
-import org.apache.spark.sql.execution.datasources.PartitionDirectory$;
+import org.apache.spark.sql.execution.datasources.FileStatusWithMetadata;
 import org.apache.spark.sql.types.StructType;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
@@ -19,7 +19,8 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * A replica table's files for Spark's own Parquet scan: at every listing (once per query plan) the table is looked
  * up in its channel's catalog and its latest committed Delta version read, so a query sees the last committed
- * batch and never an uncommitted or torn one; files whose statistics rule the query's filters out are skipped.
+ * batch and never an uncommitted or torn one; files whose statistics rule the query's filters out are skipped. A
+ * file's deletion vector goes with it to the scan ({@link ReplicaParquetFormat} leaves its deleted rows out).
  */
 public final class ReplicaFileIndex implements FileIndex {
   private final String warehouse, channel, db, name;
@@ -54,8 +55,9 @@ public final class ReplicaFileIndex implements FileIndex {
   @Override
   public Seq<PartitionDirectory> listFiles(Seq<Expression> partitionFilters, Seq<Expression> dataFilters) {
     List<Expression> filters = CollectionConverters.asJava(dataFilters);
-    List<FileStatus> kept = new ArrayList<>();
-    for (DeltaSnapshot.AddFile f : snapshot().files()) {
+    List<FileStatusWithMetadata> kept = new ArrayList<>();
+    DeltaSnapshot snap = snapshot();
+    for (DeltaSnapshot.AddFile f : snap.files()) {
       boolean may = true;
       for (Expression e : filters) {
         if (!FileStats.mayMatch(f.stats, e)) {
@@ -63,9 +65,14 @@ public final class ReplicaFileIndex implements FileIndex {
           break;
         }
       }
-      if (may) kept.add(new FileStatus(f.size, false, 1, 128L << 20, f.modificationTime, f.path));
+      if (!may) continue;
+      FileStatus st = new FileStatus(f.size, false, 1, 128L << 20, f.modificationTime, f.path);
+      scala.collection.immutable.Map<String, Object> meta = f.deletionVector == null
+          ? scala.collection.immutable.Map$.MODULE$.<String, Object>empty()
+          : new scala.collection.immutable.Map.Map1<>(ReplicaParquetFormat.VECTOR, f.deletionVector.locate(snap.table));
+      kept.add(new FileStatusWithMetadata(st, meta));
     }
-    PartitionDirectory dir = PartitionDirectory$.MODULE$.apply(InternalRow.empty(), kept.toArray(new FileStatus[0]));
+    PartitionDirectory dir = new PartitionDirectory(InternalRow.empty(), CollectionConverters.asScala(kept).toList());
     return CollectionConverters.asScala(List.of(dir)).toList();
   }
 

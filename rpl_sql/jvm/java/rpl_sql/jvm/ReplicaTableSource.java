@@ -3,7 +3,6 @@ package rpl_sql.jvm;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.SQLContext;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
-import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.sources.BaseRelation;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.sources.RelationProvider;
@@ -37,7 +36,7 @@ public final class ReplicaTableSource implements RelationProvider, SchemaRelatio
     ReplicaFileIndex index = new ReplicaFileIndex(option(options, "warehouse"), option(options, "channel"),
         option(options, "db"), option(options, "name"), conf);
     StructType data = schema != null ? schema : (StructType) DataType.fromJson(index.snapshot().schemaString);
-    return new HadoopFsRelation(index, new StructType(), data, Option.empty(), new ParquetFileFormat(),
+    return new HadoopFsRelation(index, new StructType(), data, Option.empty(), new ReplicaParquetFormat(),
         scala.collection.immutable.Map$.MODULE$.<String, String>empty(), ctx.sparkSession());
   }
 
