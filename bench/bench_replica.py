@@ -506,6 +506,15 @@ def update_lag(base: str, m: MariaDBServer, rows: int, rate: int, seconds: float
     finally:
         proc.terminate()
         proc.wait()
+    cat = Catalog.load(wh, "a")
+    got = read_all(cat.data_path(cat.table("app", "big")), columns=["id", "v"])
+    want = m.execute("SELECT COUNT(*), SUM(v), BIT_XOR(id * 1000003 + v) FROM app.big")[0]
+    ours = (got.num_rows, sum(got.column("v").to_pylist()),
+            __import__("functools").reduce(lambda a, b: a ^ b, (i * 1000003 + v for i, v in zip(
+                got.column("id").to_pylist(), got.column("v").to_pylist())), 0))
+    same = "equal" if ours == tuple(int(x) for x in want) else "DIFFERENT"
+    print(f"   the replica table at the end: {ours[0]:,} rows, sum(v) {ours[1]:,}; the source's "
+          f"{int(want[0]):,} rows, sum(v) {int(want[1]):,}: {same}")
     lags = sorted(visible[s] - committed[s] for s in committed if s in visible)
     missing = len(committed) - len(lags)
     q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")  # noqa: E731

@@ -84,10 +84,10 @@ def upkeep_main(argv: list[str]) -> int:
     rows = [(os.path.relpath(r.table, warehouse), r.data_files_before, r.data_files_after, r.log_files,
              r.archived, r.pruned, len(r.removed),
              "skipped: a writer committed first" if r.compaction_raced else f"{r.compacted[0]} -> {r.compacted[1]}",
-             r.vacuumed, r.checkpoint)
+             r.purged, r.vacuumed, r.checkpoint)
             for r in reports]
     print(format_table(("table", "data files before", "after", "log files", "archived", "pruned",
-                        "leftovers removed", "compacted", "vacuumed", "checkpoint"), rows))
+                        "leftovers removed", "compacted", "purged", "vacuumed", "checkpoint"), rows))
     if spark_dirs:
         print(f"{'would remove' if args.dry_run else 'removed'} {len(spark_dirs)} leftover(s) (Spark's scratch, "
               "dropped replica tables): "

@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterator
@@ -23,6 +24,8 @@ import pyarrow as pa
 from rpl_sql.storage import scratch
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
+from rpl_sql.storage.delta import deletion_vectors as dvs
+from rpl_sql.storage.delta import dv_commit
 from rpl_sql.storage.delta import log as deltalog
 from rpl_sql.storage.delta.commit import META_PREFIX
 from rpl_sql.storage.replica_catalog import all_tables, replica_root
@@ -53,13 +56,15 @@ class TableUpkeep:
     pruned: int = 0  # archived commits deleted (archive.prune)
     compacted: tuple[int, int] = (0, 0)  # (small files rewritten, files written) by compaction
     compaction_raced: bool = False  # a writer's commit removed files the compaction read: it was dropped
+    purged: int = 0  # files rewritten without the rows their deletion vectors delete (dv_commit.purge)
 
 
 def _data_files(table: str) -> list[str]:
     out = []
     for root, dirs, files in os.walk(table):
         dirs[:] = [d for d in dirs if d not in (deltalog.LOG, deltalog.QUARANTINE, archive.ARCHIVE)]
-        out += [os.path.relpath(os.path.join(root, f), table) for f in files if f.endswith(".parquet")]
+        out += [os.path.relpath(os.path.join(root, f), table) for f in files
+                if f.endswith(".parquet") or (f.startswith("deletion_vector_") and f.endswith(".bin"))]
     return out
 
 
@@ -73,6 +78,35 @@ class _LogFiles:
     active: set[str] = field(default_factory=set)
     timestamps: dict[int, int] = field(default_factory=dict)
     pruned: int = -1  # archive.pruned_through: the commits at or below it that are gone were pruned
+    vector_uses: Counter = field(default_factory=Counter)  # a deletion vector file: the live files using it
+
+    def _vector_file(self, table: str, action: dict) -> str | None:
+        d = action.get("deletionVector")
+        where = dvs.file_of(table, d) if d else None
+        return os.path.relpath(where, table) if where else None
+
+    def added(self, table: str, action: dict) -> None:
+        name = unquote(action["path"])
+        self.referenced.add(name)
+        self.active.add(name)
+        vector = self._vector_file(table, action)
+        if vector is not None:  # one file holds the vectors of many data files: in use while one of them is
+            self.referenced.add(vector)
+            self.active.add(vector)
+            self.vector_uses[vector] += 1
+
+    def removed(self, table: str, action: dict, version: int) -> None:
+        name = unquote(action["path"])
+        self.referenced.add(name)
+        self.active.discard(name)
+        self.removed_at[name] = version
+        vector = self._vector_file(table, action)
+        if vector is not None:
+            self.referenced.add(vector)
+            self.vector_uses[vector] -= 1
+            if self.vector_uses[vector] <= 0:
+                self.active.discard(vector)
+                self.removed_at[vector] = version
 
     def whole(self) -> bool:
         """Whether every commit since version 0, or since the pruned ones, was read (rpl_sql keeps its logs
@@ -100,20 +134,18 @@ def _log_files(table: str) -> _LogFiles:
                 for item in t.column(kind).to_pylist():
                     if item and item.get("path"):
                         out.referenced.add(unquote(item["path"]))
+                        vector = out._vector_file(table, item)
+                        if vector is not None:
+                            out.referenced.add(vector)
     for version in archive.commit_versions(table):
         actions = archive.read_commit(table, version)  # where it is now: an archiver may have moved it
         if actions is None:
             continue  # pruned by another upkeep meanwhile
         for action in actions:
             if "add" in action:
-                name = unquote(action["add"]["path"])
-                out.referenced.add(name)
-                out.active.add(name)
+                out.added(table, action["add"])
             elif "remove" in action:
-                name = unquote(action["remove"]["path"])
-                out.referenced.add(name)
-                out.active.discard(name)
-                out.removed_at[name] = version
+                out.removed(table, action["remove"], version)
             elif "commitInfo" in action and isinstance(action["commitInfo"].get("timestamp"), int):
                 out.timestamps[version] = action["commitInfo"]["timestamp"]
         if version not in out.timestamps:  # a foreign writer's commit without one: when its file was written
@@ -252,7 +284,13 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
         except CommitFailedError:  # a running service's own compaction or merge committed first: next run
             report.compaction_raced = True
         dt = archive.open_table(table)
-        if report.compacted[0] and keep_days is not None:
+        if dv_commit.enabled(dt) and archive.local_root(table) is not None:
+            try:
+                report.purged = dv_commit.purge(dt, archive.local_root(table))
+            except CommitFailedError:  # the service committed first: next run
+                report.compaction_raced = True
+            dt = archive.open_table(table)
+        if (report.compacted[0] or report.purged) and keep_days is not None:
             known = _log_files(table)  # the compaction's removes too
     cutoff_ms = None
     if keep_days is not None:

@@ -192,3 +192,47 @@ def test_a_compaction_planned_before_a_merge_by_vectors_is_refused(tmp_path):
     t = read_all(p)
     assert sorted(zip(t.column(0).to_pylist(), t.column(1).to_pylist())) == \
         [(i, "b" if i == 5 else "a") for i in range(30) if i != 15]
+
+
+def test_heavy_vectors_are_purged_and_upkeep_vacuums_the_vector_files_no_version_reads(tmp_path):
+    """Each merge writes a file of vectors; files whose vectors delete 5% of their rows are rewritten without
+    them (delta-rs' compaction leaves a large file alone), and `--keep-days` deletes the vector files (like the
+    data files) that no kept version reads."""
+    import os
+    import time
+
+    from rpl_sql.storage.upkeep import upkeep_table
+
+    rng = random.Random(11)
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    names = [c["name"] for c in COLS]
+    merge.write(p, pa.table({n: pa.array(v, type=t) for n, v, t in zip(
+        names, [range(2000), ["v"] * 2000, [0] * 2000], [pa.int32(), pa.string(), pa.int32()])}), "c", 1,
+        mode="append")
+    model = {k: ("v", 0) for k in range(2000)}
+    for seq in range(2, 40):
+        ch = Changes(COLS)
+        for k in rng.sample(range(2000), 20):
+            after = ("w", model[k][1] + 1)
+            ch.add(seq, "update_rows", [{"before": dict(zip(names, (k, *model[k]))),
+                                         "after": dict(zip(names, (k, *after)))}])
+            model[k] = after
+        apply_changes(p, ch, "c", strict=True, table_label="d.t")
+    vectors = lambda: {f for f in os.listdir(p) if f.startswith("deletion_vector_")}  # noqa: E731
+    assert len(vectors()) > 30
+    want = sorted((k, *v) for k, v in model.items())
+    big = [a for a in live_files.live_files(p).adds.values() if a.get("deletionVector")
+           and a["deletionVector"]["cardinality"] > 100]
+    assert len(big) == 1  # the first file, 2,000 rows
+    assert dv_commit.purge(DeltaTable(p), p) >= 1 and _table(p) == want
+    assert not any(a["path"] == big[0]["path"] for a in live_files.live_files(p).adds.values())
+    time.sleep(0.05)
+    upkeep_table(p, keep_days=0)
+    live = live_files.live_files(p)
+    in_use = {dvs.file_of(p, a["deletionVector"]).rsplit("/", 1)[1] for a in live.adds.values()
+              if a.get("deletionVector")}
+    assert vectors() == in_use and len(in_use) < 30
+    assert _table(p) == want and _delta_rs(p) == want
+    assert not any(d["cardinality"] / 2000 >= dv_commit.PURGE_RATIO
+                   for d in (a.get("deletionVector") for a in live.adds.values()) if d)

@@ -14,6 +14,7 @@ import datetime as _dt
 import decimal
 from collections import Counter
 from typing import Any, Iterable
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -26,14 +27,16 @@ from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta import dv_commit
 from rpl_sql.storage.delta import log as deltalog
-from rpl_sql.storage.delta.live_files import ROW, live_files, plain_schema, read_file, read_table
+from rpl_sql.storage.delta.live_files import ROW, deleted_rows, live_files, plain_schema, read_file, read_table
 from rpl_sql.storage.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.replica import columns as C
+from rpl_sql.pipeline.replica import key_index
 from rpl_sql.storage.replica_catalog import CHANNEL_KEY
 
 OP = "__rpl_sql_op"
 COMPACT_EVERY = 100  # table versions between compactions of its small files (a replica table grows a file a merge)
+SERVICE_PURGE_RATIO = 0.2  # the service rewrites a file whose deletion vector deletes this share (upkeep: 5%)
 
 
 class ReplicaRowError(MySQLError):
@@ -140,6 +143,8 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int],
         live = live_files(local, dt.version()).by_path()
         files = _files_for(dt, local, first if pa.types.is_integer(kind) or pa.types.is_string(kind) else None,
                            non_null, nulls)
+        if len(names) == 1 and pa.types.is_integer(kind) and not nulls and columns[key_idx[0]].get("pk"):
+            return _lookup_integer_key(local, live, files, first, non_null)
         parts = [(f, _plain(read_file(local, live[f], names, keep_positions=True))) for f in files]
     got: Counter = Counter()
     where: Positions = {}
@@ -158,6 +163,27 @@ def _lookup(dt: DeltaTable, root: str, columns: list[dict], key_idx: list[int],
             if k in keys:
                 got[k] += 1
                 where.setdefault(k, []).append((f, i))
+    return got, where
+
+
+def _lookup_integer_key(root: str, live: dict, files: list[str], column: str,
+                        values: list[int]) -> tuple[Counter, Positions]:
+    """_lookup for a one-column integer primary key: each file's keys searched sorted in memory
+    (key_index), less the rows its deletion vector removed."""
+    wanted = np.unique(np.array(values, dtype=np.int64))
+    got: Counter = Counter()
+    where: Positions = {}
+    for f in files:
+        rows, found = key_index.find(os.path.join(root, unquote(live[f]["path"])), column, wanted)
+        if not len(rows):
+            continue
+        gone = deleted_rows(root, live[f])
+        if gone is not None and len(gone):
+            keep = ~np.isin(rows, gone.astype(np.int64))
+            rows, found = rows[keep], found[keep]
+        for k, i in zip(found.tolist(), rows.tolist()):
+            got[(k,)] += 1
+            where.setdefault((k,), []).append((f, i))
     return got, where
 
 
@@ -309,6 +335,11 @@ def apply_changes(path: str, changes: Changes, channel: str, *, strict: bool, ta
                              attempts=attempts - 1)
     if dt.version() % COMPACT_EVERY == 0:  # each batch adds a file: keep the table's file count bounded
         compact_growing_table(dt)
+        if by_vectors:  # and the rows its deletion vectors delete: one file at a time, at most this often
+            try:
+                dv_commit.purge(dt, archive.local_root(path), ratio=SERVICE_PURGE_RATIO, max_files=1)
+            except CommitFailedError:  # upkeep committed first
+                dt.update_incremental()
     return len(rows)
 
 

@@ -27,10 +27,11 @@ from deltalake.exceptions import CommitFailedError
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta import deletion_vectors as dvs
 from rpl_sql.storage.delta import log as deltalog
-from rpl_sql.storage.delta.live_files import LiveFiles, deleted_rows
+from rpl_sql.storage.delta.live_files import LiveFiles, deleted_rows, live_files, read_file
 
 FEATURE = "deletionVectors"
 CONFIGURATION = {"delta.enableDeletionVectors": "true"}  # a new table's, so that no merge needs to turn it on
+PURGE_RATIO = 0.05  # a file whose vector deletes this share of its rows is rewritten (Delta Lake's OPTIMIZE too)
 CHECKPOINT_EVERY = 100  # delta-rs' default checkpoint interval, which its own commits follow
 TEXT_STATS_MAX = 32  # characters of a text column's min/max kept in a file's statistics (longer: none)
 
@@ -81,9 +82,10 @@ def _records(root: str, add: dict[str, Any]) -> int:
 
 
 def commit(live: LiveFiles, deletes: dict[str, np.ndarray], rows: pa.Table | None, *,
-           metadata: dict[str, str], app: tuple[str, int]) -> int:
+           metadata: dict[str, str], app: tuple[str, int] | None, operation: str = "MERGE") -> int:
     """Delete the rows `deletes` (log path -> row indexes) and add `rows`, in commit live.version + 1 of the
-    table at live.root; returns that version. Raises CommitFailedError when the version was taken."""
+    table at live.root, with the app transaction `app` (a writer's position); returns that version. Raises
+    CommitFailedError when the version was taken."""
     root, now = live.root, int(time.time() * 1000)
     by_path = live.by_path()
     written: list[str] = []
@@ -118,13 +120,15 @@ def commit(live: LiveFiles, deletes: dict[str, np.ndarray], rows: pa.Table | Non
             written.append(path)
             actions.append({"add": add})
             added = rows.num_rows
-        info = {"timestamp": now, "operation": "MERGE",
+        info = {"timestamp": now, "operation": operation,
                 "operationParameters": {"predicate": "by key, deleting by deletion vectors"},
                 "engineInfo": "rpl_sql", "clientVersion": "rpl_sql", **metadata,
                 "operationMetrics": {"num_target_rows_deleted_by_vector": int(sum(len(g) for g in deletes.values())),
                                      "num_target_rows_inserted": added, "num_target_files_added": int(added > 0),
                                      "num_deletion_vectors": len(vectors)}}
-        head = [{"commitInfo": info}, {"txn": {"appId": app[0], "version": app[1], "lastUpdated": now}}]
+        head = [{"commitInfo": info}]
+        if app is not None:
+            head.append({"txn": {"appId": app[0], "version": app[1], "lastUpdated": now}})
         version = live.version + 1
         _put_if_absent(root, version, head + actions)
     except BaseException:
@@ -158,3 +162,25 @@ def after_commit(dt: DeltaTable, version: int) -> None:
     dt.update_incremental()
     if version % CHECKPOINT_EVERY == 0:
         dt.create_checkpoint()
+
+
+def purge(dt: DeltaTable, root: str, ratio: float = PURGE_RATIO, max_files: int | None = None) -> int:
+    """Rewrite the files whose deletion vectors delete at least `ratio` of their rows (the worst first, at most
+    `max_files`) into one file of their live rows, in one commit; how many were rewritten. delta-rs' compaction
+    leaves a large file alone, so without this a table of random updates would keep every old row version."""
+    live = live_files(root, dt.version())
+    heavy = []
+    for add in live.adds.values():
+        d = add.get("deletionVector")
+        if d:
+            share = d["cardinality"] / max(1, _records(root, add))
+            if share >= ratio:
+                heavy.append((share, add["path"], add))
+    heavy = sorted(heavy, key=lambda h: -h[0])[:max_files]
+    if not heavy:
+        return 0
+    rows = pa.concat_tables([read_file(root, add) for _, _, add in heavy], promote_options="permissive")
+    gone = {add["path"]: np.arange(_records(root, add), dtype=np.uint64) for _, _, add in heavy}
+    version = commit(live, gone, rows, metadata={}, app=None, operation="PURGE DELETION VECTORS")
+    after_commit(dt, version)
+    return len(heavy)
