@@ -37,6 +37,9 @@ COMPACT_TARGET_BYTES = 128 << 20  # files of an event table are rewritten toward
 # each TIER_FANOUT times the one below: delta-rs rewrites every file under the target it is given, so
 # compacting toward 128 MB alone rewrote the whole table, up to 128 MB, at every compaction.
 SMALLEST_TIER_BYTES, TIER_FANOUT = 2 << 20, 8
+# A table with deletion vectors is compacted at most this much at a time (dv_commit.compact_small): its merges
+# wait for the compaction, and a tier's whole rewrite took seconds at 50M rows.
+STEP_BYTES = 16 << 20
 COMPACTION_LOCK = "_rpl_sql_compaction.lock"  # in a table's directory: its compactions take turns on it
 _KEEP_IN_LOG = (".json", ".parquet", "_last_checkpoint", ".crc")
 
@@ -196,6 +199,22 @@ def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES, channel: str | No
     return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
 
 
+def _compact_in_steps(dt, target_size: int = COMPACT_TARGET_BYTES) -> tuple[int, int]:
+    """compact_table for a table with deletion vectors: STEP_BYTES at a time, each step its own turn and
+    commit, so a running service's merges wait for a step at most."""
+    root = archive.local_root(dt)
+    if root is None:
+        return compact_table(dt, target_size)
+    removed = added = 0
+    while True:
+        with _compaction_turn(dt):
+            dt.update_incremental()
+            r, a = dv_commit.compact_small(dt, root, target_size, STEP_BYTES)
+        if not r:
+            return removed, added
+        removed, added = removed + r, added + a
+
+
 @contextlib.contextmanager
 def _compaction_turn(dt) -> Iterator[None]:
     """An exclusive lock on the table's COMPACTION_LOCK file (none for a table on remote storage, where
@@ -233,7 +252,13 @@ def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest:
     sizes = acts.column("size_bytes").to_pylist()
     if channel:
         sizes = [n for n, part in zip(sizes, acts.column("partition").to_pylist()) if part["channel"] == channel]
-    return compact_table(dt, compaction_tier(sizes, target_size, smallest, fanout), channel, "COMPACT TIERS")
+    tier = compaction_tier(sizes, target_size, smallest, fanout)
+    root = archive.local_root(dt)
+    if not channel and root is not None and dv_commit.enabled(dt):  # merges write deletion vectors: bounded
+        with _compaction_turn(dt):
+            dt.update_incremental()
+            return dv_commit.compact_small(dt, root, tier, STEP_BYTES)
+    return compact_table(dt, tier, channel, "COMPACT TIERS")
 
 
 def _vacuum(table: str, dt, known: _LogFiles, hours: float, cutoff_ms: int, on_disk: set[str]) -> int:
@@ -280,7 +305,7 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     dt = archive.open_table(table)
     if compact and os.path.basename(table) != STATE_TABLE:
         try:
-            report.compacted = compact_table(dt)
+            report.compacted = compact_table(dt) if not dv_commit.enabled(dt) else _compact_in_steps(dt)
         except CommitFailedError:  # a running service's own compaction or merge committed first: next run
             report.compaction_raced = True
         dt = archive.open_table(table)

@@ -236,3 +236,26 @@ def test_heavy_vectors_are_purged_and_upkeep_vacuums_the_vector_files_no_version
     assert _table(p) == want and _delta_rs(p) == want
     assert not any(d["cardinality"] / 2000 >= dv_commit.PURGE_RATIO
                    for d in (a.get("deletionVector") for a in live.adds.values()) if d)
+
+
+def test_a_table_with_vectors_is_compacted_a_bounded_step_at_a_time(tmp_path, monkeypatch):
+    """The service's compaction of a table with deletion vectors rewrites the smallest files, at most a step's
+    bytes, into one (their deleted rows left out), where delta-rs' rewrites every file under a tier at once."""
+    from rpl_sql.storage import upkeep
+
+    rng = random.Random(5)
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    model: dict = {}
+    for b in range(30):
+        apply_changes(p, _batch(rng, model, 1 + 100 * b), "c", strict=True, table_label="d.t")
+    before = live_files.live_files(p).adds.values()
+    sizes = sorted(a["size"] for a in before)
+    step = sum(sizes[:5]) + 1
+    monkeypatch.setattr(upkeep, "STEP_BYTES", step)
+    removed, added = upkeep.compact_growing_table(DeltaTable(p))
+    after = live_files.live_files(p).adds.values()
+    assert (removed, added) == (5, 1) and len(after) == len(before) - 4
+    assert _table(p) == sorted((k, *v) for k, v in model.items()) == _delta_rs(p)
+    assert upkeep.upkeep_table(p).compacted[1] >= 1 and len(live_files.live_files(p).adds) <= 2
+    assert _table(p) == sorted((k, *v) for k, v in model.items())

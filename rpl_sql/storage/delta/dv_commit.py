@@ -48,21 +48,22 @@ def enable(dt: DeltaTable) -> None:
 
 
 def _stats(t: pa.Table) -> str:
-    """Delta statistics of a new file: row and NULL counts; min/max of integer, date and short text columns."""
+    """Delta statistics of a new file: row and NULL counts; min/max of integer, date and short text columns
+    (a text column with a longer value gets no statistics)."""
     lo, hi, nulls = {}, {}, {}
     for name, col in zip(t.column_names, t.columns):
-        nulls[name] = col.null_count
         kind = col.type
         if col.null_count == len(col) or not (pa.types.is_integer(kind) or pa.types.is_string(kind)
                                                or pa.types.is_large_string(kind) or pa.types.is_date32(kind)):
+            nulls[name] = col.null_count
             continue
         mm = pc.min_max(col).as_py()
         a, b = mm["min"], mm["max"]
         if isinstance(a, str) and (len(a) > TEXT_STATS_MAX or len(b) > TEXT_STATS_MAX):
-            continue
+            continue  # no statistics at all: a NULL count without min/max reads as an all-NULL file
         if isinstance(a, _dt.date):
             a, b = a.isoformat(), b.isoformat()
-        lo[name], hi[name] = a, b
+        lo[name], hi[name], nulls[name] = a, b, col.null_count
     return json.dumps({"numRecords": t.num_rows, "minValues": lo, "maxValues": hi, "nullCount": nulls})
 
 
@@ -81,11 +82,12 @@ def _records(root: str, add: dict[str, Any]) -> int:
     return pq.ParquetFile(os.path.join(root, unquote(add["path"]))).metadata.num_rows
 
 
-def commit(live: LiveFiles, deletes: dict[str, np.ndarray], rows: pa.Table | None, *,
-           metadata: dict[str, str], app: tuple[str, int] | None, operation: str = "MERGE") -> int:
-    """Delete the rows `deletes` (log path -> row indexes) and add `rows`, in commit live.version + 1 of the
-    table at live.root, with the app transaction `app` (a writer's position); returns that version. Raises
-    CommitFailedError when the version was taken."""
+def commit(live: LiveFiles, deletes: dict[str, np.ndarray | None], rows: pa.Table | None, *,
+           metadata: dict[str, str], app: tuple[str, int] | None,
+           operation: str = "MERGE") -> int:
+    """Delete the rows `deletes` (log path -> row indexes, None: all of them) and add `rows`, in commit
+    live.version + 1 of the table at live.root, with the app transaction `app` (a writer's position); returns
+    that version. Raises CommitFailedError when the version was taken."""
     root, now = live.root, int(time.time() * 1000)
     by_path = live.by_path()
     written: list[str] = []
@@ -94,6 +96,9 @@ def commit(live: LiveFiles, deletes: dict[str, np.ndarray], rows: pa.Table | Non
         changed, vectors = [], []
         for path, gone in deletes.items():
             old = by_path[path]
+            if gone is None:  # the whole file goes (a rewrite)
+                changed.append((old, True))
+                continue
             before = deleted_rows(root, old)
             union = np.union1d(before, gone.astype(np.uint64)) if before is not None else np.unique(gone)
             whole = len(union) >= _records(root, old)  # every row gone: the file goes
@@ -123,7 +128,8 @@ def commit(live: LiveFiles, deletes: dict[str, np.ndarray], rows: pa.Table | Non
         info = {"timestamp": now, "operation": operation,
                 "operationParameters": {"predicate": "by key, deleting by deletion vectors"},
                 "engineInfo": "rpl_sql", "clientVersion": "rpl_sql", **metadata,
-                "operationMetrics": {"num_target_rows_deleted_by_vector": int(sum(len(g) for g in deletes.values())),
+                "operationMetrics": {"num_target_rows_deleted_by_vector": int(sum(len(g) for g in deletes.values()
+                                                                                 if g is not None)),
                                      "num_target_rows_inserted": added, "num_target_files_added": int(added > 0),
                                      "num_deletion_vectors": len(vectors)}}
         head = [{"commitInfo": info}]
@@ -164,6 +170,16 @@ def after_commit(dt: DeltaTable, version: int) -> None:
         dt.create_checkpoint()
 
 
+def rewrite(dt: DeltaTable, live: LiveFiles, adds: list[dict[str, Any]], operation: str) -> int:
+    """Rewrite the files `adds` (live at live.version) into one file of their live rows, in one commit; the
+    version committed. Raises CommitFailedError when another writer took the version first."""
+    root = live.root
+    rows = pa.concat_tables([read_file(root, add) for add in adds], promote_options="permissive")
+    version = commit(live, {add["path"]: None for add in adds}, rows, metadata={}, app=None, operation=operation)
+    after_commit(dt, version)
+    return version
+
+
 def purge(dt: DeltaTable, root: str, ratio: float = PURGE_RATIO, max_files: int | None = None) -> int:
     """Rewrite the files whose deletion vectors delete at least `ratio` of their rows (the worst first, at most
     `max_files`) into one file of their live rows, in one commit; how many were rewritten. delta-rs' compaction
@@ -175,12 +191,28 @@ def purge(dt: DeltaTable, root: str, ratio: float = PURGE_RATIO, max_files: int 
         if d:
             share = d["cardinality"] / max(1, _records(root, add))
             if share >= ratio:
-                heavy.append((share, add["path"], add))
+                heavy.append((share, add))
     heavy = sorted(heavy, key=lambda h: -h[0])[:max_files]
-    if not heavy:
-        return 0
-    rows = pa.concat_tables([read_file(root, add) for _, _, add in heavy], promote_options="permissive")
-    gone = {add["path"]: np.arange(_records(root, add), dtype=np.uint64) for _, _, add in heavy}
-    version = commit(live, gone, rows, metadata={}, app=None, operation="PURGE DELETION VECTORS")
-    after_commit(dt, version)
+    if heavy:
+        rewrite(dt, live, [add for _, add in heavy], "PURGE DELETION VECTORS")
     return len(heavy)
+
+
+def compact_small(dt: DeltaTable, root: str, below: int, budget: int) -> tuple[int, int]:
+    """A compaction that costs at most `budget` bytes of files: the smallest files under `below` bytes,
+    together at most `budget`, rewritten into one (rows their vectors delete left out); (files removed, files
+    added). delta-rs' compaction rewrites every file under its target in one go, which for a table of
+    deletion vectors is the whole table once its files reach a tier (seconds at 50M rows, while its
+    merges wait)."""
+    live = live_files(root, dt.version())
+    small = sorted((a for a in live.adds.values() if a["size"] < below), key=lambda a: a["size"])
+    chosen, total = [], 0
+    for a in small:
+        if chosen and total + a["size"] > budget:
+            break
+        chosen.append(a)
+        total += a["size"]
+    if len(chosen) < 2:
+        return 0, 0
+    rewrite(dt, live, chosen, "COMPACT SMALL FILES")
+    return len(chosen), 1
