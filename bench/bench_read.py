@@ -11,6 +11,8 @@ each; a shared 2-core machine varies by +-20% from run to run):
    JDK), and `spark.read.parquet` over the same snapshot files;
 2. the real `spark-sql` shell with the exported script (`rpl-sql --export-sql`): the table by name, and a parquet
    view over the same files; the shell's own "Time taken" of each query.
+In the PySpark session also a copy of the big table with a deletion vector on every file (`--deleted` of its rows,
+as merges leave it) by name, against the parquet scan of its files (which reads the deleted rows too).
 """
 from __future__ import annotations
 
@@ -59,13 +61,32 @@ def make_table(warehouse: str, db: str, name: str, rows: int, files: int) -> str
     return path
 
 
+def delete_by_vectors(path: str, share: float) -> None:
+    """A deletion vector on every file of the table at `path`, deleting `share` of its rows (random ones)."""
+    import numpy as np
+    from deltalake import DeltaTable
+
+    from rpl_sql.storage.delta import dv_commit, live_files
+
+    dt = DeltaTable(path)
+    dv_commit.enable(dt)
+    dt.update_incremental()
+    live = live_files.live_files(path, dt.version())
+    rng = np.random.default_rng(1)
+    gone = {}
+    for add in live.adds.values():
+        n = dv_commit._records(path, add)
+        gone[add["path"]] = np.unique(rng.integers(0, n, int(n * share))).astype(np.uint64)
+    dv_commit.after_commit(dt, dv_commit.commit(live, gone, None, metadata={}, app=None, operation="DELETE"))
+
+
 def timed(f) -> float:
     t = time.perf_counter()
     f()
     return time.perf_counter() - t
 
 
-def pyspark_side(warehouse: str, big: str, many: str, repeat: int) -> dict[str, float]:
+def pyspark_side(warehouse: str, big: str, many: str, repeat: int, dv: str | None = None) -> dict[str, float]:
     from deltalake import DeltaTable
     from pyspark.sql import SparkSession
 
@@ -82,18 +103,31 @@ def pyspark_side(warehouse: str, big: str, many: str, repeat: int) -> dict[str, 
         spark.sql(create.replace(where.quoted(), f"py.{where.spark_table}", 1))
     spark.read.parquet(*DeltaTable(big).file_uris()).createOrReplaceTempView("pq_big")
     spark.read.parquet(*DeltaTable(many).file_uris()).createOrReplaceTempView("pq_many")
+    if dv is not None:
+        spark.read.parquet(*DeltaTable(dv).file_uris()).createOrReplaceTempView("pq_dv")
     plan = spark.sql(LOOKUP.format(t="shop.big"))._jdf.queryExecution().executedPlan().toString()
     assert "ReplicaFileIndex" in plan, f"not read through Spark's own scan:\n{plan}"
     sides = {"by name (Spark's scan)": ("shop.big", "shop.many"), "by name (Python data source)": ("py.big", "py.many"),
              "spark.read.parquet, same files": ("pq_big", "pq_many")}
     best: dict[str, float] = {}
-    for label, sql in QUERIES + [(f"point lookup, {len(DeltaTable(many).file_uris())} files", LOOKUP)]:
+    queries = QUERIES + [(f"point lookup, {len(DeltaTable(many).file_uris())} files", LOOKUP)]
+    if dv is not None:
+        queries.append(("count+sum, deletion vectors", QUERIES[0][1]))
+    for label, sql in queries:
         for side, (t_big, t_many) in sides.items():
             t = t_many if "files" in label else t_big
+            if "deletion" in label:
+                t = {"shop.big": "shop.dv", "pq_big": "pq_dv"}.get(t)
+                if t is None:
+                    continue
             spark.sql(sql.format(t=t)).collect()  # planned and warmed once
         for _ in range(repeat):
             for side, (t_big, t_many) in sides.items():
                 t = t_many if "files" in label else t_big
+                if "deletion" in label:
+                    t = {"shop.big": "shop.dv", "pq_big": "pq_dv"}.get(t)
+                    if t is None:
+                        continue
                 s = timed(lambda: spark.sql(sql.format(t=t)).collect())
                 best[(label, side)] = min(best.get((label, side), float("inf")), s)
     spark.stop()
@@ -152,6 +186,8 @@ def main() -> None:
     ap.add_argument("--many-files", type=int, default=120)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip-spark-sql", action="store_true")
+    ap.add_argument("--deleted", type=float, default=0.1, metavar="SHARE",
+                    help="share of the deletion-vector table's rows deleted (0: no such table)")
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="bench_read_")
     warehouse = os.path.join(base, "wh")
@@ -159,9 +195,13 @@ def main() -> None:
         t = time.perf_counter()
         big = make_table(warehouse, "shop", "big", args.rows, args.files)
         many = make_table(warehouse, "shop", "many", max(args.many_files * 2000, args.rows // 10), args.many_files)
+        dv = None
+        if args.deleted:
+            dv = make_table(warehouse, "shop", "dv", args.rows, args.files)
+            delete_by_vectors(dv, args.deleted)
         print(f"tables written in {time.perf_counter() - t:.1f}s: shop.big {args.rows:,} rows in {args.files} files, "
               f"shop.many in {args.many_files} files; best of {args.repeat}, taking turns")
-        report("PySpark session (rpl_sql.register):", pyspark_side(warehouse, big, many, args.repeat),
+        report("PySpark session (rpl_sql.register):", pyspark_side(warehouse, big, many, args.repeat, dv),
                ["by name (Spark's scan)", "by name (Python data source)", "spark.read.parquet, same files"])
         if not args.skip_spark_sql:
             report("spark-sql shell with the exported script (the shell's Time taken):",

@@ -195,7 +195,21 @@ def test_rows_equal_the_python_data_source_and_files_are_skipped(spark, warehous
 
 
 DV_COLS = [{"name": "id", "type": "int", "pk": True}, {"name": "v", "type": "text"},
-           {"name": "tags", "type": "json"}]
+           {"name": "tags", "type": "json"}, {"name": "i8", "type": "tinyint"}, {"name": "big", "type": "bigint"},
+           {"name": "d5", "type": "decimal", "precision": 5, "scale": 2},
+           {"name": "d12", "type": "decimal", "precision": 12, "scale": 3},
+           {"name": "d30", "type": "decimal", "precision": 30, "scale": 4}, {"name": "f", "type": "float"},
+           {"name": "x", "type": "double"}, {"name": "day", "type": "date"}, {"name": "at", "type": "datetime"},
+           {"name": "ts", "type": "timestamp"}, {"name": "b", "type": "blob"}, {"name": "yr", "type": "year"}]
+
+
+def _dv_values(rng: random.Random, k: int) -> tuple:
+    """Values of DV_COLS past the third, as the events table lands them (None a fifth of the time)."""
+    vals = (k % 100 - 50, k * 1_000_003, f"{k % 999}.{k % 100:02d}", f"{k}.{k % 1000:03d}",
+            f"{k}{k}.{k % 10000:04d}", k / 4, k / 3, f"2024-{1 + k % 12:02d}-{1 + k % 28:02d}",
+            f"2024-01-01 00:00:{k % 60:02d}.{k % 1000:06d}", f"2025-06-01 12:00:{k % 60:02d}",
+            {"$binary": "AP8="}, 1901 + k % 250)
+    return tuple(None if rng.random() < 0.2 else v for v in vals)
 
 
 @pytest.mark.parametrize("conf", [{}, {"spark.sql.parquet.enableVectorizedReader": "false"},
@@ -222,7 +236,7 @@ def test_deletion_vectors_leave_deleted_rows_out_of_reads_by_name(spark, warehou
         ch = Changes(DV_COLS)
         for _ in range(400):
             k = rng.randint(0, 3000)
-            after = (k, rng.choice(["a", "b", "ü'\\`", None]), '{"k": 1}')
+            after = (k, rng.choice(["a", "b", "ü'\\`", None]), '{"k": 1}', *_dv_values(rng, k))
             if k in model and rng.random() < 0.3:
                 ch.add(seq, "delete_rows", [{"before": dict(zip(names, (k, *model.pop(k)))), "after": None}])
             elif k in model:
@@ -262,3 +276,50 @@ def test_deletion_vectors_leave_deleted_rows_out_of_reads_by_name(spark, warehou
     finally:
         for k, v in old.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+def test_a_batch_keeps_its_vector_classes_with_the_kept_rows_moved_down(spark):
+    """ReplicaParquetFormat.compact over Spark's own vectors of every flat type, values not dictionary-encoded
+    (the Spark test above reads dictionary-encoded columns): each kept row, NULL or not, lands in order."""
+    from rpl_sql import jvm
+
+    jvm.add_jar(spark, str(jvm.jar_path()))
+    gw = spark.sparkContext._gateway
+    cls = spark._jsparkSession.sharedState().jarClassLoader().loadClass("rpl_sql.jvm.ReplicaParquetFormat")
+    compact = next(m for m in cls.getMethods() if m.getName() == "compact")
+    T = gw.jvm.org.apache.spark.sql.types.DataTypes
+    n = 64
+    rng = random.Random(9)
+    cases = {  # type -> (put, get, value of row i)
+        "boolean": (T.BooleanType, "putBoolean", "getBoolean", lambda i: i % 3 == 0),
+        "int": (T.IntegerType, "putInt", "getInt", lambda i: i * 7 - 100),
+        "long": (T.LongType, "putLong", "getLong", lambda i: i * 10 ** 12),
+        "double": (T.DoubleType, "putDouble", "getDouble", lambda i: i / 3),
+        "date": (T.DateType, "putInt", "getInt", lambda i: 19000 + i),
+        "timestamp": (T.TimestampType, "putLong", "getLong", lambda i: 1_700_000_000_000_000 + i),
+        "decimal(5,2)": (T.createDecimalType(5, 2), "putInt", "getInt", lambda i: i * 11),
+        "decimal(12,3)": (T.createDecimalType(12, 3), "putLong", "getLong", lambda i: i * 10 ** 9),
+        "string": (T.StringType, "putByteArray", "getUTF8String", lambda i: f"ü{i}'`" * (i % 4)),
+        "binary": (T.BinaryType, "putByteArray", "getBinary", lambda i: bytes([i, 0, 255])),
+    }
+    kept = sorted(rng.sample(range(n), 25))
+    arr = gw.new_array(gw.jvm.int, len(kept))
+    for j, s in enumerate(kept):
+        arr[j] = s
+    for name, (t, put, get, value) in cases.items():
+        v = gw.jvm.org.apache.spark.sql.execution.vectorized.OnHeapColumnVector(n, t)
+        nulls = {i for i in range(n) if rng.random() < 0.25}
+        for i in range(n):
+            if i in nulls:
+                v.putNull(i)
+            else:
+                x = value(i)
+                getattr(v, put)(i, x.encode() if isinstance(x, str) else x)
+        args = gw.new_array(gw.jvm.java.lang.Object, 3)
+        args[0], args[1], args[2] = v, arr, len(kept)
+        compact.invoke(None, args)
+        got = [None if v.isNullAt(j) else getattr(v, get)(j) for j in range(len(kept))]
+        want = [None if s in nulls else value(s) for s in kept]
+        if name == "string":
+            got = [None if g is None else g.toString() for g in got]
+        assert got == [w if not isinstance(w, float) else pytest.approx(w) for w in want], name
