@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 import rpl_sql
 from rpl_sql.storage.replica_catalog import BACKFILLING, Catalog
@@ -232,6 +232,7 @@ def test_deletion_vectors_leave_deleted_rows_out_of_reads_by_name(spark, warehou
     names = [c["name"] for c in DV_COLS]
     model = {}
     seq = 1
+    checkpointed = False
     for _ in range(12):
         ch = Changes(DV_COLS)
         for _ in range(400):
@@ -248,6 +249,9 @@ def test_deletion_vectors_leave_deleted_rows_out_of_reads_by_name(spark, warehou
                 model[k] = after[1:]
             seq += 1
         apply_changes(path, ch, "dv", strict=True, table_label="d.t")
+        if seq > 3000 and not checkpointed:  # the JVM reads vectors from a checkpoint and from commits after it
+            DeltaTable(path).create_checkpoint()
+            checkpointed = True
     from rpl_sql.storage.delta.live_files import live_files
     assert sum(1 for a in live_files(path).adds.values() if a.get("deletionVector")) >= 2
     want = sorted((k, v[0]) for k, v in model.items())
