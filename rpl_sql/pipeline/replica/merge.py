@@ -177,9 +177,11 @@ def _lookup_integer_key(root: str, live: dict, files: list[str], column: str,
         rows, found = key_index.find(os.path.join(root, unquote(live[f]["path"])), column, wanted)
         if not len(rows):
             continue
-        gone = deleted_rows(root, live[f])
+        gone = deleted_rows(root, live[f])  # sorted
         if gone is not None and len(gone):
-            keep = ~np.isin(rows, gone.astype(np.int64))
+            gone = gone.astype(np.int64)
+            at = np.minimum(np.searchsorted(gone, rows), len(gone) - 1)
+            keep = gone[at] != rows
             rows, found = rows[keep], found[keep]
         for k, i in zip(found.tolist(), rows.tolist()):
             got[(k,)] += 1

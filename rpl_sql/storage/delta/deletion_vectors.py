@@ -58,7 +58,9 @@ def _roaring32(lows: np.ndarray) -> bytes:
 
 def encode(rows: np.ndarray) -> bytes:
     """The deleted row indexes `rows` (any order, repeats allowed) as a serialised RoaringBitmapArray."""
-    rows = np.unique(np.asarray(rows, dtype=np.uint64))
+    rows = np.asarray(rows, dtype=np.uint64)
+    if len(rows) > 1 and not bool(np.all(rows[1:] > rows[:-1])):  # callers mostly pass sorted, unique rows
+        rows = np.unique(rows)
     highs = rows >> np.uint64(32)
     keys, starts = np.unique(highs, return_index=True)
     ends = np.append(starts, len(rows))[1:]
@@ -142,6 +144,13 @@ def z85_decode(s: str) -> bytes:
     return bytes(out)
 
 
+def _cardinality(rows: np.ndarray) -> int:
+    rows = np.asarray(rows)
+    if len(rows) > 1 and not bool(np.all(rows[1:] > rows[:-1])):
+        return int(len(np.unique(rows)))
+    return int(len(rows))
+
+
 def write_file(root: str, vectors: list[np.ndarray]) -> tuple[str, list[dict[str, Any]]]:
     """One file of deletion vectors in the table at `root`: its path and the descriptor of each vector (an add
     action's `deletionVector`), in the order given."""
@@ -150,7 +159,7 @@ def write_file(root: str, vectors: list[np.ndarray]) -> tuple[str, list[dict[str
     for rows in vectors:
         data = encode(rows)
         descriptors.append({"storageType": "u", "pathOrInlineDv": z85_encode(ident.bytes), "offset": at,
-                            "sizeInBytes": len(data), "cardinality": int(len(np.unique(rows)))})
+                            "sizeInBytes": len(data), "cardinality": _cardinality(rows)})
         chunks += [struct.pack(">i", len(data)), data, struct.pack(">I", zlib.crc32(data))]
         at += 8 + len(data)
     path = os.path.join(root, f"deletion_vector_{ident}.bin")

@@ -75,6 +75,17 @@ def _new_file(root: str, rows: pa.Table, now: int) -> tuple[dict[str, Any], str]
             "dataChange": True, "stats": _stats(rows)}, path
 
 
+def _union(before: np.ndarray | None, gone: np.ndarray) -> np.ndarray:
+    """The sorted rows of an old vector (sorted) and new ones: the few new rows inserted, not the old sorted
+    again (a vector grows with every batch)."""
+    new = np.unique(np.asarray(gone, dtype=np.uint64))
+    if before is None or not len(before):
+        return new
+    at = np.minimum(np.searchsorted(before, new), len(before) - 1)
+    new = new[before[at] != new]
+    return np.insert(before, np.searchsorted(before, new), new)
+
+
 def _records(root: str, add: dict[str, Any]) -> int:
     stats = json.loads(add["stats"]) if add.get("stats") else {}
     if "numRecords" in stats:
@@ -100,7 +111,7 @@ def commit(live: LiveFiles, deletes: dict[str, np.ndarray | None], rows: pa.Tabl
                 changed.append((old, True))
                 continue
             before = deleted_rows(root, old)
-            union = np.union1d(before, gone.astype(np.uint64)) if before is not None else np.unique(gone)
+            union = _union(before, gone)
             whole = len(union) >= _records(root, old)  # every row gone: the file goes
             changed.append((old, whole))
             if not whole:

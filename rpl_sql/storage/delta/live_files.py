@@ -139,10 +139,25 @@ def live_files(root: str, version: int | None = None) -> LiveFiles:
     return live
 
 
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (table, vector id) -> its rows: a vector never changes
+
+
 def deleted_rows(root: str, add: dict[str, Any]) -> np.ndarray | None:
-    """The row indexes a file's deletion vector removes (None: no vector)."""
+    """The sorted row indexes a file's deletion vector removes (None: no vector); each vector is read once
+    while it is in use (a merge reads the vectors of every file it touches)."""
     d = add.get("deletionVector")
-    return None if not d else dvs.read(root, d)
+    if not d:
+        return None
+    key = (root, dvs.unique_id(d))
+    with _LOCK:
+        got = _VECTORS.get(key)
+    if got is None:
+        got = dvs.read(root, d)
+        with _LOCK:
+            if len(_VECTORS) >= 4096:
+                _VECTORS.clear()
+            _VECTORS[key] = got
+    return got
 
 
 def read_file(root: str, add: dict[str, Any], columns: list[str] | None = None,
