@@ -139,25 +139,30 @@ def live_files(root: str, version: int | None = None) -> LiveFiles:
     return live
 
 
-_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (table, vector id) -> its rows: a vector never changes
+_VECTORS: dict[tuple[str, str], tuple[str, np.ndarray]] = {}  # (table, file) -> its vector's id and rows
+_VECTOR_BYTES = [0]
+VECTOR_CACHE_BYTES = 256 << 20
 
 
 def deleted_rows(root: str, add: dict[str, Any]) -> np.ndarray | None:
-    """The sorted row indexes a file's deletion vector removes (None: no vector); each vector is read once
-    while it is in use (a merge reads the vectors of every file it touches)."""
+    """The sorted row indexes a file's deletion vector removes (None: no vector); the vector each file has now
+    is read once (a merge reads the vectors of every file it touches), an older one is let go."""
     d = add.get("deletionVector")
     if not d:
         return None
-    key = (root, dvs.unique_id(d))
+    key, uid = (root, add["path"]), dvs.unique_id(d)
     with _LOCK:
         got = _VECTORS.get(key)
-    if got is None:
-        got = dvs.read(root, d)
-        with _LOCK:
-            if len(_VECTORS) >= 4096:
-                _VECTORS.clear()
-            _VECTORS[key] = got
-    return got
+    if got is not None and got[0] == uid:
+        return got[1]
+    rows = dvs.read(root, d)
+    with _LOCK:
+        _VECTOR_BYTES[0] += rows.nbytes - (got[1].nbytes if got is not None else 0)
+        if _VECTOR_BYTES[0] > VECTOR_CACHE_BYTES:  # files compacted away leave theirs: start afresh
+            _VECTORS.clear()
+            _VECTOR_BYTES[0] = rows.nbytes
+        _VECTORS[key] = (uid, rows)
+    return rows
 
 
 def read_file(root: str, add: dict[str, Any], columns: list[str] | None = None,
