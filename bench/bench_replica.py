@@ -477,7 +477,7 @@ def update_lag(base: str, m: MariaDBServer, rows: int, rate: int, seconds: float
             while not stop.is_set():
                 top = executed()
                 now = time.monotonic()
-                for seq in [s for s in committed if s not in visible and s <= top]:
+                for seq in [s for s in list(committed) if s not in visible and s <= top]:
                     visible[seq] = now
                 peak[0] = max(peak[0], rss_mb(proc.pid)[0])
                 time.sleep(0.1)
