@@ -371,7 +371,8 @@ class _Compiler:
         one call of `tc`, given the row's database code or, for should_apply (which has tested it), an
         applying one."""
         if self.row_jvm:
-            code = f"{JVM_ROW_CODE}({channel}, {folded_db}, {folded_table})"
+            # memoised on the raw names: the channel's key and the folds are computed only for rows it misses
+            code = f"{JVM_ROW_CODE}(channel_name, db_name, table_name, {channel}, {folded_db}, {folded_table})"
             return code, code
         key_db = self.key_db(folded_db, c=channel)
         # tc's fourth argument: interpreted, the key; compiled, `x`: NULL for every row, but a regex to Spark

@@ -776,12 +776,27 @@ def test_rewrite_and_database_rules_decide_alike_in_every_regime(spark, lctn, re
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
-def test_the_jvm_memo_tells_colliding_names_apart_and_stays_exact_past_its_bound(spark, monkeypatch):
-    """The JVM table code's per-task memo keeps a name as its length and first and last eight bytes (four, or
-    all, in shorter names), which are the whole name up to 16 bytes; longer names equal in those are told apart
-    by their bytes. One task of 420,000 rows passes its bound (2^18 decisions), after which it decides without
-    memoising; every distinct row's answer is the reference's. Names pass to the memo as words and, past 16
-    bytes, bytes in a scratch array; a pair longer than the scratch, and a NULL table, take their own paths."""
+@pytest.mark.parametrize("code_bytes", [None, 1 << 12])
+def test_the_jvm_memo_tells_colliding_names_apart_and_stays_exact_past_its_bound(spark, monkeypatch, code_bytes):
+    """The JVM table code's per-task memo gives each raw channel, db and table name an id, finding a name by
+    its length and first and last eight bytes (four, or all, in shorter names), which are the whole name up to
+    16 bytes; names equal in those are told apart by their bytes, channels too (two long channel names that
+    differ only in their middle byte, one of them also spelled in upper case, which the channel's lookup
+    folds). One task of 420,000 rows passes its bound of names (2^18 tables), after which rows with new names
+    are decided without memoising; with `code_bytes`, so does its bound of codes (a byte per table id in each
+    (channel, db)'s row). Every distinct row's answer is the reference's. Names pass to the memo as words and,
+    past 16 bytes, bytes in a scratch array; a row longer than the scratch, and a NULL table, take their own
+    paths."""
+    jsys = spark.sparkContext._jvm.java.lang.System
+    if code_bytes:
+        jsys.setProperty("rpl_sql.rowcode.bytes", str(code_bytes))
+    try:
+        _memo_rows_against_the_reference(spark, monkeypatch)
+    finally:
+        jsys.clearProperty("rpl_sql.rowcode.bytes")
+
+
+def _memo_rows_against_the_reference(spark, monkeypatch):
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
     families = ["{}", "a{}", "ab{}c", "abcd{}e", "abcdefg{}", "abcdefgh{}zzzzzz", "aaaaaaaa{}zzzzzzzz"]  # 1 to 17
     colliding = [f.format(c) for f in families for c in "0123456789é"]
@@ -789,11 +804,15 @@ def test_the_jvm_memo_tells_colliding_names_apart_and_stays_exact_past_its_bound
     state = state_of(0, default=F(do_table=["db." + n for n in colliding[1::11] + colliding[10::11]]
                                   + ["db." + "x" * 9000], wild_do=["db.t%5", "database%.t%8"]),
                      ch1=F(ignore_table=["db." + n for n in colliding[2::11]], wild_ignore=["d_.t1%"],
-                           ignore_db=["dx"]))
+                           ignore_db=["dx"]),
+                     **{"channel_long_a_zzzzzzzz": F(ignore_db=["db"]),
+                        "channel_long_b_zzzzzzzz": F(wild_do=["db.t1%"])})
     register(spark, state, jvm="expression")
     names = "array(" + ", ".join(f"'{n}'" for n in colliding) + ")"
     got = spark.range(0, 420_000, 1, 1).selectExpr(
-        "CASE WHEN id % 2 = 0 THEN '' ELSE 'ch1' END AS c",
+        "CASE WHEN id % 2 = 0 THEN '' WHEN id % 5 = 1 THEN 'channel_long_a_zzzzzzzz' "
+        "WHEN id % 5 = 3 THEN 'channel_long_b_zzzzzzzz' WHEN id % 5 = 4 THEN 'CHANNEL_LONG_B_ZZZZZZZZ' "
+        "ELSE 'ch1' END AS c",
         f"CASE WHEN id % 7 = 0 THEN 'dx' WHEN id % 11 = 0 THEN '{long_db}' ELSE 'db' END AS d",
         f"CASE WHEN id % 3 = 0 THEN element_at({names}, CAST(id % {len(colliding)} AS INT) + 1) "
         "WHEN id % 1000 = 1 THEN repeat('x', 9000 + CAST(id % 2000 AS INT) DIV 1000) "

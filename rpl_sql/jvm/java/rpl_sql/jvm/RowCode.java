@@ -1,10 +1,13 @@
 package rpl_sql.jvm;
 
 import java.io.Serializable;
+import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Objects;
+import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
@@ -16,123 +19,266 @@ import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * rpl_sql__jrc(channel, db, table) in Python sessions: a row's whole code (database rules, rewrite, table
- * rules) as a Catalyst expression, so that the generated code hands Spark's string bytes to a per-task
- * memo (RowCodeMemo), with no conversion to Java strings and no boxing of the channel as a UDF would have.
+ * rpl_sql__jrc(channel, db, table, channel key, folded db, folded table) in Python sessions and spark-sql: a
+ * row's whole code (database rules, rewrite, table rules) as a Catalyst expression. The generated code hands
+ * the bytes of the row's raw channel, db and table to a per-task memo (RowCodeMemo); only a row it has not
+ * seen evaluates the last three arguments (the channel's index or canonical name and the folded names, as
+ * the compiled SQL computes them), so a row costs one lookup: no string compared, no name folded, nothing
+ * converted to a Java string or boxed.
  */
 public final class RowCode extends Expression implements Serializable {
   private static final long serialVersionUID = 1L;
   private final String spec;
-  private final Expression c;
-  private final Expression k;
-  private final Expression t;
+  private final Expression[] args;
   private transient RowCodeMemo memo;
 
-  /** A NULL table: the database rules' answer where they decide, else NULL. */
-  public RowCode(String spec, Expression c, Expression k, Expression t) {
+  /** A NULL channel or db: NULL. A NULL table: the database rules' answer where they decide, else NULL. */
+  public RowCode(String spec, Expression[] args) {
     this.spec = spec;
-    this.c = c;
-    this.k = k;
-    this.t = t;
+    this.args = args.clone();
   }
 
   private RowCodeMemo memo() {
     if (memo == null) {
-      memo = new RowCodeMemo(spec);
+      memo = new RowCodeMemo(spec, null);
     }
     return memo;
   }
 
   @Override
   public Object eval(InternalRow row) {
-    return memo().code(c.eval(row), (UTF8String) k.eval(row), (UTF8String) t.eval(row));
+    UTF8String c = (UTF8String) args[0].eval(row);
+    UTF8String k = (UTF8String) args[1].eval(row);
+    if (c == null || k == null) {
+      return null;
+    }
+    return memo().code(c, k, (UTF8String) args[2].eval(row), args[3].eval(row), (UTF8String) args[4].eval(row),
+        (UTF8String) args[5].eval(row));
   }
 
   @Override
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
-    ExprCode ce = c.genCode(ctx);
-    ExprCode ke = k.genCode(ctx);
-    ExprCode te = t.genCode(ctx);
-    String pre = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
-        + "boolean " + ev.isNull() + " = true;\n"
-        + "int " + ev.value() + " = -1;\n";
-    RowCodeMemo m = new RowCodeMemo(spec);
-    if (!c.dataType().equals(DataTypes.IntegerType)) {
-      String ref = ctx.addReferenceObj("rplRowCode", m, "java.util.function.Function");
-      String ch = ctx.freshName("channelMemo");
-      String code = pre
-          + "if (!" + ce.isNull() + " && !" + ke.isNull() + ") {\n"
-          + "  java.util.function.ToIntBiFunction " + ch + " = (java.util.function.ToIntBiFunction) " + ref
-          + ".apply(" + ce.value() + ");\n"
-          + "  if (" + ch + " != null) {\n"
-          + "    " + ev.value() + " = " + ch + ".applyAsInt(" + ke.value() + ", " + te.isNull() + " ? null : "
-          + te.value() + ");\n"
-          + "    " + ev.isNull() + " = " + ev.value() + " < 0;\n"
-          + "  }\n"
-          + "}\n";
-      return ev.copy(new CodeBlock(seq(code), seq()), ev.isNull(), ev.value());
-    }
-    // By index: the names go to the memo's scratch as primitives, so Spark's strings stay in this method.
+    // the raw names' code first: a column is read where its first reference is generated, and the key's
+    // code below, which reads the same columns, runs only on a miss
+    ExprCode ce = args[0].genCode(ctx);
+    ExprCode ke = args[1].genCode(ctx);
+    ExprCode te = args[2].genCode(ctx);
+    Expression[] key = boundKey();
+    RowCodeMemo m = new RowCodeMemo(spec, key);
     String ref = ctx.addReferenceObj("rplRowCode", m, "java.util.function.IntUnaryOperator");
     String w = ctx.addReferenceObj("rplScratch", m.scratch(), "long[]");
-    String kn = ctx.freshName("kn");
-    String tn = ctx.freshName("tn");
-    String chm = ctx.freshName("channelMemo");
-    String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.WORDS * 8;
-    String code = pre
+    String t = te.value().toString();
+    // The row's work is in functions of the generated class that take the names' backing objects, offsets and
+    // lengths: the method consuming a row stays small enough for the JIT to inline into the scan's loop, and
+    // Spark's string objects, never passed on, are then not allocated at all.
+    String names = parts(ce.value().toString()) + ", " + parts(ke.value().toString()) + ", "
+        + te.isNull() + " ? null : " + t + ".getBaseObject(), " + te.isNull() + " ? 0L : " + t + ".getBaseOffset(), "
+        + te.isNull() + " ? -1 : " + t + ".numBytes()";
+    String miss = null;
+    if (key != null) {  // the lookup function decides a miss itself: less code here, where every byte counts
+      String mfn = ctx.freshName("rplMiss");
+      miss = ctx.addNewFunction(mfn, missFunction(mfn, ref), false);
+    }
+    String fn = ctx.freshName("rplLookup");
+    String lookup = ctx.addNewFunction(fn, lookupFunction(fn, ref, w, miss), false);
+    String code = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
+        + "boolean " + ev.isNull() + " = true;\n"
+        + "int " + ev.value() + " = -1;\n"
         + "if (!" + ce.isNull() + " && !" + ke.isNull() + ") {\n"
-        + "  int " + kn + " = " + ke.value() + ".numBytes();\n"
-        + "  int " + tn + " = " + te.isNull() + " ? -1 : " + te.value() + ".numBytes();\n"
-        + "  if ((long) " + kn + " + Math.max(" + tn + ", 0) > " + RowCodeMemo.NAME_BYTES + ") {\n"
-        + "    Object " + chm + " = ((java.util.function.IntFunction) " + ref + ").apply(" + ce.value() + ");\n"
-        + "    " + ev.value() + " = " + chm + " == null ? -1 : ((java.util.function.ToIntBiFunction) " + chm
-        + ").applyAsInt(" + ke.value() + ", " + te.isNull() + " ? null : " + te.value() + ");\n"
-        + "  } else {\n"
-        + words(ctx, ke.value().toString(), kn, w, 0)
-        + "    if (" + te.isNull() + ") {\n"
-        + "      " + w + "[2] = 0L;\n"
-        + "      " + w + "[3] = 0L;\n"
-        + "    } else {\n"
-        + words(ctx, te.value().toString(), tn, w, 2)
-        + "    }\n"
-        + "    " + w + "[4] = (long) " + kn + " << 32 | (" + tn + " & 0xFFFFFFFFL);\n"
-        + "    if (" + kn + " > " + RowCodeMemo.SHORT + " || " + tn + " > " + RowCodeMemo.SHORT + ") {\n"
-        + "      Platform.copyMemory(" + ke.value() + ".getBaseObject(), " + ke.value() + ".getBaseOffset(), " + w
-        + ", " + at + ", " + kn + ");\n"
-        + "      if (" + tn + " > 0) {\n"
-        + "        Platform.copyMemory(" + te.value() + ".getBaseObject(), " + te.value() + ".getBaseOffset(), "
-        + w + ", " + at + " + " + kn + ", " + tn + ");\n"
-        + "      }\n"
-        + "    }\n"
-        + "    " + ev.value() + " = " + ref + ".applyAsInt(" + ce.value() + ");\n"
-        + "  }\n"
-        + "  " + ev.isNull() + " = " + ev.value() + " < 0;\n"
+        + "  " + ev.value() + " = " + lookup + "(" + names + ");\n";
+    if (key == null) {
+      code += "  if (" + ev.value() + " == " + RowCodeMemo.MISS + ") {\n"
+          + missed(ctx, ref)
+          + "    " + ev.value() + " = " + ref + ".applyAsInt(1);\n"
+          + "  }\n";
+    }
+    code += "  " + ev.isNull() + " = " + ev.value() + " < 0;\n"
         + "}\n";
     return ev.copy(new CodeBlock(seq(code), seq()), ev.isNull(), ev.value());
   }
 
-  /** Java that writes the words of string `s` (length in `n`) to w[i] and w[i + 1], as RowCodeMemo.first/last. */
-  private static String words(CodegenContext ctx, String s, String n, String w, int i) {
-    String b = s + ".getBaseObject()";
-    String o = s + ".getBaseOffset()";
-    String h = ctx.freshName("word");
-    String j = ctx.freshName("j");
-    return "    if (" + n + " >= 8) {\n"
-        + "      " + w + "[" + i + "] = Platform.getLong(" + b + ", " + o + ");\n"
-        + "      " + w + "[" + (i + 1) + "] = Platform.getLong(" + b + ", " + o + " + " + n + " - 8);\n"
-        + "    } else {\n"
-        + "      long " + h + " = 0L;\n"
-        + "      if (" + n + " >= 4) {\n"
-        + "        " + h + " = ((long) Platform.getInt(" + b + ", " + o + ") & 0xFFFFFFFFL) << 32"
+  private static String parts(String s) {
+    return s + ".getBaseObject(), " + s + ".getBaseOffset(), " + s + ".numBytes()";
+  }
+
+  private static final String PARAMS = "Object cb, long co, int cn, Object kb, long ko, int kn, Object tb, long to, int tn";
+
+  /**
+   * The generated function that writes a row's names into scratch (as RowCodeMemo.fill) and looks them up; a
+   * miss goes to the function `miss` if there is one, else returns MISS.
+   */
+  private static String lookupFunction(String name, String ref, String w, String miss) {
+    String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.WORDS * 8;
+    String missed = miss == null ? String.valueOf(RowCodeMemo.MISS) : miss + "(cb, co, cn, kb, ko, kn, tb, to, tn)";
+    return "private int " + name + "(" + PARAMS + ") {\n"
+        + "  long[] w = " + w + ";\n"
+        + "  if ((long) cn + kn + Math.max(tn, 0) > " + RowCodeMemo.NAME_BYTES + ") {\n"
+        + "    w[" + (RowCodeMemo.WORDS - 1) + "] = " + RowCodeMemo.UNKEPT + "L;\n"
+        + "    return " + missed + ";\n"
+        + "  }\n"
+        + words("cb", "co", "cn", 0)
+        + words("kb", "ko", "kn", 2)
+        + "  if (tn < 0) {\n"
+        + "    w[4] = 0L;\n"
+        + "    w[5] = 0L;\n"
+        + "  } else {\n"
+        + words("tb", "to", "tn", 4)
+        + "  }\n"
+        + "  w[" + (RowCodeMemo.WORDS - 1) + "] = (long) cn << 42 | (long) kn << 21 | (tn + 1);\n"
+        + "  if (cn > " + RowCodeMemo.SHORT + " || kn > " + RowCodeMemo.SHORT + " || tn > " + RowCodeMemo.SHORT + ") {\n"
+        + "    Platform.copyMemory(cb, co, w, " + at + ", cn);\n"
+        + "    Platform.copyMemory(kb, ko, w, " + at + " + cn, kn);\n"
+        + "    if (tn > 0) {\n"
+        + "      Platform.copyMemory(tb, to, w, " + at + " + cn + kn, tn);\n"
+        + "    }\n"
+        + "  }\n"
+        + "  int v = " + ref + ".applyAsInt(0);\n"
+        + "  return v == " + RowCodeMemo.MISS + " ? " + missed + " : v;\n"
+        + "}\n";
+  }
+
+  /** The generated function that hands a missed row's raw names to the memo (key scratch: lengths, bytes). */
+  private static String missFunction(String name, String ref) {
+    String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.KEY_WORDS * 8;
+    return "private int " + name + "(" + PARAMS + ") {\n"
+        + "  long[] ks = (long[]) ((java.util.function.IntFunction) " + ref + ").apply(cn + kn + Math.max(tn, 0));\n"
+        + "  ks[0] = cn;\n"
+        + "  ks[1] = kn;\n"
+        + "  ks[2] = tn < 0 ? " + RowCodeMemo.NULL_KEY + "L : tn;\n"
+        + "  Platform.copyMemory(cb, co, ks, " + at + ", cn);\n"
+        + "  Platform.copyMemory(kb, ko, ks, " + at + " + cn, kn);\n"
+        + "  if (tn > 0) {\n"
+        + "    Platform.copyMemory(tb, to, ks, " + at + " + cn + kn, tn);\n"
+        + "  }\n"
+        + "  return " + ref + ".applyAsInt(2);\n"
+        + "}\n";
+  }
+
+  private static String copy(String s, String w, String at, String n) {
+    return "      Platform.copyMemory(" + s + ".getBaseObject(), " + s + ".getBaseOffset(), " + w + ", " + at + ", " + n
+        + ");\n";
+  }
+
+  /** Java that writes the words of the name at (b, o), `n` bytes, to w[i] and w[i + 1], as RowCodeMemo.first/last. */
+  private static String words(String b, String o, String n, int i) {
+    return "  if (" + n + " >= 8) {\n"
+        + "    w[" + i + "] = Platform.getLong(" + b + ", " + o + ");\n"
+        + "    w[" + (i + 1) + "] = Platform.getLong(" + b + ", " + o + " + " + n + " - 8);\n"
+        + "  } else {\n"
+        + "    long h = 0L;\n"
+        + "    if (" + n + " >= 4) {\n"
+        + "      h = ((long) Platform.getInt(" + b + ", " + o + ") & 0xFFFFFFFFL) << 32"
         + " | ((long) Platform.getInt(" + b + ", " + o + " + " + n + " - 4) & 0xFFFFFFFFL);\n"
-        + "      } else {\n"
-        + "        for (int " + j + " = 0; " + j + " < " + n + "; " + j + "++) {\n"
-        + "          " + h + " = " + h + " << 8 | (Platform.getByte(" + b + ", " + o + " + " + j + ") & 0xFF);\n"
-        + "        }\n"
+        + "    } else {\n"
+        + "      for (int j = 0; j < " + n + "; j++) {\n"
+        + "        h = h << 8 | (Platform.getByte(" + b + ", " + o + " + j) & 0xFF);\n"
         + "      }\n"
-        + "      " + w + "[" + i + "] = " + h + ";\n"
-        + "      " + w + "[" + (i + 1) + "] = 0L;\n"
-        + "    }\n";
+        + "    }\n"
+        + "    w[" + i + "] = h;\n"
+        + "    w[" + (i + 1) + "] = 0L;\n"
+        + "  }\n";
+  }
+
+  /**
+   * The key's expressions over the raw names as BoundReferences 0, 1 and 2 (what the memo evaluates on a miss),
+   * or null where a key expression reads anything else (an optimiser rewrite can, e.g. lower(upper(x)) to
+   * lower(x)): the generated code then computes the key itself.
+   */
+  private Expression[] boundKey() {
+    Expression[] marks = new Expression[3];  // no input has a millionth column
+    Expression[] refs = new Expression[3];
+    for (int i = 0; i < 3; i++) {
+      marks[i] = new BoundReference((1 << 20) + i, DataTypes.StringType, true);
+      refs[i] = new BoundReference(i, DataTypes.StringType, true);
+    }
+    Expression[] out = new Expression[3];
+    for (int i = 0; i < 3; i++) {
+      Expression marked = replace(args[3 + i], args, marks);
+      if (!overNames(marked, marks)) {
+        return null;
+      }
+      out[i] = replace(marked, marks, refs);
+    }
+    return out;
+  }
+
+  /** `e` with each subtree semantically equal to from[i] replaced by to[i]. */
+  private static Expression replace(Expression e, Expression[] from, Expression[] to) {
+    for (int i = 0; i < to.length; i++) {
+      if (e.semanticEquals(from[i])) {
+        return to[i];
+      }
+    }
+    List<Expression> ch = CollectionConverters.asJava(e.children());
+    if (ch.isEmpty()) {
+      return e;
+    }
+    List<Expression> out = new ArrayList<>();
+    for (Expression x : ch) {
+      out.add(replace(x, from, to));
+    }
+    return e.withNewChildren(CollectionConverters.asScala(out).toList());
+  }
+
+  /** True where `e` is deterministic and its leaves are literals and `marks`. */
+  private static boolean overNames(Expression e, Expression[] marks) {
+    for (Expression m : marks) {
+      if (e.semanticEquals(m)) {
+        return true;
+      }
+    }
+    List<Expression> ch = CollectionConverters.asJava(e.children());
+    if (ch.isEmpty()) {
+      return e instanceof Literal;
+    }
+    if (!e.deterministic()) {
+      return false;
+    }
+    for (Expression x : ch) {
+      if (!overNames(x, marks)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Java that computes a missed row's decision key (the last three arguments) and writes it into the memo's key
+   * scratch as RowCodeMemo.fillKey does: lengths and bytes, so that no string object is handed to the memo.
+   */
+  private String missed(CodegenContext ctx, String ref) {
+    ExprCode[] e = new ExprCode[3];
+    String[] n = new String[3];
+    StringBuilder code = new StringBuilder();
+    for (int i = 0; i < 3; i++) {
+      e[i] = args[3 + i].genCode(ctx);
+      code.append(e[i].code()).append("\n");
+      n[i] = ctx.freshName("keyn");
+    }
+    boolean index = args[3].dataType().equals(DataTypes.IntegerType);
+    String ks = ctx.freshName("keyScratch");
+    String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.KEY_WORDS * 8;
+    code.append("    int ").append(n[0]).append(" = ")
+        .append(index ? "0" : e[0].isNull() + " ? 0 : " + e[0].value() + ".numBytes()").append(";\n");
+    for (int i = 1; i < 3; i++) {
+      code.append("    int ").append(n[i]).append(" = ").append(e[i].isNull()).append(" ? 0 : ")
+          .append(e[i].value()).append(".numBytes();\n");
+    }
+    code.append("    long[] ").append(ks).append(" = (long[]) ((java.util.function.IntFunction) ").append(ref)
+        .append(").apply(").append(n[0]).append(" + ").append(n[1]).append(" + ").append(n[2]).append(");\n");
+    for (int i = 0; i < 3; i++) {
+      String v = i == 0 && index ? "(long) " + e[0].value() : "(long) " + n[i];
+      code.append("    ").append(ks).append("[").append(i).append("] = ").append(e[i].isNull()).append(" ? ")
+          .append(RowCodeMemo.NULL_KEY).append("L : ").append(v).append(";\n");
+    }
+    String off = at;
+    for (int i = index ? 1 : 0; i < 3; i++) {
+      code.append("    if (!").append(e[i].isNull()).append(") {\n")
+          .append(copy(e[i].value().toString(), ks, off, n[i]))
+          .append("    }\n");
+      off = off + " + " + n[i];
+    }
+    return code.toString();
   }
 
   @SafeVarargs
@@ -142,12 +288,16 @@ public final class RowCode extends Expression implements Serializable {
 
   @Override
   public Seq<Expression> children() {
-    return seq(c, k, t);
+    return seq(args);
   }
 
   @Override
   public Expression withNewChildrenInternal(IndexedSeq<Expression> ch) {
-    return new RowCode(spec, ch.apply(0), ch.apply(1), ch.apply(2));
+    Expression[] a = new Expression[ch.size()];
+    for (int i = 0; i < a.length; i++) {
+      a[i] = ch.apply(i);
+    }
+    return new RowCode(spec, a);
   }
 
   @Override
@@ -167,16 +317,14 @@ public final class RowCode extends Expression implements Serializable {
 
   @Override
   public int productArity() {
-    return 4;
+    return 2;
   }
 
   @Override
   public Object productElement(int n) {
     switch (n) {
       case 0: return spec;
-      case 1: return c;
-      case 2: return k;
-      case 3: return t;
+      case 1: return children();
       default: throw new IndexOutOfBoundsException(String.valueOf(n));
     }
   }
@@ -192,11 +340,11 @@ public final class RowCode extends Expression implements Serializable {
       return false;
     }
     RowCode e = (RowCode) o;
-    return spec.equals(e.spec) && c.equals(e.c) && k.equals(e.k) && t.equals(e.t);
+    return spec.equals(e.spec) && Arrays.equals(args, e.args);
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(spec, c, k, t);
+    return 31 * spec.hashCode() + Arrays.hashCode(args);
   }
 }

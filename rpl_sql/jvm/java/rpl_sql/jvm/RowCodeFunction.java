@@ -5,7 +5,7 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import scala.collection.immutable.Seq;
 import scala.runtime.AbstractFunction1;
 
-/** The function registry's builder of rpl_sql__jrc(channel, db, table) for one spec. */
+/** The function registry's builder of rpl_sql__jrc (RowCode) for one spec. */
 public final class RowCodeFunction extends AbstractFunction1<Seq<Expression>, Expression> implements Serializable {
   private static final long serialVersionUID = 1L;
   private final String spec;
@@ -17,9 +17,14 @@ public final class RowCodeFunction extends AbstractFunction1<Seq<Expression>, Ex
 
   @Override
   public Expression apply(Seq<Expression> args) {
-    if (args.size() != 3) {
-      throw new IllegalArgumentException("rpl_sql__jrc takes (channel, db, table), got " + args.size());
+    if (args.size() != 6) {
+      throw new IllegalArgumentException(
+          "rpl_sql__jrc takes (channel, db, table, channel key, folded db, folded table), got " + args.size());
     }
-    return new RowCode(spec, args.apply(0), args.apply(1), args.apply(2));
+    Expression[] a = new Expression[6];
+    for (int i = 0; i < 6; i++) {
+      a[i] = args.apply(i);
+    }
+    return new RowCode(spec, a);
   }
 }

@@ -2,53 +2,88 @@ package rpl_sql.jvm;
 
 import java.io.Serializable;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Function;
 import java.util.function.IntFunction;
 import java.util.function.IntUnaryOperator;
-import java.util.function.ToIntBiFunction;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.unsafe.Platform;
-import org.apache.spark.unsafe.array.ByteArrayMethods;
 import org.apache.spark.unsafe.types.UTF8String;
+import org.apache.spark.util.TaskCompletionListener;
 
 /**
- * One task's row codes, memoised on Spark's own string bytes: the channel (an INT index or a name) gives a
- * per-channel memo, which answers a (db, table) from an open-addressing table; on a miss the JVM's shared
- * decisions (Shared), else TableRules decides; at most MEMO_MAX decisions are kept. A copy is deserialised
- * per task, so this object is never used by two threads (Shared is). Generated code sees it only through
- * the JDK's function interfaces: Spark's code generator need not load this jar's classes.
+ * One task's row codes, memoised on the row's raw channel, db and table as Spark holds them, with no string
+ * compared, no channel dispatched and no name folded: each name gets a small id (NameIds, one per column), and
+ * the code is a byte in the (channel, db)'s row of codes, at the table's id. The ids' tables and the codes of a
+ * few hundred dbs and tables fit in the core's cache, which one table of every (channel, db, table) did not:
+ * over 108,000 of them, that cost 1.8x the bare scan against 1.2x over 18. On a miss the row's decision key
+ * (the channel's index or canonical name, the folded db and table, as the SQL computes them) is decided by
+ * the JVM's shared decisions (Shared), else TableRules, and kept within NAMES_MAX names a column and the bytes
+ * of CODE_BYTES_PROPERTY. A copy is deserialised per task, so this object is never used by two threads
+ * (Shared is). Generated code sees it only through the JDK's function interfaces: Spark's code generator need
+ * not load this jar's classes.
  *
- * <p>A channel given by index is asked through applyAsInt with the names in the scratch array (their words,
- * see first(), and the bytes of names past 16 bytes), which generated code fills in place: Spark's string
- * objects then never leave the generated method, so the JIT need not allocate them (about 100 bytes a row).
+ * <p>Generated code writes a row's names into the scratch array (see fill()): each name's two words (its first
+ * and last eight bytes, see first()), their lengths, and the bytes of all three where one passes 16 bytes. On a
+ * miss it writes the row's raw names (lengths and bytes) into the key scratch, and this object computes the
+ * decision key from them with the key's own expressions, bound to the three names; where they cannot be so
+ * bound, the generated code computes the key and writes that instead (see fillKey()). Either way Spark's
+ * string objects never leave the generated method, so the JIT need not allocate them (handed to this object
+ * on the miss path, which does run, they were allocated for every row: 1.8 GB per 10M rows).
  */
-public final class RowCodeMemo implements IntFunction<Object>, Function<Object, Object>, IntUnaryOperator,
-    Serializable {
+public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>, Serializable {
   private static final long serialVersionUID = 1L;
-  private static final int MEMO_MAX = 1 << 18;
-  private static final Object UNKNOWN = new Object();
   private static final int SHARED_MAX = 1 << 20;
-  /** Decisions shared by a JVM's tasks, by spec, channel, db, table; a task's own memo misses here. */
+  /** Decisions shared by a JVM's tasks, by spec, channel key, db, table; a task's own memo misses here. */
   private static final ConcurrentHashMap<String, Shared> SHARED = new ConcurrentHashMap<>();
-  /** Scratch longs before the name bytes: db words (2), table words (2), lengths (db << 32 | table, -1: NULL). */
-  static final int WORDS = 5;
-  /** The bytes of long names that scratch holds; longer pairs take the string path (Function). */
+  /** Memos' learned names and codes between tasks, by spec and key; at most POOL_MAX each (tasks at once). */
+  private static final ConcurrentHashMap<String, ConcurrentLinkedQueue<Learned>> POOL = new ConcurrentHashMap<>();
+  private static final int POOL_MAX = 16;
+  /** applyAsInt's answer for a row the memo does not hold: the caller then gives its decision key (apply). */
+  static final int MISS = -2;
+  /** Scratch longs before the name bytes: channel, db and table words (2 each), then lens(). */
+  static final int WORDS = 7;
+  /** The bytes of long names that scratch holds; longer rows are decided without the memo. */
   static final int NAME_BYTES = 8 << 10;
-  /** Names up to this many bytes are their words; longer ones also go by their bytes. */
+  /** Names up to this many bytes are their words; where one is longer, the row's bytes are compared too. */
   static final int SHORT = 16;
+  /** scratch[WORDS - 1] for a row not to be memoised (its names pass NAME_BYTES). */
+  static final long UNKEPT = -1L;
+  /** The key scratch's longs before its bytes: the channel (its index, or its name's length), db and table lengths. */
+  static final int KEY_WORDS = 3;
+  /** The key scratch's channel, or a name's length, for NULL. */
+  static final long NULL_KEY = Long.MIN_VALUE;
+  /** The names of a column a task gives ids to (NameIds); past them, rows with new names are not kept. */
+  static final int NAMES_MAX = 1 << 18;
+  /**
+   * The bytes of codes a task keeps (a (channel, db)'s row of codes has a byte per table id): 32 MB unless the
+   * JVM's system property rpl_sql.rowcode.bytes says otherwise.
+   */
+  static final String CODE_BYTES_PROPERTY = "rpl_sql.rowcode.bytes";
   private final String spec;
+  private final Expression[] key;
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
+  private transient long[] keyScratch;
   private transient TableRules rules;
   private transient Shared shared;
-  private transient Object[] byIndex;  // PerChannel or UNKNOWN, by the channel's index
-  private transient HashMap<UTF8String, Object> byName;
-  private transient int size;
+  private transient NameIds channels;
+  private transient NameIds dbs;
+  private transient NameIds tables;
+  /** By channel id, db id: the row's codes by table id + 1 (0: a NULL table), as code + 2; 0: not known. */
+  private transient byte[][][] codes;
+  private transient long size;  // bytes of codes
+  private transient long sizeMax;
 
-  /** Memoises rows' whole codes (TableRules.Channel.rowCode). */
-  public RowCodeMemo(String spec) {
+  /**
+   * Memoises rows' whole codes (TableRules.Channel.rowCode); `key`: the decision key's three expressions
+   * over the raw names as BoundReferences 0, 1 and 2, or null where the generated code computes the key.
+   */
+  public RowCodeMemo(String spec, Expression[] key) {
     this.spec = spec;
+    this.key = key == null ? null : key.clone();
     TableRules.of(spec);  // a bad spec fails here, on the driver
   }
 
@@ -58,42 +93,54 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
       SHARED.clear();
     }
     shared = SHARED.computeIfAbsent(spec, x -> new Shared());
-    byIndex = new Object[16];
-    byName = new HashMap<>();
+    sizeMax = Long.getLong(CODE_BYTES_PROPERTY, 32L << 20);
+    TaskContext task = TaskContext.get();
+    Learned from = null;
+    ConcurrentLinkedQueue<Learned> pool = null;
+    if (key != null && task != null) {  // a key over the names alone: the same names, the same codes
+      if (POOL.size() >= 16) {
+        POOL.clear();
+      }
+      pool = POOL.computeIfAbsent(spec + "\u0000" + Arrays.toString(key), x -> new ConcurrentLinkedQueue<>());
+      from = pool.poll();
+    }
+    if (from == null || from.sizeMax != sizeMax) {
+      from = new Learned(sizeMax);
+    }
+    channels = from.channels;
+    dbs = from.dbs;
+    tables = from.tables;
+    codes = from.codes;
+    size = from.size;
+    if (pool != null) {
+      Learned learned = from;
+      ConcurrentLinkedQueue<Learned> back = pool;
+      task.addTaskCompletionListener((TaskCompletionListener) ctx -> {
+        learned.codes = codes;
+        learned.size = size;
+        if (back.size() < POOL_MAX) {
+          back.offer(learned);
+        }
+      });
+    }
   }
 
-  /** The memo of the channel with this index; null for an unknown channel. */
-  @Override
-  public Object apply(int channel) {
-    if (rules == null) {
-      open();
-    }
-    if (channel < 0 || channel >= byIndex.length) {
-      return make(Integer.valueOf(channel));
-    }
-    Object m = byIndex[channel];
-    if (m == null) {
-      m = byIndex[channel] = orUnknown(make(Integer.valueOf(channel)));
-    }
-    return m == UNKNOWN ? null : m;
-  }
+  /**
+   * What a task's memo learned (names' ids and codes), handed on to the JVM's next task with the same spec and
+   * key, one task at a time: a task of a 10M-row scan meets most names its query has, and deciding them again
+   * in each task cost more than its lookups.
+   */
+  static final class Learned {
+    final NameIds channels = new NameIds(1 << 16);
+    final NameIds dbs = new NameIds(NAMES_MAX);
+    final NameIds tables = new NameIds(NAMES_MAX);
+    final long sizeMax;
+    byte[][][] codes = new byte[4][][];
+    long size;
 
-  /** The memo of the channel of this name (a UTF8String) or index (an Integer); null for an unknown channel. */
-  @Override
-  public Object apply(Object channel) {
-    if (channel instanceof Integer) {
-      return apply(((Integer) channel).intValue());
+    Learned(long sizeMax) {
+      this.sizeMax = sizeMax;
     }
-    if (rules == null) {
-      open();
-    }
-    UTF8String name = (UTF8String) channel;
-    Object m = byName.get(name);
-    if (m == null) {
-      m = orUnknown(make(name.toString()));
-      byName.put(name.copy(), m);
-    }
-    return m == UNKNOWN ? null : m;
   }
 
   /** The array generated code writes a row's names into before it calls applyAsInt. */
@@ -101,202 +148,224 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
     return scratch;
   }
 
-  /** The code of the names in scratch for the channel of this index; -1 for NULL or an unknown channel. */
+  /** The lengths word: each name's length (a NULL table as -1) in 21 bits. */
+  static long lens(int cn, int kn, int tn) {
+    return (long) cn << 42 | (long) kn << 21 | (tn + 1);
+  }
+
+  /** What generated code does: the row's names into scratch; false (and UNKEPT) where they pass its size. */
+  boolean fill(UTF8String c, UTF8String k, UTF8String t) {
+    int cn = c.numBytes();
+    int kn = k.numBytes();
+    int tn = t == null ? -1 : t.numBytes();
+    long[] w = scratch;
+    if ((long) cn + kn + Math.max(tn, 0) > NAME_BYTES) {
+      w[WORDS - 1] = UNKEPT;
+      return false;
+    }
+    w[0] = first(c, cn);
+    w[1] = last(c, cn);
+    w[2] = first(k, kn);
+    w[3] = last(k, kn);
+    w[4] = t == null ? 0 : first(t, tn);
+    w[5] = t == null ? 0 : last(t, tn);
+    w[6] = lens(cn, kn, tn);
+    if (cn > SHORT || kn > SHORT || tn > SHORT) {
+      long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
+      c.writeToMemory(w, at);
+      k.writeToMemory(w, at + cn);
+      if (t != null) {
+        t.writeToMemory(w, at + cn + kn);
+      }
+    }
+    return true;
+  }
+
+  /**
+   * 0: the code of the row in scratch, or MISS. 1: the code of the decision key in the key scratch; 2: of the
+   * raw names in the key scratch; either kept for the row in scratch unless that is UNKEPT. A code is >= 0, or
+   * -1 for NULL.
+   */
   @Override
-  public int applyAsInt(int channel) {
-    PerChannel m = (PerChannel) apply(channel);
-    return m == null ? -1 : m.lookup(scratch);
+  public int applyAsInt(int what) {
+    if (codes == null) {
+      open();
+    }
+    if (what != 0) {
+      int v = what == 1 ? decideKey() : decideRaw();
+      if (scratch[WORDS - 1] != UNKEPT) {
+        keep(v);
+      }
+      return v;
+    }
+    long[] w = scratch;
+    long lens = w[WORDS - 1];
+    if (lens == UNKEPT) {
+      return MISS;
+    }
+    int cn = (int) (lens >>> 42);
+    int kn = (int) (lens >>> 21) & 0x1FFFFF;
+    int tn = (int) lens & 0x1FFFFF;  // + 1
+    long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
+    int c = channels.find(w[0], w[1], cn, w, at);
+    int k = dbs.find(w[2], w[3], kn, w, at + cn);
+    int t = tn == 0 ? 0 : tables.find(w[4], w[5], tn - 1, w, at + cn + kn) + 1;
+    if (c < 0 || k < 0 || t <= 0 && tn != 0) {
+      return MISS;
+    }
+    byte[][] byDb = c < codes.length ? codes[c] : null;
+    byte[] row = byDb != null && k < byDb.length ? byDb[k] : null;
+    int e = row != null && t < row.length ? row[t] : 0;
+    return e == 0 ? MISS : e - 2;
   }
 
-  private PerChannel make(Object key) {
-    TableRules.Channel ch = rules.channel(key);
-    return ch == null ? null : new PerChannel(ch, shared.byChannel.computeIfAbsent(key, x -> new ConcurrentHashMap<>()));
+  /** The key scratch, with room for `bytes` bytes of names: generated code writes a missed row's key there. */
+  @Override
+  public Object apply(int bytes) {
+    int n = KEY_WORDS + (bytes + 7) / 8;
+    if (keyScratch == null || keyScratch.length < n) {
+      keyScratch = new long[Math.max(n, KEY_WORDS + 64)];
+    }
+    return keyScratch;
   }
 
-  /** The JVM-wide decisions of one spec, keyed by copies of Spark's strings: no conversion to look up. */
+  /** What generated code does on a miss: the decision key into the key scratch (a NULL table as null). */
+  void fillKey(Object channel, UTF8String k, UTF8String t) {
+    UTF8String cs = channel instanceof UTF8String ? (UTF8String) channel : null;
+    int cn = cs == null ? 0 : cs.numBytes();
+    int kn = k == null ? 0 : k.numBytes();
+    long[] w = (long[]) apply(cn + kn + (t == null ? 0 : t.numBytes()));
+    w[0] = channel == null ? NULL_KEY : cs == null ? ((Integer) channel).longValue() : cn;
+    w[1] = k == null ? NULL_KEY : kn;
+    w[2] = t == null ? NULL_KEY : t.numBytes();
+    long at = Platform.LONG_ARRAY_OFFSET + KEY_WORDS * 8;
+    if (cs != null) {
+      cs.writeToMemory(w, at);
+    }
+    if (k != null) {
+      k.writeToMemory(w, at + cn);
+    }
+    if (t != null) {
+      t.writeToMemory(w, at + cn + kn);
+    }
+  }
+
+  /** The code of a row, as TableRules answers it; null for a NULL argument or an unknown channel. */
+  public Integer code(UTF8String c, UTF8String k, UTF8String t, Object keyC, UTF8String keyK, UTF8String keyT) {
+    if (c == null || k == null) {
+      return null;
+    }
+    fill(c, k, t);
+    int v = applyAsInt(0);
+    if (v == MISS) {
+      fillKey(keyC, keyK, keyT);
+      v = applyAsInt(1);
+    }
+    return v < 0 ? null : v;
+  }
+
+  /** The decision of the key in the key scratch. */
+  private int decideKey() {
+    Object[] a = keyScratchNames(rules.byIndex);
+    return decide(a[0] instanceof UTF8String ? a[0].toString() : a[0], (UTF8String) a[1], (UTF8String) a[2]);
+  }
+
+  /** The decision of the raw names in the key scratch, their key computed by the key's expressions. */
+  private int decideRaw() {
+    GenericInternalRow row = new GenericInternalRow(keyScratchNames(false));
+    Object c = key[0].eval(row);
+    return decide(c instanceof UTF8String ? c.toString() : c, (UTF8String) key[1].eval(row),
+        (UTF8String) key[2].eval(row));
+  }
+
+  /** The key scratch's three values: the first an Integer (index) or a string, the others strings; or null. */
+  private Object[] keyScratchNames(boolean index) {
+    long[] w = keyScratch;
+    long at = Platform.LONG_ARRAY_OFFSET + KEY_WORDS * 8;
+    Object[] out = new Object[3];
+    for (int i = 0; i < 3; i++) {
+      if (w[i] == NULL_KEY) {
+        continue;
+      }
+      if (i == 0 && index) {
+        out[0] = (int) w[0];
+        continue;
+      }
+      int n = (int) w[i];
+      out[i] = UTF8String.fromBytes(bytes(w, at, n));
+      at += n;
+    }
+    return out;
+  }
+
+  private static byte[] bytes(long[] w, long at, int n) {
+    byte[] b = new byte[n];
+    Platform.copyMemory(w, at, b, Platform.BYTE_ARRAY_OFFSET, n);
+    return b;
+  }
+
+  /** Keeps code `v` for the row in scratch, within NAMES_MAX names a column and sizeMax bytes of codes. */
+  private void keep(int v) {
+    long[] w = scratch;
+    long lens = w[WORDS - 1];
+    int cn = (int) (lens >>> 42);
+    int kn = (int) (lens >>> 21) & 0x1FFFFF;
+    int tn = (int) lens & 0x1FFFFF;  // + 1
+    long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
+    int c = channels.add(w[0], w[1], cn, w, at);
+    int k = dbs.add(w[2], w[3], kn, w, at + cn);
+    int t = tn == 0 ? 0 : tables.add(w[4], w[5], tn - 1, w, at + cn + kn) + 1;
+    if (c < 0 || k < 0 || t <= 0 && tn != 0 || v + 2 > Byte.MAX_VALUE) {
+      return;
+    }
+    if (c >= codes.length) {
+      codes = Arrays.copyOf(codes, Math.max(c + 1, 2 * codes.length));
+    }
+    byte[][] byDb = codes[c];
+    if (byDb == null || k >= byDb.length) {
+      byDb = codes[c] = byDb == null ? new byte[Math.max(k + 1, 64)][] : Arrays.copyOf(byDb, Math.max(k + 1, 2 * byDb.length));
+    }
+    byte[] row = byDb[k];
+    if (row == null || t >= row.length) {
+      int n = Math.max(Integer.highestOneBit(t) * 2, 16);
+      if (size + n - (row == null ? 0 : row.length) > sizeMax) {
+        return;
+      }
+      size += n - (row == null ? 0 : row.length);
+      row = byDb[k] = row == null ? new byte[n] : Arrays.copyOf(row, n);
+    }
+    row[t] = (byte) (v + 2);
+  }
+
+  /** A decision: the JVM's shared ones first (the tasks of a query meet the same names), else the rules. */
+  private int decide(Object key, UTF8String k, UTF8String t) {
+    TableRules.Channel ch = key == null ? null : rules.channel(key);
+    if (ch == null || k == null) {
+      return -1;
+    }
+    if (t == null) {
+      int dc = ch.dbCode(k.toString());
+      return dc == 2 || dc == 3 ? dc : -1;
+    }
+    ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common =
+        shared.byChannel.computeIfAbsent(key, x -> new ConcurrentHashMap<>());
+    ConcurrentHashMap<UTF8String, Integer> byTable = common.get(k);
+    Integer hit = byTable == null ? null : byTable.get(t);
+    if (hit != null) {
+      return hit;
+    }
+    int v = ch.rowCode(k.toString(), t.toString(), rules.bytes);
+    if (shared.size.incrementAndGet() <= SHARED_MAX) {
+      common.computeIfAbsent(k.copy(), x -> new ConcurrentHashMap<>()).put(t.copy(), v);
+    }
+    return v;
+  }
+
+  /** The JVM-wide decisions of one spec, by channel key, keyed by copies of Spark's strings. */
   static final class Shared {
     final ConcurrentHashMap<Object, ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>>> byChannel =
         new ConcurrentHashMap<>();
     final AtomicInteger size = new AtomicInteger();
-  }
-
-  private static Object orUnknown(Object m) {
-    return m == null ? UNKNOWN : m;
-  }
-
-  /** The code of a row, as TableRules answers it; null for a NULL argument or an unknown channel. */
-  public Integer code(Object channel, UTF8String k, UTF8String t) {
-    if (channel == null || k == null) {
-      return null;
-    }
-    PerChannel m = (PerChannel) apply(channel);
-    int v = m == null ? -1 : m.applyAsInt(k, t);
-    return v < 0 ? null : v;
-  }
-
-  /**
-   * One channel's decisions in an open-addressing table of longs. A slot holds each name as two words (its
-   * first and last eight bytes, or four, or all of them) and its length: for a name of at most 16 bytes that
-   * is the name itself, so a hit compares words and reads nothing else; longer names also compare their bytes,
-   * kept in one array.
-   */
-  final class PerChannel implements ToIntBiFunction<Object, Object> {
-    private static final int STRIDE = 6;  // db words (2), table words (2), lengths, offset of long names | code + 1
-    private final TableRules.Channel ch;
-    private final ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common;
-    private long[] slots = new long[STRIDE << 10];
-    private int mask = (1 << 10) - 1;
-    private int used;
-    private byte[] names = new byte[1 << 12];
-    private int end;
-
-    PerChannel(TableRules.Channel ch, ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>> common) {
-      this.ch = ch;
-      this.common = common;
-    }
-
-    /** The code, or -1 for NULL: a row without a table that the database rules do not decide. */
-    @Override
-    public int applyAsInt(Object db, Object table) {
-      UTF8String k = (UTF8String) db;
-      UTF8String t = (UTF8String) table;
-      int kn = k.numBytes();
-      int tn = t == null ? -1 : t.numBytes();
-      if ((long) kn + Math.max(tn, 0) > NAME_BYTES) {
-        return decide(k, t);  // past the scratch: not memoised
-      }
-      long[] w = scratch;
-      w[0] = first(k, kn);
-      w[1] = last(k, kn);
-      w[2] = t == null ? 0 : first(t, tn);
-      w[3] = t == null ? 0 : last(t, tn);
-      w[4] = (long) kn << 32 | (tn & 0xFFFFFFFFL);
-      if (kn > SHORT || tn > SHORT) {
-        k.writeToMemory(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8);
-        if (t != null) {
-          t.writeToMemory(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8 + kn);
-        }
-      }
-      return lookup(w);
-    }
-
-    /** The code of the names in `w` (scratch's layout), or -1 for NULL. */
-    int lookup(long[] w) {
-      long k0 = w[0];
-      long k1 = w[1];
-      long t0 = w[2];
-      long t1 = w[3];
-      long lens = w[4];
-      int kn = (int) (lens >>> 32);
-      int tn = (int) lens;
-      if (tn < 0) {
-        return decide(name(w, k0, k1, kn, 0), null);
-      }
-      int i = mix(k0, k1, t0, t1, lens) & mask;
-      while (true) {
-        int b = i * STRIDE;
-        long info = slots[b + 5];
-        if (info == 0) {
-          return insert(i, name(w, k0, k1, kn, 0), name(w, t0, t1, tn, kn), k0, k1, t0, t1, lens);
-        }
-        if (slots[b] == k0 && slots[b + 2] == t0 && slots[b + 1] == k1 && slots[b + 3] == t1 && slots[b + 4] == lens
-            && (kn <= SHORT || same(w, 0, kn, (int) (info >>> 32)))
-            && (tn <= SHORT || same(w, kn, tn, (int) (info >>> 32) + kn))) {
-          return (int) info - 1;
-        }
-        i = (i + 1) & mask;
-      }
-    }
-
-    /** A name of scratch: rebuilt from its words up to 16 bytes, else its bytes at `at` past the words. */
-    private UTF8String name(long[] w, long w0, long w1, int n, int at) {
-      byte[] b = new byte[n];
-      if (n > SHORT) {
-        Platform.copyMemory(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8 + at, b, Platform.BYTE_ARRAY_OFFSET, n);
-      } else if (n >= 8) {
-        Platform.putLong(b, Platform.BYTE_ARRAY_OFFSET, w0);
-        Platform.putLong(b, Platform.BYTE_ARRAY_OFFSET + n - 8, w1);
-      } else if (n >= 4) {
-        Platform.putInt(b, Platform.BYTE_ARRAY_OFFSET, (int) (w0 >>> 32));
-        Platform.putInt(b, Platform.BYTE_ARRAY_OFFSET + n - 4, (int) w0);
-      } else {
-        for (int j = 0; j < n; j++) {
-          b[j] = (byte) (w0 >>> (8 * (n - 1 - j)));
-        }
-      }
-      return UTF8String.fromBytes(b);
-    }
-
-    private boolean same(long[] w, int from, int n, int at) {
-      return ByteArrayMethods.arrayEquals(w, Platform.LONG_ARRAY_OFFSET + WORDS * 8 + from, names,
-          Platform.BYTE_ARRAY_OFFSET + at, n);
-    }
-
-    private int insert(int i, UTF8String k, UTF8String t, long k0, long k1, long t0, long t1, long lens) {
-      int v = decide(k, t);
-      int kn = k.numBytes();
-      int tn = t.numBytes();
-      int at = end;
-      if (kn > SHORT || tn > SHORT) {
-        long need = (long) end + kn + tn;
-        if (size >= MEMO_MAX || need > Integer.MAX_VALUE - 8) {  // bounded: past it, decisions are not kept
-          return v;
-        }
-        if (need > names.length) {
-          names = Arrays.copyOf(names, (int) Math.min(Integer.MAX_VALUE - 8, 2 * need));
-        }
-        k.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end);
-        t.writeToMemory(names, Platform.BYTE_ARRAY_OFFSET + end + kn);
-        end += kn + tn;
-      } else if (size >= MEMO_MAX) {
-        return v;
-      }
-      int b = i * STRIDE;
-      slots[b] = k0;
-      slots[b + 1] = k1;
-      slots[b + 2] = t0;
-      slots[b + 3] = t1;
-      slots[b + 4] = lens;
-      slots[b + 5] = (long) at << 32 | (v + 1);
-      size++;
-      if (++used * 2 > mask) {
-        grow();
-      }
-      return v;
-    }
-
-    /** A miss: the JVM's shared decisions first (the tasks of a query meet the same names), else the rules. */
-    private int decide(UTF8String k, UTF8String t) {
-      if (t == null) {
-        int dc = ch.dbCode(k.toString());
-        return dc == 2 || dc == 3 ? dc : -1;
-      }
-      ConcurrentHashMap<UTF8String, Integer> byTable = common.get(k);
-      Integer hit = byTable == null ? null : byTable.get(t);
-      if (hit != null) {
-        return hit;
-      }
-      int v = ch.rowCode(k.toString(), t.toString(), rules.bytes);
-      if (shared.size.incrementAndGet() <= SHARED_MAX) {
-        common.computeIfAbsent(k.copy(), x -> new ConcurrentHashMap<>()).put(t.copy(), v);
-      }
-      return v;
-    }
-
-    private void grow() {
-      long[] old = slots;
-      mask = mask * 2 + 1;
-      slots = new long[(mask + 1) * STRIDE];
-      for (int b = 0; b < old.length; b += STRIDE) {
-        if (old[b + 5] != 0) {
-          int i = mix(old[b], old[b + 1], old[b + 2], old[b + 3], old[b + 4]) & mask;
-          while (slots[i * STRIDE + 5] != 0) {
-            i = (i + 1) & mask;
-          }
-          System.arraycopy(old, b, slots, i * STRIDE, STRIDE);
-        }
-      }
-    }
   }
 
   /** A name's first eight bytes (its first four and last four from 4 to 7 bytes; all of them below 4). */
@@ -321,10 +390,4 @@ public final class RowCodeMemo implements IntFunction<Object>, Function<Object, 
     return n >= 8 ? Platform.getLong(s.getBaseObject(), s.getBaseOffset() + n - 8) : 0;
   }
 
-  private static int mix(long k0, long k1, long t0, long t1, long lens) {
-    long h = (k0 * 0x9E3779B97F4A7C15L ^ k1) * 0xC2B2AE3D27D4EB4FL;
-    h = (h ^ t0) * 0x9E3779B97F4A7C15L ^ t1;
-    h = (h ^ lens) * 0xC2B2AE3D27D4EB4FL;
-    return (int) (h ^ (h >>> 32));
-  }
 }

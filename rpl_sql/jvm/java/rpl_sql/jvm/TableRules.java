@@ -21,7 +21,7 @@ public final class TableRules {
   private static final Map<String, TableRules> PARSED = new ConcurrentHashMap<>();
 
   final boolean bytes;
-  private final boolean byIndex;
+  final boolean byIndex;
   private final HashMap<Object, Channel> channels = new HashMap<>();
 
   /** One parse per spec in a JVM: every task deserialises the expression. */

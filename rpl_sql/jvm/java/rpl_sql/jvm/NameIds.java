@@ -1,0 +1,94 @@
+package rpl_sql.jvm;
+
+import java.util.Arrays;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.array.ByteArrayMethods;
+
+/**
+ * One task's distinct names of one column (channels, dbs or tables), each given a small id in the order first
+ * met: an open-addressing table of a name's two words (RowCodeMemo.first/last, the whole name up to SHORT
+ * bytes) and its length; longer names also compare their bytes. A few hundred names fit in a few KB, so
+ * looking one up stays in the core's cache where a table of every (channel, db, table) would not.
+ */
+final class NameIds {
+  private final int max;
+  private long[] slots = new long[4 << 6];  // w0, w1, length << 32 | id + 1, offset of a long name's bytes
+  private int mask = (1 << 6) - 1;
+  private int count;
+  private byte[] bytes = new byte[1 << 10];
+  private int end;
+
+  /** Ids 0 to max - 1; past them, add() keeps no more names. */
+  NameIds(int max) {
+    this.max = max;
+  }
+
+  /** The id of the name of words (w0, w1) and `n` bytes, at (base, off) where n > SHORT; -1 if not known. */
+  int find(long w0, long w1, int n, Object base, long off) {
+    int i = mix(w0, w1, n) & mask;
+    while (true) {
+      int b = i << 2;
+      long info = slots[b + 2];
+      if (info == 0) {
+        return -1;
+      }
+      if (slots[b] == w0 && slots[b + 1] == w1 && (int) (info >>> 32) == n
+          && (n <= RowCodeMemo.SHORT || ByteArrayMethods.arrayEquals(base, off, bytes,
+              Platform.BYTE_ARRAY_OFFSET + slots[b + 3], n))) {
+        return (int) info - 1;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
+  /** find(), else a new id for the name; -1 past `max` names. */
+  int add(long w0, long w1, int n, Object base, long off) {
+    int id = find(w0, w1, n, base, off);
+    if (id >= 0 || count >= max) {
+      return id;
+    }
+    long at = 0;
+    if (n > RowCodeMemo.SHORT) {
+      if ((long) end + n > Integer.MAX_VALUE - 8) {
+        return -1;
+      }
+      if (end + n > bytes.length) {
+        bytes = Arrays.copyOf(bytes, (int) Math.min(Integer.MAX_VALUE - 8, 2L * (end + n)));
+      }
+      Platform.copyMemory(base, off, bytes, Platform.BYTE_ARRAY_OFFSET + end, n);
+      at = end;
+      end += n;
+    }
+    id = count++;
+    put(slots, mask, w0, w1, (long) n << 32 | (id + 1), at);
+    if (count * 2 > mask) {
+      long[] old = slots;
+      mask = mask * 2 + 1;
+      slots = new long[(mask + 1) * 4];
+      for (int b = 0; b < old.length; b += 4) {
+        if (old[b + 2] != 0) {
+          put(slots, mask, old[b], old[b + 1], old[b + 2], old[b + 3]);
+        }
+      }
+    }
+    return id;
+  }
+
+  private static void put(long[] s, int mask, long w0, long w1, long info, long at) {
+    int i = mix(w0, w1, (int) (info >>> 32)) & mask;
+    while (s[(i << 2) + 2] != 0) {
+      i = (i + 1) & mask;
+    }
+    int b = i << 2;
+    s[b] = w0;
+    s[b + 1] = w1;
+    s[b + 2] = info;
+    s[b + 3] = at;
+  }
+
+  private static int mix(long w0, long w1, int n) {
+    long h = (w0 * 0x9E3779B97F4A7C15L ^ w1) * 0xC2B2AE3D27D4EB4FL ^ n;
+    h *= 0x9E3779B97F4A7C15L;
+    return (int) (h ^ (h >>> 32));
+  }
+}
