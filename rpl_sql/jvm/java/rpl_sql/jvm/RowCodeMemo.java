@@ -198,21 +198,16 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
       }
       return v;
     }
-    long[] w = scratch;
-    long lens = w[WORDS - 1];
-    if (lens == UNKEPT) {
+    if (scratch[WORDS - 1] == UNKEPT) {
       return MISS;
     }
-    int cn = (int) (lens >>> 42);
-    int kn = (int) (lens >>> 21) & 0x1FFFFF;
-    int tn = (int) lens & 0x1FFFFF;  // + 1
-    long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
-    int c = channels.find(w[0], w[1], cn, w, at);
-    int k = dbs.find(w[2], w[3], kn, w, at + cn);
-    int t = tn == 0 ? 0 : tables.find(w[4], w[5], tn - 1, w, at + cn + kn) + 1;
-    if (c < 0 || k < 0 || t <= 0 && tn != 0) {
+    long ids = ids(false);
+    if (ids < 0) {
       return MISS;
     }
+    int c = (int) (ids >>> 40);
+    int k = (int) (ids >>> 20) & 0xFFFFF;
+    int t = (int) ids & 0xFFFFF;
     byte[][] byDb = c < codes.length ? codes[c] : null;
     byte[] row = byDb != null && k < byDb.length ? byDb[k] : null;
     int e = row != null && t < row.length ? row[t] : 0;
@@ -304,20 +299,33 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     return b;
   }
 
-  /** Keeps code `v` for the row in scratch, within NAMES_MAX names a column and sizeMax bytes of codes. */
-  private void keep(int v) {
+  /**
+   * The ids of the names in scratch, channel << 40 | db << 20 | table id + 1 (0 for a NULL table), given to new
+   * names with `add`; -1 where one has none.
+   */
+  private long ids(boolean add) {
     long[] w = scratch;
     long lens = w[WORDS - 1];
     int cn = (int) (lens >>> 42);
     int kn = (int) (lens >>> 21) & 0x1FFFFF;
     int tn = (int) lens & 0x1FFFFF;  // + 1
     long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
-    int c = channels.add(w[0], w[1], cn, w, at);
-    int k = dbs.add(w[2], w[3], kn, w, at + cn);
-    int t = tn == 0 ? 0 : tables.add(w[4], w[5], tn - 1, w, at + cn + kn) + 1;
-    if (c < 0 || k < 0 || t <= 0 && tn != 0 || v + 2 > Byte.MAX_VALUE) {
+    int c = add ? channels.add(w[0], w[1], cn, w, at) : channels.find(w[0], w[1], cn, w, at);
+    int k = add ? dbs.add(w[2], w[3], kn, w, at + cn) : dbs.find(w[2], w[3], kn, w, at + cn);
+    int t = tn == 0 ? 0 : (add ? tables.add(w[4], w[5], tn - 1, w, at + cn + kn)
+        : tables.find(w[4], w[5], tn - 1, w, at + cn + kn)) + 1;
+    return c < 0 || k < 0 || t <= 0 && tn != 0 ? -1 : (long) c << 40 | (long) k << 20 | t;
+  }
+
+  /** Keeps code `v` for the row in scratch, within NAMES_MAX names a column and sizeMax bytes of codes. */
+  private void keep(int v) {
+    long ids = ids(true);
+    if (ids < 0 || v + 2 > Byte.MAX_VALUE) {
       return;
     }
+    int c = (int) (ids >>> 40);
+    int k = (int) (ids >>> 20) & 0xFFFFF;
+    int t = (int) ids & 0xFFFFF;
     if (c >= codes.length) {
       codes = Arrays.copyOf(codes, Math.max(c + 1, 2 * codes.length));
     }
