@@ -824,6 +824,33 @@ def _memo_rows_against_the_reference(spark, monkeypatch):
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
+@pytest.mark.parametrize("lctn", [0, 1])
+def test_the_jvm_row_code_interpreted_equals_its_generated_code(spark, monkeypatch, lctn):
+    """Without code generation Spark calls RowCode.eval, which hands the decision key to the memo as objects;
+    generated code hands it the raw names' bytes and the memo computes the key. Both give the reference's
+    answers, for channels spelled in another case, folded names, a rewrite, and NULLs."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
+    state = state_of(lctn, default=F(do_table=["db.t1"], wild_do=["db%.t%"]),
+                     Ch1=F(ignore_db=["x"], rewrite=[("a", "db")]))
+    register(spark, state, jvm="expression")
+    rows = [(c, d, t) for c in ("", "ch1", "CH1", "nope", None) for d in ("db", "DB", "a", "x", "dbé", None)
+            for t in ("t1", "T1", "u", None)]
+    df = spark.createDataFrame(rows, "c string, d string, t string")
+    got = {}
+    try:
+        for mode in ("CODEGEN_ONLY", "NO_CODEGEN"):
+            spark.conf.set("spark.sql.codegen.factoryMode", mode)
+            spark.conf.set("spark.sql.codegen.wholeStage", str(mode == "CODEGEN_ONLY").lower())
+            got[mode] = {(r.c, r.d, r.t): (r.v, r.l) for r in df.selectExpr(
+                "c", "d", "t", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l").collect()}
+    finally:
+        spark.conf.unset("spark.sql.codegen.factoryMode")
+        spark.conf.unset("spark.sql.codegen.wholeStage")
+    assert got["CODEGEN_ONLY"] == got["NO_CODEGEN"]
+    bad = [(k, v) for k, v in got["NO_CODEGEN"].items() if v != expect_row(state, *k)[:2]]
+    assert len(got["NO_CODEGEN"]) == len(rows) and not bad, bad[:3]
+
+
 def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):
     from rpl_sql.spark.env import jit_huge_methods
     from rpl_sql.spark import SparkSurface
