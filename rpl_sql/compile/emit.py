@@ -369,9 +369,8 @@ class _Compiler:
     def row_calls(self, prefix: str, channel: str, folded_db: str, folded_table: str) -> tuple[str, str]:
         """(the row's code, should_apply's call of the table code helper) that the row functions share: both
         one call of `tc`, given the row's database code or, for should_apply (which has tested it), an
-        applying one."""
+        applying one. The JVM's is memoised on the raw names: its key and folds run only for rows it misses."""
         if self.row_jvm:
-            # memoised on the raw names: the channel's key and the folds are computed only for rows it misses
             code = f"{JVM_ROW_CODE}(channel_name, db_name, table_name, {channel}, {folded_db}, {folded_table})"
             return code, code
         key_db = self.key_db(folded_db, c=channel)
