@@ -27,6 +27,7 @@ from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta import dv_commit
 from rpl_sql.storage.delta import log as deltalog
+from rpl_sql.storage.delta.deletion_vectors import in_sorted
 from rpl_sql.storage.delta.live_files import ROW, deleted_rows, live_files, plain_schema, read_file, read_table
 from rpl_sql.storage.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
@@ -179,9 +180,7 @@ def _lookup_integer_key(root: str, live: dict, files: list[str], column: str,
             continue
         gone = deleted_rows(root, live[f])  # sorted
         if gone is not None and len(gone):
-            gone = gone.astype(np.int64)
-            at = np.minimum(np.searchsorted(gone, rows), len(gone) - 1)
-            keep = gone[at] != rows
+            keep = ~in_sorted(gone.astype(np.int64), rows)
             rows, found = rows[keep], found[keep]
         for k, i in zip(found.tolist(), rows.tolist()):
             got[(k,)] += 1

@@ -58,9 +58,7 @@ def _roaring32(lows: np.ndarray) -> bytes:
 
 def encode(rows: np.ndarray) -> bytes:
     """The deleted row indexes `rows` (any order, repeats allowed) as a serialised RoaringBitmapArray."""
-    rows = np.asarray(rows, dtype=np.uint64)
-    if len(rows) > 1 and not bool(np.all(rows[1:] > rows[:-1])):  # callers mostly pass sorted, unique rows
-        rows = np.unique(rows)
+    rows = sorted_unique(np.asarray(rows, dtype=np.uint64))
     highs = rows >> np.uint64(32)
     keys, starts = np.unique(highs, return_index=True)
     ends = np.append(starts, len(rows))[1:]
@@ -144,11 +142,18 @@ def z85_decode(s: str) -> bytes:
     return bytes(out)
 
 
-def _cardinality(rows: np.ndarray) -> int:
+def sorted_unique(rows: np.ndarray) -> np.ndarray:
+    """`rows` sorted without repeats: as given where they already are (callers mostly pass them so)."""
     rows = np.asarray(rows)
-    if len(rows) > 1 and not bool(np.all(rows[1:] > rows[:-1])):
-        return int(len(np.unique(rows)))
-    return int(len(rows))
+    return np.unique(rows) if len(rows) > 1 and not bool(np.all(rows[1:] > rows[:-1])) else rows
+
+
+def in_sorted(sorted_rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Which of `values` are in `sorted_rows` (sorted), by binary search: a vector is not sorted again."""
+    if not len(sorted_rows):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_rows, values), len(sorted_rows) - 1)
+    return sorted_rows[at] == values
 
 
 def write_file(root: str, vectors: list[np.ndarray]) -> tuple[str, list[dict[str, Any]]]:
@@ -159,7 +164,7 @@ def write_file(root: str, vectors: list[np.ndarray]) -> tuple[str, list[dict[str
     for rows in vectors:
         data = encode(rows)
         descriptors.append({"storageType": "u", "pathOrInlineDv": z85_encode(ident.bytes), "offset": at,
-                            "sizeInBytes": len(data), "cardinality": _cardinality(rows)})
+                            "sizeInBytes": len(data), "cardinality": len(sorted_unique(rows))})
         chunks += [struct.pack(">i", len(data)), data, struct.pack(">I", zlib.crc32(data))]
         at += 8 + len(data)
     path = os.path.join(root, f"deletion_vector_{ident}.bin")

@@ -81,8 +81,7 @@ def _union(before: np.ndarray | None, gone: np.ndarray) -> np.ndarray:
     new = np.unique(np.asarray(gone, dtype=np.uint64))
     if before is None or not len(before):
         return new
-    at = np.minimum(np.searchsorted(before, new), len(before) - 1)
-    new = new[before[at] != new]
+    new = new[~dvs.in_sorted(before, new)]
     return np.insert(before, np.searchsorted(before, new), new)
 
 
