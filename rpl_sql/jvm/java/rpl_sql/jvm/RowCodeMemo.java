@@ -153,15 +153,15 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     return (long) cn << 42 | (long) kn << 21 | (tn + 1);
   }
 
-  /** What generated code does: the row's names into scratch; false (and UNKEPT) where they pass its size. */
-  boolean fill(UTF8String c, UTF8String k, UTF8String t) {
+  /** What generated code does: the row's names into scratch, or UNKEPT where they pass its size. */
+  void fill(UTF8String c, UTF8String k, UTF8String t) {
     int cn = c.numBytes();
     int kn = k.numBytes();
     int tn = t == null ? -1 : t.numBytes();
     long[] w = scratch;
     if ((long) cn + kn + Math.max(tn, 0) > NAME_BYTES) {
       w[WORDS - 1] = UNKEPT;
-      return false;
+      return;
     }
     w[0] = first(c, cn);
     w[1] = last(c, cn);
@@ -178,7 +178,6 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
         t.writeToMemory(w, at + cn + kn);
       }
     }
-    return true;
   }
 
   /**
@@ -364,12 +363,12 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     }
     int v = ch.rowCode(k.toString(), t.toString(), rules.bytes);
     if (shared.size.incrementAndGet() <= SHARED_MAX) {
-      common.computeIfAbsent(k.copy(), x -> new ConcurrentHashMap<>()).put(t.copy(), v);
+      common.computeIfAbsent(k, x -> new ConcurrentHashMap<>()).put(t, v);  // made from scratch: not Spark's
     }
     return v;
   }
 
-  /** The JVM-wide decisions of one spec, by channel key, keyed by copies of Spark's strings. */
+  /** The JVM-wide decisions of one spec, by channel key, db and table (strings made from the scratches). */
   static final class Shared {
     final ConcurrentHashMap<Object, ConcurrentHashMap<UTF8String, ConcurrentHashMap<UTF8String, Integer>>> byChannel =
         new ConcurrentHashMap<>();
