@@ -15,7 +15,7 @@ from rpl_sql.compile.codes import (
                                    CASE_MAX_GROUPS,
                                    CHANNEL_INDEX_MAX,
                                    COMPILE_MAX_CHARS,
-                                   JVM_INSTALL, JVM_ROW_CODE,
+                                   JVM_FUNCTIONS, JVM_INSTALL, JVM_ROW_CODE,
                                    LABELS,
                                    MAP_HASH_MIN,
                                    SET_MAP_MIN,
@@ -28,6 +28,6 @@ from rpl_sql.compile.hashing import spark_hash
 from rpl_sql.compile.literals import fold_sql, sql_str
 
 __all__ = ["APPLIER_PREFIX", "CASE_MAX_GROUPS", "CHANNEL_INDEX_MAX", "COMPILE_MAX_CHARS", "JVM_ROW_CODE",
-           "JVM_INSTALL", "LABELS",
+           "JVM_FUNCTIONS", "JVM_INSTALL", "LABELS",
            "MAP_HASH_MIN", "SET_MAP_MIN", "TRUE_CODES", "CompiledFunctions", "Guard", "compile_functions", "fold_sql",
            "spark_hash", "sql_str"]

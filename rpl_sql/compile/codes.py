@@ -44,7 +44,11 @@ STATEMENT_TYPE = "ARRAY<STRUCT<db: STRING, name: STRING, updating: BOOLEAN>>"
 HELPER_PREFIX = "rpl_sql__"  # prefix of the helper functions
 APPLIER_PREFIX = "rpl_sql_apply__"  # prefix of the applier's set: its own helpers, never the session's
 JVM_ROW_CODE = HELPER_PREFIX + "jrc"  # the JVM's whole row code (rpl_sql/jvm): a Catalyst expression
-JVM_INSTALL = HELPER_PREFIX + "jinstall"  # the spark-sql shell's way to register JVM_ROW_CODE: a Hive function
+JVM_REWRITE = HELPER_PREFIX + "jrw"  # rewrite_db's, beside it
+JVM_STATEMENT_CODE = HELPER_PREFIX + "jsc"  # a statement's whole code
+# (name, RowCodeFunction's kind)
+JVM_FUNCTIONS = ((JVM_ROW_CODE, "row"), (JVM_REWRITE, "rewrite"), (JVM_STATEMENT_CODE, "statement"))
+JVM_INSTALL = HELPER_PREFIX + "jinstall"  # the spark-sql shell's way to register JVM_FUNCTIONS: a Hive function
 ROW_TRUE_CODES = (10, 12, 14, 16, 17, 18)  # the row codes that apply
 
 
@@ -63,6 +67,6 @@ class CompiledFunctions:
 
     statements: tuple[str, ...]
     encoding: str
-    jvm_spec: str | None = None  # the statements call JVM_ROW_CODE, which decides by this spec
+    jvm_spec: str | None = None  # the statements call JVM_FUNCTIONS, which decide by this spec
 
 

@@ -11,9 +11,10 @@ from rpl_sql.compile.codes import (
     COMPILE_MAX_CHARS_JIT,
     HELPER_PREFIX,
     JVM_MIN_CHARS,
+    JVM_REWRITE,
     JVM_ROW_CODE,
+    JVM_STATEMENT_CODE,
     LABELS,
-    MAP_CHUNK,
     MAP_PAD_MAX,
     APPLYING_DB_CODE,
     ROW_TRUE_CODES,
@@ -23,7 +24,7 @@ from rpl_sql.compile.codes import (
     CompiledFunctions,
     Guard,
 )
-from rpl_sql.compile.literals import LITERAL, fold_sql, hashed_map_get, sql_and, sql_case, sql_list, sql_str
+from rpl_sql.compile.literals import LITERAL, fold_sql, map_get, sql_and, sql_case, sql_list, sql_str
 from rpl_sql.compile.jvm_spec import table_rules_spec
 from rpl_sql.compile.matchers import ROW_KEY, Matchers
 from rpl_sql.filters.evaluate import (
@@ -133,27 +134,7 @@ class _Compiler:
         if len({v for _, _, v in pairs}) == 1:
             return sql_case([(guard, sql_str(pairs[0][2]))], d)
         keyed = [((ch.name + self.sep + s) if g.flat else s, v) for ch, s, v in pairs]
-        return sql_case([(guard, self._map_get(g.keyed(d), keyed))], d)
-
-    def _map_get(self, key: str, pairs: list[tuple[str, str]]) -> str:
-        hashed = hashed_map_get(key, pairs, self.map_hash_min)
-        if hashed is not None:  # long: one hashed map (at 10,000 rules, 4 linear maps a row cost 0.5 s / 3M rows)
-            return hashed
-
-        def one(ps):
-            return "element_at(map(" + ", ".join(f"{sql_str(k)}, {sql_str(v)}" for k, v in ps) + f"), {key})"
-        if len(pairs) <= MAP_CHUNK:
-            return one(pairs)
-        buckets: dict = {}
-        for k, v in pairs:
-            buckets.setdefault(len(k.encode("utf-8")), []).append((k, v))
-        whens = []
-        for n, ps in sorted(buckets.items()):
-            ps.sort()
-            inner = [one(ps[i:i + MAP_CHUNK]) for i in range(0, len(ps), MAP_CHUNK)]
-            whens.append((f"octet_length({key}) = {n}",
-                          inner[0] if len(inner) == 1 else f"coalesce({', '.join(inner)})"))
-        return sql_case(whens)
+        return sql_case([(guard, map_get(g.keyed(d), keyed, self.map_hash_min))], d)
 
     def key_db(self, d: str, c: str = "c") -> str:
         """The folded, rewritten database of a folded db `d` (the db part of table keys)."""
@@ -281,7 +262,7 @@ class _Compiler:
         out = [self.fold_helper(prefix)] if self.lctn else []
         table_code = self.table_code_helper(prefix)  # None where the rows' whole code is the JVM's (row_jvm)
         out += [self.db_code_helper(prefix)] + ([table_code] if table_code else [])
-        out.append(self.statement_code_helper(prefix))
+        out += [] if self.row_jvm else [self.statement_code_helper(prefix)]
         channel = self.canon()
         out.append((*rewrite, self.rewrite_body(channel, fold("db_name"))))
         row_code, table_call = self.row_calls(prefix, channel, fold("db_name"), fold("table_name"))
@@ -363,6 +344,8 @@ class _Compiler:
 
     def rewrite_body(self, channel: str, folded_db: str) -> str:
         """rewrite_db's body: the configured target of the channel's rewrite rule for the db, else the db."""
+        if self.row_jvm:
+            return f"{JVM_REWRITE}(channel_name, db_name, {channel}, {folded_db})"
         return self.dispatch(lambda g: self.lookup(g, folded_db, lambda ch: ch.out_map), null_if="db_name IS NULL",
                              c=channel)
 
@@ -387,6 +370,8 @@ class _Compiler:
     def statement_call(self, prefix: str, channel: str, folded_default_db: str) -> str:
         """The call of the statement code helper for the public functions' arguments."""
         cmd = "upper(coalesce(nullif(command, ''), 'OTHER'))"
+        if self.row_jvm:  # the JVM's, with the tables' folds and table codes: no lambdas over the tables
+            return f"{JVM_STATEMENT_CODE}({channel}, {cmd}, {folded_default_db}, tables)"
         return (f"{prefix}stc({channel}, {cmd}, {folded_default_db}, tables, {prefix}dbc({channel}, "
                 f"{folded_default_db}), {self.key_db(folded_default_db, c=channel)})")
 
@@ -454,7 +439,8 @@ def compile_functions(state: ServerState, *, encoding: str | None = None, jit_hu
                   for name, params, rt, body in funcs)
     size = sum(map(len, stmts))
     past = f"past {comp.max_compiled} chars"
-    table_form = (f"a JVM function ({jvm}, from {JVM_MIN_CHARS} chars), with the database rules and rewrite"
+    table_form = (f"a JVM function ({jvm}, from {JVM_MIN_CHARS} chars), with the database rules and rewrite, "
+                  "and rewrite_db and the statements' codes as JVM functions beside it"
                   if comp.row_jvm else f"interpreted ({past})" if comp.interpreted else "compiled")
     maps = (f" or, from {codes.SET_MAP_MIN} values, maps (hash lookup from {map_hash_min} entries)"
             if map_hash_min is not None and map_hash_min <= MAP_PAD_MAX else "")

@@ -6,7 +6,7 @@ import re
 from typing import Iterable
 
 from rpl_sql.compile import codes
-from rpl_sql.compile.codes import MAP_PAD_MAX
+from rpl_sql.compile.codes import MAP_CHUNK, MAP_PAD_MAX
 from rpl_sql.filters.rules import fold_translation
 
 # ---------------------------------------------------------------- Spark's string literals
@@ -82,6 +82,29 @@ def hashed_map_get(expr: str, pairs: list[tuple[str, str]], hash_min: int | None
         return None
     values = _split_literal(v for _, v in pairs)
     return f"{_hashed_map([k for k, _ in pairs], values, hash_min, 'CAST(NULL AS STRING)')}[{expr}]"
+
+
+def map_get(key: str, pairs: list[tuple[str, str]], hash_min: int | None) -> str:
+    """`map[key]` of `pairs`: one hashed map where Spark has them (hashed_map_get), else maps of MAP_CHUNK
+    pairs, bucketed by the key's byte length."""
+    hashed = hashed_map_get(key, pairs, hash_min)
+    if hashed is not None:  # long: one hashed map (at 10,000 rules, 4 linear maps a row cost 0.5 s / 3M rows)
+        return hashed
+
+    def one(ps):
+        return "element_at(map(" + ", ".join(f"{sql_str(k)}, {sql_str(v)}" for k, v in ps) + f"), {key})"
+    if len(pairs) <= MAP_CHUNK:
+        return one(pairs)
+    buckets: dict = {}
+    for k, v in pairs:
+        buckets.setdefault(len(k.encode("utf-8")), []).append((k, v))
+    whens = []
+    for n, ps in sorted(buckets.items()):
+        ps.sort()
+        inner = [one(ps[i:i + MAP_CHUNK]) for i in range(0, len(ps), MAP_CHUNK)]
+        whens.append((f"octet_length({key}) = {n}",
+                      inner[0] if len(inner) == 1 else f"coalesce({', '.join(inner)})"))
+    return sql_case(whens)
 
 
 def _hashable(names: list[str], hash_min: int | None, n: int | None = None) -> bool:

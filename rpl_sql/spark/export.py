@@ -16,7 +16,7 @@ from collections import Counter
 from datetime import datetime, timezone
 
 from rpl_sql import jvm
-from rpl_sql.compile import JVM_INSTALL, JVM_ROW_CODE, SET_MAP_MIN, Guard
+from rpl_sql.compile import JVM_FUNCTIONS, JVM_INSTALL, JVM_ROW_CODE, SET_MAP_MIN, Guard
 from rpl_sql.compile.literals import escape_char, sql_str
 from rpl_sql.spark.functions import compile_flags, compile_with_jar
 from rpl_sql.spark.replica_tables import TABLES_VIEW, create_statements, replica_spark_names
@@ -245,7 +245,8 @@ def export_sql(session, stale_check: bool = True) -> str:
         f"Encoding: {compiled.encoding or 'default'}",
     ]
     if jar is not None:
-        header += ["", f"A row's code is rpl_sql's JVM function {JVM_ROW_CODE}, from {jar} (compiled for this "
+        header += ["", f"A row's code is rpl_sql's JVM function {JVM_ROW_CODE} (and rewrite_db's and the statement "
+                       f"tables' its siblings), from {jar} (compiled for this "
                        f"pyspark), which the Hive function {JVM_INSTALL} registers in the session (Hive support "
                        "is needed, as the spark-sql shell has it). Without Hive support, export with RPL_SQL_JVM=0 "
                        "for the compiled SQL: the same results, slower at this size."]
@@ -281,7 +282,8 @@ def export_sql(session, stale_check: bool = True) -> str:
         body.append(f"CREATE OR REPLACE TEMPORARY FUNCTION {JVM_INSTALL} AS '{jvm.HIVE_CLASS}' "
                     f"USING JAR {sql_str(jar, script_safe=True)};")
         # analysing the call registers the function; WHERE false: the shell prints no row
-        body.append(f"SELECT {JVM_INSTALL}({sql_str(JVM_ROW_CODE)}, {sql_str(compiled.jvm_spec, script_safe=True)}) "
+        names = " ".join(name for name, _ in JVM_FUNCTIONS)
+        body.append(f"SELECT {JVM_INSTALL}({sql_str(names)}, {sql_str(compiled.jvm_spec, script_safe=True)}) "
                     "WHERE false;")
     for text in compiled.statements:
         body.append(_terminated(text))

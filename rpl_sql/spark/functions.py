@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rpl_sql import jvm
-from rpl_sql.compile import JVM_ROW_CODE, CompiledFunctions, Guard, compile_functions
+from rpl_sql.compile import JVM_FUNCTIONS, CompiledFunctions, Guard, compile_functions
 from rpl_sql.spark.env import installed_map_lookup_hash_min, jit_huge_methods, map_lookup_hash_min
 from rpl_sql.filters.state import ServerState
 
@@ -42,19 +42,20 @@ def compile_with_jar(state: ServerState, flags: dict[str, Any], **kw: Any) -> tu
 
 
 def register_table_code(spark: Any, spec: str, jar: str | None = None) -> None:
-    """JVM_ROW_CODE in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
-    from the driver), and a Catalyst expression's builder, loaded by the session's jar class loader, put in
-    its function registry as a temporary function (what a Java UDF's registration does, minus the
+    """JVM_FUNCTIONS in `spark`, deciding by `spec`: the jar added to the session once (executors fetch it
+    from the driver), and Catalyst expressions' builders, loaded by the session's jar class loader, put in
+    its function registry as temporary functions (what a Java UDF's registration does, minus the
     conversion of every argument to a Java object)."""
     jar = jar or str(jvm.jar_path())
     jss = spark._jsparkSession
     jvm.add_jar(spark, jar)
     gw = spark.sparkContext._gateway
     cls = jss.sharedState().jarClassLoader().loadClass(jvm.FUNCTION_CLASS)
-    args = gw.new_array(gw.jvm.java.lang.Object, 1)
-    args[0] = spec
-    builder = cls.getConstructors()[0].newInstance(args)
-    jss.sessionState().functionRegistry().createOrReplaceTempFunction(JVM_ROW_CODE, builder, "java_udf")
+    for name, kind in JVM_FUNCTIONS:
+        args = gw.new_array(gw.jvm.java.lang.Object, 2)
+        args[0], args[1] = spec, kind
+        builder = cls.getConstructors()[0].newInstance(args)
+        jss.sessionState().functionRegistry().createOrReplaceTempFunction(name, builder, "java_udf")
 
 
 class FunctionInstaller:

@@ -804,7 +804,7 @@ def _memo_rows_against_the_reference(spark, monkeypatch):
     state = state_of(0, default=F(do_table=["db." + n for n in colliding[1::11] + colliding[10::11]]
                                   + ["db." + "x" * 9000], wild_do=["db.t%5", "database%.t%8"]),
                      ch1=F(ignore_table=["db." + n for n in colliding[2::11]], wild_ignore=["d_.t1%"],
-                           ignore_db=["dx"]),
+                           ignore_db=["dx"], rewrite=[(n, "to_" + n) for n in colliding[3::11]]),
                      **{"channel_long_a_zzzzzzzz": F(ignore_db=["db"]),
                         "channel_long_b_zzzzzzzz": F(wild_do=["db.t1%"])})
     register(spark, state, jvm="expression")
@@ -816,39 +816,78 @@ def _memo_rows_against_the_reference(spark, monkeypatch):
         f"CASE WHEN id % 7 = 0 THEN 'dx' WHEN id % 11 = 0 THEN '{long_db}' ELSE 'db' END AS d",
         f"CASE WHEN id % 3 = 0 THEN element_at({names}, CAST(id % {len(colliding)} AS INT) + 1) "
         "WHEN id % 1000 = 1 THEN repeat('x', 9000 + CAST(id % 2000 AS INT) DIV 1000) "
-        "WHEN id % 1000 = 2 THEN NULL ELSE concat('t', id) END AS t"
-    ).selectExpr("c", "d", "t", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l").distinct().collect()
+        "WHEN id % 1000 = 2 THEN NULL ELSE concat('t', id) END AS t",
+        # rewrite_db's memo (RewriteMemo) on colliding, long and too long database names
+        f"CASE WHEN id % 3 = 1 THEN element_at({names}, CAST(id % {len(colliding)} AS INT) + 1) "
+        "WHEN id % 1000 = 7 THEN repeat('y', 9000) ELSE concat('d', id % 500) END AS d2"
+    ).selectExpr("c", "d", "t", "d2", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l",
+                 "rewrite_db(c, d2) AS r").distinct().collect()
     assert len(got) > 2 ** 18
     assert {len(r.t) for r in got if r.t and r.t[0] == "x"} == {9000, 9001} and any(r.t is None for r in got)
     bad = [(r.c, r.d, r.t and r.t[:40], r.v, r.l) for r in got if (r.v, r.l) != expect_row(state, r.c, r.d, r.t)[:2]]
     assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
+    bad = [(r.c, r.d2[:40], r.r) for r in got if r.r != rewrite_db(lookup(state, r.c).filters, r.d2, 0)]
+    assert not bad and sum(r.r.startswith("to_") for r in got) > 1000, f"{len(bad)} rewrite mismatches: {bad[:3]}"
 
 
 @pytest.mark.parametrize("lctn", [0, 1])
 def test_the_jvm_row_code_interpreted_equals_its_generated_code(spark, monkeypatch, lctn):
-    """Without code generation Spark calls RowCode.eval, which hands the decision key to the memo as objects;
-    generated code hands it the raw names' bytes and the memo computes the key. Both give the reference's
-    answers, for channels spelled in another case, folded names, a rewrite, and NULLs."""
+    """Without code generation Spark calls the JVM expressions' eval (RowCode and RewriteDb hand the decision
+    key to their memo as objects; TableKeyCode decides a statement's table keys); generated code hands the
+    memos the raw names' bytes and they compute the key. Both give the reference's answers, for channels
+    spelled in another case, folded names, a rewrite, statements on tables and databases, and NULLs."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
-    state = state_of(lctn, default=F(do_table=["db.t1"], wild_do=["db%.t%"]),
-                     Ch1=F(ignore_db=["x"], rewrite=[("a", "db")]))
+    state = state_of(lctn, default=F(do_table=["db.t1"], wild_do=["db%.t%"], rewrite=[("Src", "Dst")]),
+                     Ch1=F(ignore_db=["x"], rewrite=[("a", "db")], wild_ignore=["dbé%.%"]))
     register(spark, state, jvm="expression")
-    rows = [(c, d, t) for c in ("", "ch1", "CH1", "nope", None) for d in ("db", "DB", "a", "x", "dbé", None)
+    rows = [(c, d, t) for c in ("", "ch1", "CH1", "nope", None) for d in ("db", "DB", "a", "x", "dbé", "src", None)
             for t in ("t1", "T1", "u", None)]
-    df = spark.createDataFrame(rows, "c string, d string, t string")
+    df = spark.createDataFrame(rows, "c string, d string, t string").selectExpr(
+        "*", "IF(t IS NULL, 'CREATE_DB', 'INSERT') AS cmd",
+        "IF(t IS NULL, array(), array(named_struct('db', CAST(NULL AS STRING), 'name', t, 'updating', true))) AS ts")
     got = {}
     try:
         for mode in ("CODEGEN_ONLY", "NO_CODEGEN"):
             spark.conf.set("spark.sql.codegen.factoryMode", mode)
             spark.conf.set("spark.sql.codegen.wholeStage", str(mode == "CODEGEN_ONLY").lower())
-            got[mode] = {(r.c, r.d, r.t): (r.v, r.l) for r in df.selectExpr(
-                "c", "d", "t", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l").collect()}
+            got[mode] = {(r.c, r.d, r.t): tuple(r)[3:] for r in df.selectExpr(
+                "c", "d", "t", "should_apply(c, d, t) AS v", "filter_decided_by(c, d, t) AS l", "rewrite_db(c, d)",
+                "should_apply_statement(c, cmd, d, ts)", "filter_decided_by_statement(c, cmd, d, ts)").collect()}
     finally:
         spark.conf.unset("spark.sql.codegen.factoryMode")
         spark.conf.unset("spark.sql.codegen.wholeStage")
     assert got["CODEGEN_ONLY"] == got["NO_CODEGEN"]
-    bad = [(k, v) for k, v in got["NO_CODEGEN"].items() if v != expect_row(state, *k)[:2]]
+    assert "rpl_sql__jrw(" in " ".join(register(spark, state, jvm="expression").statements)
+    bad = [(k, v) for k, v in got["NO_CODEGEN"].items()
+           if v != expect_row(state, *k) + expect_statement(state, k[0], "CREATE_DB" if k[2] is None else "INSERT",
+                                                            k[1], [] if k[2] is None else [(None, k[2], True)])]
     assert len(got["NO_CODEGEN"]) == len(rows) and not bad, bad[:3]
+
+
+def test_the_jvm_statement_memo_keeps_apart_statements_that_differ_in_one_argument(spark, monkeypatch):
+    """The JVM statement code memoises a task's statements by value: statements alike but for one table's
+    updating flag (true, false, NULL), its database (NULL: the default one; '' ; another), its name's case, the
+    number of tables, the command or the default database must each get their own answer, in one task that
+    meets each of them several times in a shuffled order."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
+    state = state_of(0, default=F(do_table=["db.t1", "db.T2"], ignore_table=["x.t1"], wild_ignore=["db.t3%"]),
+                     ch1=F(wild_do=["db.%"], rewrite=[("src", "x")]))
+    tables = [[(d, n, u)] for d in (None, "", "db", "x") for n in ("t1", "T1", "t2", "T2", "t3")
+              for u in (True, False, None)]
+    tables += [[("db", "t2", False), ("db", "t3", True)], [("db", "t2", True), ("db", "t3", True)],
+               [("db", "t2", True)], [("db", "t2", True), ("x", "t1", True), ("db", "t1", True)], []]
+    events = [(c, cmd, ddb, ts) for c in ("", "ch1") for cmd in ("INSERT", "DROP_TRIGGER", "CREATE_DB")
+              for ddb in ("db", "src", "x", None) for ts in tables]
+    rows = events * 3
+    random.Random(7).shuffle(rows)
+    register(spark, state, jvm="expression")
+    df = spark.createDataFrame(rows, f"c string, cmd string, d string, ts {TABLES_T}").coalesce(1)
+    got = df.selectExpr("c", "cmd", "d", "ts", "should_apply_statement(c, cmd, d, ts) AS v",
+                        "filter_decided_by_statement(c, cmd, d, ts) AS l").collect()
+    assert len(got) == len(rows)
+    bad = [(r.c, r.cmd, r.d, r.ts, r.v, r.l) for r in got
+           if (r.v, r.l) != expect_statement(state, r.c, r.cmd, r.d, [tuple(t) for t in r.ts])]
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
 
 
 def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):

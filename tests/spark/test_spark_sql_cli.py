@@ -255,7 +255,7 @@ def test_exported_script_in_spark_sql(tmp_path):
     assert not decide(session.state.channel("ch1").filters, RowEvent("db2", "t1")).apply
     fresh, fresh_text = export([sys.executable, "-m", "rpl_sql.cli"], wh, tmp_path, "fresh.sql")
     assert "AS 'rpl_sql.jvm.RowCodeHive' USING JAR" in fresh_text
-    assert "SELECT rpl_sql__jinstall('rpl_sql__jrc', 'rpl_sql table rules 2|" in fresh_text
+    assert "SELECT rpl_sql__jinstall('rpl_sql__jrc rpl_sql__jrw rpl_sql__jsc', 'rpl_sql table rules 3|" in fresh_text
     assert re.search(r"FUNCTION should_apply\(.* THEN rpl_sql__jrc\(", fresh_text)
     replica_rows(wh, [(3, "new", "3.00")], seq=2)
     second, err = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY)] + function_sections()[:1] + [

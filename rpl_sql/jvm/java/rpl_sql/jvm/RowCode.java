@@ -1,13 +1,9 @@
 package rpl_sql.jvm;
 
 import java.io.Serializable;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
@@ -97,7 +93,7 @@ public final class RowCode extends Expression implements Serializable {
     return ev.copy(new CodeBlock(seq(code), seq()), ev.isNull(), ev.value());
   }
 
-  private static String parts(String s) {
+  static String parts(String s) {
     return s + ".getBaseObject(), " + s + ".getBaseOffset(), " + s + ".numBytes()";
   }
 
@@ -154,13 +150,13 @@ public final class RowCode extends Expression implements Serializable {
         + "}\n";
   }
 
-  private static String copy(String s, String w, String at, String n) {
+  static String copy(String s, String w, String at, String n) {
     return "      Platform.copyMemory(" + s + ".getBaseObject(), " + s + ".getBaseOffset(), " + w + ", " + at + ", " + n
         + ");\n";
   }
 
   /** Java that writes the words of the name at (b, o), `n` bytes, to w[i] and w[i + 1], as RowCodeMemo.first/last. */
-  private static String words(String b, String o, String n, int i) {
+  static String words(String b, String o, String n, int i) {
     return "  if (" + n + " >= 8) {\n"
         + "    w[" + i + "] = Platform.getLong(" + b + ", " + o + ");\n"
         + "    w[" + (i + 1) + "] = Platform.getLong(" + b + ", " + o + " + " + n + " - 8);\n"
@@ -179,67 +175,9 @@ public final class RowCode extends Expression implements Serializable {
         + "  }\n";
   }
 
-  /**
-   * The key's expressions over the raw names as BoundReferences 0, 1 and 2 (what the memo evaluates on a miss),
-   * or null where a key expression reads anything else (an optimiser rewrite can, e.g. lower(upper(x)) to
-   * lower(x)): the generated code then computes the key itself.
-   */
+  /** The key's expressions over the raw names (KeyBinding), or null: the generated code computes the key. */
   private Expression[] boundKey() {
-    Expression[] marks = new Expression[3];  // no input has a millionth column
-    Expression[] refs = new Expression[3];
-    for (int i = 0; i < 3; i++) {
-      marks[i] = new BoundReference((1 << 20) + i, DataTypes.StringType, true);
-      refs[i] = new BoundReference(i, DataTypes.StringType, true);
-    }
-    Expression[] out = new Expression[3];
-    for (int i = 0; i < 3; i++) {
-      Expression marked = replace(args[3 + i], args, marks);
-      if (!overNames(marked, marks)) {
-        return null;
-      }
-      out[i] = replace(marked, marks, refs);
-    }
-    return out;
-  }
-
-  /** `e` with each subtree semantically equal to from[i] replaced by to[i]. */
-  private static Expression replace(Expression e, Expression[] from, Expression[] to) {
-    for (int i = 0; i < to.length; i++) {
-      if (e.semanticEquals(from[i])) {
-        return to[i];
-      }
-    }
-    List<Expression> ch = CollectionConverters.asJava(e.children());
-    if (ch.isEmpty()) {
-      return e;
-    }
-    List<Expression> out = new ArrayList<>();
-    for (Expression x : ch) {
-      out.add(replace(x, from, to));
-    }
-    return e.withNewChildren(CollectionConverters.asScala(out).toList());
-  }
-
-  /** True where `e` is deterministic and its leaves are literals and `marks`. */
-  private static boolean overNames(Expression e, Expression[] marks) {
-    for (Expression m : marks) {
-      if (e.semanticEquals(m)) {
-        return true;
-      }
-    }
-    List<Expression> ch = CollectionConverters.asJava(e.children());
-    if (ch.isEmpty()) {
-      return e instanceof Literal;
-    }
-    if (!e.deterministic()) {
-      return false;
-    }
-    for (Expression x : ch) {
-      if (!overNames(x, marks)) {
-        return false;
-      }
-    }
-    return true;
+    return KeyBinding.bind(Arrays.copyOfRange(args, 0, 3), Arrays.copyOfRange(args, 3, 6));
   }
 
   /**
@@ -282,7 +220,7 @@ public final class RowCode extends Expression implements Serializable {
   }
 
   @SafeVarargs
-  private static <T> Seq<T> seq(T... xs) {
+  static <T> Seq<T> seq(T... xs) {
     return CollectionConverters.asScala(Arrays.asList(xs)).toList();
   }
 

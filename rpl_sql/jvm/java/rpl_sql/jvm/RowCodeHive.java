@@ -12,8 +12,9 @@ import scala.Option;
 
 /**
  * The spark-sql shell's way to the row code (RowCode): CREATE FUNCTION ... USING JAR knows only Hive
- * functions there, so this one, rpl_sql__jinstall('name', 'spec'), puts RowCode's builder under `name` into
- * the analysing session's function registry, as Python sessions do through py4j. It does so while Spark
+ * functions there, so this one, rpl_sql__jinstall('row rewrite statement', 'spec'), puts the builders of
+ * RowCode, RewriteDb and StatementCode (RowCodeFunction.KINDS) under those space-separated names into the analysing
+ * session's function registry, as Python sessions do through py4j. It does so while Spark
  * analyses the call, on the driver; the call itself is the constant TRUE, folded there.
  */
 public final class RowCodeHive extends GenericUDF {
@@ -22,14 +23,19 @@ public final class RowCodeHive extends GenericUDF {
   @Override
   public ObjectInspector initialize(ObjectInspector[] in) throws UDFArgumentException {
     if (in.length != 2 || !(in[0] instanceof ConstantObjectInspector) || !(in[1] instanceof ConstantObjectInspector)) {
-      throw new UDFArgumentException("rpl_sql__jinstall: (constant function name, constant spec)");
+      throw new UDFArgumentException("rpl_sql__jinstall: (constant function names, constant spec)");
     }
-    String name = ((ConstantObjectInspector) in[0]).getWritableConstantValue().toString();
+    String[] names = ((ConstantObjectInspector) in[0]).getWritableConstantValue().toString().split(" ");
+    if (names.length != RowCodeFunction.KINDS.length) {
+      throw new UDFArgumentException("rpl_sql__jinstall: the names of the row, rewrite and statement functions");
+    }
     String spec = ((ConstantObjectInspector) in[1]).getWritableConstantValue().toString();
     Option<SparkSession> active = SparkSession.getActiveSession();
     if (active.isDefined()) {  // the driver; an executor only evaluates the folded constant
-      ((org.apache.spark.sql.classic.SparkSession) active.get()).sessionState().functionRegistry()
-          .createOrReplaceTempFunction(name, new RowCodeFunction(spec), "java_udf");
+      for (int i = 0; i < names.length; i++) {
+        ((org.apache.spark.sql.classic.SparkSession) active.get()).sessionState().functionRegistry()
+            .createOrReplaceTempFunction(names[i], new RowCodeFunction(spec, RowCodeFunction.KINDS[i]), "java_udf");
+      }
     }
     return PrimitiveObjectInspectorFactory.getPrimitiveWritableConstantObjectInspector(
         TypeInfoFactory.booleanTypeInfo, TRUE);

@@ -23,6 +23,13 @@ public final class TableRules {
   final boolean bytes;
   final boolean byIndex;
   private final HashMap<Object, Channel> channels = new HashMap<>();
+  /** The statement commands the statement code singles out (rpl_sql.filters.evaluate's sets). */
+  final HashSet<String> transactionControl = new HashSet<>();
+  final HashSet<String> databaseCommands = new HashSet<>();
+  final HashSet<String> exempt = new HashSet<>();
+  String dropTrigger = "";
+  /** lower_case_table_names' fold, code point to code point (rules.fold_translation); empty: names as they are. */
+  private final HashMap<Integer, Integer> fold = new HashMap<>();
 
   /** One parse per spec in a JVM: every task deserialises the expression. */
   public static TableRules of(String spec) {
@@ -39,8 +46,8 @@ public final class TableRules {
 
   private TableRules(String spec) {
     String[] lines = spec.split("\\|", -1);
-    if (lines.length < 3 || !lines[0].equals("rpl_sql table rules 2")) {
-      throw new IllegalArgumentException("not an rpl_sql table rules spec (version 2)");
+    if (lines.length < 3 || !lines[0].equals("rpl_sql table rules 3")) {
+      throw new IllegalArgumentException("not an rpl_sql table rules spec (version 3)");
     }
     bytes = lines[1].equals("units bytes");
     byIndex = lines[2].equals("channels by index");
@@ -68,9 +75,27 @@ public final class TableRules {
             (f[0].equals("pdb") ? ch.passDb : ch.rejDb).add(unhex(f[j]));
           }
           break;
+        case "tx":
+        case "dbcmd":
+        case "exempt":
+          for (int j = 1; j < f.length; j++) {
+            (f[0].equals("tx") ? transactionControl : f[0].equals("dbcmd") ? databaseCommands : exempt).add(unhex(f[j]));
+          }
+          break;
+        case "trigger":
+          dropTrigger = unhex(f[1]);
+          break;
+        case "fold":
+          int[] from = unhex(f[1]).codePoints().toArray();
+          int[] to = unhex(f[2]).codePoints().toArray();
+          for (int j = 0; j < from.length; j++) {
+            fold.put(from[j], to[j]);
+          }
+          break;
         case "kmap":
+        case "omap":
           for (int j = 1; j + 1 < f.length; j += 2) {
-            ch.keyMap.put(unhex(f[j]), unhex(f[j + 1]));
+            (f[0].equals("kmap") ? ch.keyMap : ch.outMap).put(unhex(f[j]), unhex(f[j + 1]));
           }
           break;
         case "wdo":
@@ -83,6 +108,16 @@ public final class TableRules {
           throw new IllegalArgumentException("bad spec line: " + lines[i]);
       }
     }
+  }
+
+  /** A name as lower_case_table_names compares it: each code point's simple lowercase (rules.fold). */
+  String fold(String name) {
+    if (fold.isEmpty()) {
+      return name;
+    }
+    StringBuilder out = new StringBuilder(name.length());
+    name.codePoints().forEach(cp -> out.appendCodePoint(fold.getOrDefault(cp, cp)));
+    return out.toString();
   }
 
   /** The rules of the channel with this Integer index or String name; null for an unknown channel. */
@@ -186,6 +221,7 @@ public final class TableRules {
     final HashSet<String> passDb = new HashSet<>();
     final HashSet<String> rejDb = new HashSet<>();
     final HashMap<String, String> keyMap = new HashMap<>();
+    final HashMap<String, String> outMap = new HashMap<>();
     final HashSet<String> dot = new HashSet<>();
     final HashSet<String> igt = new HashSet<>();
     final Wild wdo = new Wild();
@@ -232,22 +268,17 @@ public final class TableRules {
       if (igt.contains(key)) {
         return 11;
       }
-      int[] u = null;
-      if (!wdo.isEmpty()) {
-        u = units(key, bytes);
-        if (wdo.matches(u)) {
-          return 12;
-        }
+      int w = wildCode(key, bytes);
+      return w != 0 ? w : defaultTrue ? 14 : 15;
+    }
+
+    /** 12 a wild do rule matches the key, 13 a wild ignore rule, else 0. */
+    int wildCode(String key, boolean bytes) {
+      if (wdo.isEmpty() && wig.isEmpty()) {
+        return 0;
       }
-      if (!wig.isEmpty()) {
-        if (u == null) {
-          u = units(key, bytes);
-        }
-        if (wig.matches(u)) {
-          return 13;
-        }
-      }
-      return defaultTrue ? 14 : 15;
+      int[] u = units(key, bytes);
+      return wdo.matches(u) ? 12 : wig.matches(u) ? 13 : 0;
     }
   }
 
