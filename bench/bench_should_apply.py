@@ -6,7 +6,7 @@
     .venv/bin/python bench/bench_should_apply.py --ab 6750e0d --sizes 1,100 --repeat 7   # vs a revision
     .venv/bin/python bench/bench_should_apply.py --cold-ab c027deb --sizes 10000 --rounds 3  # setup, fresh JVMs
     .venv/bin/python bench/bench_should_apply.py --java-opts=-XX:+UseG1GC   # Java 17's default collector
-    .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db too
+    .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db, statements too
     .venv/bin/python bench/bench_should_apply.py --spark-sql-ab 17e8b30 --sizes 100,10000   # in the spark-sql shell
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
@@ -586,6 +586,10 @@ def interleaved(spark, meter, queries: dict, repeat: int, warm: int = 1) -> dict
     return out
 
 
+# the statement forms' arguments for a row: an INSERT into its table, the default database its db
+STATEMENT_ARGS = ("channel, 'INSERT', db_name, array(named_struct('db', CAST(NULL AS STRING), 'name', table_name, "
+                  "'updating', true))")
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -605,7 +609,8 @@ def main(argv=None) -> None:
     ap.add_argument("--java-opts", default="", help="the driver JVM's extra options, e.g. -XX:+UseG1GC "
                     "(local_spark adds the parallel collector unless these name one)")
     ap.add_argument("--functions", action="store_true",
-                    help="also filter_decided_by and rewrite_db, SELECT and WHERE forms, beside the bare scan")
+                    help="also filter_decided_by, rewrite_db and the statement forms (each row as an INSERT into its "
+                         "table), SELECT and WHERE forms, beside the bare scan")
     ap.add_argument("--jvm", choices=["auto", "off"], default="auto",
                     help="auto: the JVM table code past the size limit, as rpl_sql.register decides; off: the SQL")
     ap.add_argument("--spark-sql", action="store_true", help="the real spark-sql shell running the exported script "
@@ -687,7 +692,12 @@ def main(argv=None) -> None:
                 "filter_decided_by WHERE": "SELECT count(*) FROM ev "
                                            "WHERE filter_decided_by(channel, db_name, table_name) = 'DEFAULT'",
                 "rewrite_db": "SELECT count_if(rewrite_db(channel, db_name) <> db_name) FROM ev",
-                "rewrite_db WHERE": "SELECT count(*) FROM ev WHERE rewrite_db(channel, db_name) <> db_name"})
+                "rewrite_db WHERE": "SELECT count(*) FROM ev WHERE rewrite_db(channel, db_name) <> db_name",
+                "should_apply_statement": f"SELECT count_if(should_apply_statement({STATEMENT_ARGS})) FROM ev",
+                "should_apply_statement WHERE": "SELECT count(*) FROM ev "
+                                                f"WHERE should_apply_statement({STATEMENT_ARGS})",
+                "filter_decided_by_statement": "SELECT count_if(filter_decided_by_statement("
+                                               f"{STATEMENT_ARGS}) = 'DEFAULT') FROM ev"})
         m = interleaved(spark, meter, queries, args.repeat, args.warm)
         if "should_apply WHERE" in m:
             assert m["should_apply WHERE"]["result"] == applied, (m["should_apply WHERE"]["result"], applied)
