@@ -1,6 +1,5 @@
 package rpl_sql.jvm;
 
-import java.io.Serializable;
 import java.util.Arrays;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -10,8 +9,6 @@ import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.unsafe.types.UTF8String;
-import scala.collection.immutable.IndexedSeq;
-import scala.collection.immutable.Seq;
 
 /**
  * rpl_sql__jrw(channel, db, channel key, folded db): rewrite_db as a Catalyst expression. As RowCode does for a
@@ -19,15 +16,12 @@ import scala.collection.immutable.Seq;
  * only a pair it has not seen evaluates the key (the channel's index or canonical name, the folded db). NULL
  * for a NULL channel or db and for an unknown channel.
  */
-public final class RewriteDb extends Expression implements Serializable {
+public final class RewriteDb extends SpecExpression {
   private static final long serialVersionUID = 1L;
-  private final String spec;
-  private final Expression[] args;
   private transient RewriteMemo memo;
 
   public RewriteDb(String spec, Expression[] args) {
-    this.spec = spec;
-    this.args = args.clone();
+    super(spec, args);
   }
 
   @Override
@@ -70,7 +64,7 @@ public final class RewriteDb extends Expression implements Serializable {
     }
     code += "  " + ev.isNull() + " = " + ev.value() + " == null;\n"
         + "}\n";
-    return ev.copy(new CodeBlock(RowCode.seq(code), RowCode.seq()), ev.isNull(), ev.value());
+    return ev.copy(new CodeBlock(seq(code), seq()), ev.isNull(), ev.value());
   }
 
   private static final String PARAMS = "Object cb, long co, int cn, Object db, long dof, int dn";
@@ -111,27 +105,8 @@ public final class RewriteDb extends Expression implements Serializable {
   }
 
   @Override
-  public Seq<Expression> children() {
-    return RowCode.seq(args);
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> ch) {
-    Expression[] a = new Expression[ch.size()];
-    for (int i = 0; i < a.length; i++) {
-      a[i] = ch.apply(i);
-    }
-    return new RewriteDb(spec, a);
-  }
-
-  @Override
   public DataType dataType() {
     return DataTypes.StringType;
-  }
-
-  @Override
-  public boolean nullable() {
-    return true;
   }
 
   @Override
@@ -140,31 +115,7 @@ public final class RewriteDb extends Expression implements Serializable {
   }
 
   @Override
-  public int productArity() {
-    return 2;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0: return spec;
-      case 1: return children();
-      default: throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object o) {
-    return o instanceof RewriteDb;
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    return o instanceof RewriteDb && spec.equals(((RewriteDb) o).spec) && Arrays.equals(args, ((RewriteDb) o).args);
-  }
-
-  @Override
-  public int hashCode() {
-    return 31 * spec.hashCode() + Arrays.hashCode(args) + 1;
+  protected SpecExpression with(Expression[] a) {
+    return new RewriteDb(spec, a);
   }
 }

@@ -1,6 +1,5 @@
 package rpl_sql.jvm;
 
-import java.io.Serializable;
 import java.util.Arrays;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -10,9 +9,6 @@ import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.unsafe.types.UTF8String;
-import scala.collection.immutable.IndexedSeq;
-import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * rpl_sql__jrc(channel, db, table, channel key, folded db, folded table) in Python sessions and spark-sql: a
@@ -22,16 +18,13 @@ import scala.jdk.javaapi.CollectionConverters;
  * the compiled SQL computes them), so a row costs one lookup: no string compared, no name folded, nothing
  * converted to a Java string or boxed.
  */
-public final class RowCode extends Expression implements Serializable {
+public final class RowCode extends SpecExpression {
   private static final long serialVersionUID = 1L;
-  private final String spec;
-  private final Expression[] args;
   private transient RowCodeMemo memo;
 
   /** A NULL channel or db: NULL. A NULL table: the database rules' answer where they decide, else NULL. */
   public RowCode(String spec, Expression[] args) {
-    this.spec = spec;
-    this.args = args.clone();
+    super(spec, args);
   }
 
   private RowCodeMemo memo() {
@@ -219,33 +212,9 @@ public final class RowCode extends Expression implements Serializable {
     return code.toString();
   }
 
-  @SafeVarargs
-  static <T> Seq<T> seq(T... xs) {
-    return CollectionConverters.asScala(Arrays.asList(xs)).toList();
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return seq(args);
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> ch) {
-    Expression[] a = new Expression[ch.size()];
-    for (int i = 0; i < a.length; i++) {
-      a[i] = ch.apply(i);
-    }
-    return new RowCode(spec, a);
-  }
-
   @Override
   public DataType dataType() {
     return DataTypes.IntegerType;
-  }
-
-  @Override
-  public boolean nullable() {
-    return true;
   }
 
   @Override
@@ -254,35 +223,7 @@ public final class RowCode extends Expression implements Serializable {
   }
 
   @Override
-  public int productArity() {
-    return 2;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0: return spec;
-      case 1: return children();
-      default: throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object o) {
-    return o instanceof RowCode;
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    if (!(o instanceof RowCode)) {
-      return false;
-    }
-    RowCode e = (RowCode) o;
-    return spec.equals(e.spec) && Arrays.equals(args, e.args);
-  }
-
-  @Override
-  public int hashCode() {
-    return 31 * spec.hashCode() + Arrays.hashCode(args);
+  protected SpecExpression with(Expression[] a) {
+    return new RowCode(spec, a);
   }
 }

@@ -1,7 +1,5 @@
 package rpl_sql.jvm;
 
-import java.io.Serializable;
-import java.util.Arrays;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
@@ -9,8 +7,6 @@ import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import scala.collection.immutable.IndexedSeq;
-import scala.collection.immutable.Seq;
 
 /**
  * rpl_sql__jsc(channel key, command, folded default db, tables): a statement's whole code as a Catalyst
@@ -18,15 +14,12 @@ import scala.collection.immutable.Seq;
  * functions, which Spark interprets: 15-25x the bare scan for a one-table statement per row. The command
  * arrives upper-cased ('OTHER' for NULL or empty) and the default db folded, as the SQL computes them.
  */
-public final class StatementCode extends Expression implements Serializable {
+public final class StatementCode extends SpecExpression {
   private static final long serialVersionUID = 1L;
-  private final String spec;
-  private final Expression[] args;
   private final StatementMemo memo;
 
   public StatementCode(String spec, Expression[] args) {
-    this.spec = spec;
-    this.args = args.clone();
+    super(spec, args);
     this.memo = new StatementMemo(spec);
   }
 
@@ -54,21 +47,7 @@ public final class StatementCode extends Expression implements Serializable {
     }
     code.append("int ").append(ev.value()).append(" = ").append(ref).append(".applyAsInt(0);\n")
         .append("boolean ").append(ev.isNull()).append(" = ").append(ev.value()).append(" < 0;\n");
-    return ev.copy(new CodeBlock(RowCode.seq(code.toString()), RowCode.seq()), ev.isNull(), ev.value());
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return RowCode.seq(args);
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> ch) {
-    Expression[] a = new Expression[ch.size()];
-    for (int i = 0; i < a.length; i++) {
-      a[i] = ch.apply(i);
-    }
-    return new StatementCode(spec, a);
+    return ev.copy(new CodeBlock(seq(code.toString()), seq()), ev.isNull(), ev.value());
   }
 
   @Override
@@ -77,42 +56,12 @@ public final class StatementCode extends Expression implements Serializable {
   }
 
   @Override
-  public boolean nullable() {
-    return true;
-  }
-
-  @Override
   public String prettyName() {
     return "rpl_sql__jsc";
   }
 
   @Override
-  public int productArity() {
-    return 2;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0: return spec;
-      case 1: return children();
-      default: throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object o) {
-    return o instanceof StatementCode;
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    return o instanceof StatementCode && spec.equals(((StatementCode) o).spec)
-        && Arrays.equals(args, ((StatementCode) o).args);
-  }
-
-  @Override
-  public int hashCode() {
-    return 31 * spec.hashCode() + Arrays.hashCode(args) + 2;
+  protected SpecExpression with(Expression[] a) {
+    return new StatementCode(spec, a);
   }
 }
