@@ -370,8 +370,9 @@ class _Compiler:
     def statement_call(self, prefix: str, channel: str, folded_default_db: str) -> str:
         """The call of the statement code helper for the public functions' arguments."""
         cmd = "upper(coalesce(nullif(command, ''), 'OTHER'))"
-        if self.row_jvm:  # the JVM's, with the tables' folds and table codes: no lambdas over the tables
-            return f"{JVM_STATEMENT_CODE}({channel}, {cmd}, {folded_default_db}, tables)"
+        if self.row_jvm:  # the JVM's, memoised on the raw arguments: no lambdas over the tables, no CASE a row
+            derived = f"{channel}, {cmd}, {folded_default_db}"
+            return f"{JVM_STATEMENT_CODE}(channel_name, command, default_db, tables, {derived})"
         return (f"{prefix}stc({channel}, {cmd}, {folded_default_db}, tables, {prefix}dbc({channel}, "
                 f"{folded_default_db}), {self.key_db(folded_default_db, c=channel)})")
 

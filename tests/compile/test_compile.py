@@ -868,7 +868,8 @@ def test_the_jvm_statement_memo_keeps_apart_statements_that_differ_in_one_argume
     """The JVM statement code memoises a task's statements by value: statements alike but for one table's
     updating flag (true, false, NULL), its database (NULL: the default one; '' ; another), its name's case, the
     number of tables, the command or the default database must each get their own answer, in one task that
-    meets each of them several times in a shuffled order."""
+    meets each of them several times in a shuffled order (one-table statements are kept densely by name ids:
+    a table's db given the first id must not pass for no db)."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
     state = state_of(0, default=F(do_table=["db.t1", "db.T2"], ignore_table=["x.t1"], wild_ignore=["db.t3%"]),
                      ch1=F(wild_do=["db.%"], rewrite=[("src", "x")]))
@@ -880,6 +881,7 @@ def test_the_jvm_statement_memo_keeps_apart_statements_that_differ_in_one_argume
               for ddb in ("db", "src", "x", None) for ts in tables]
     rows = events * 3
     random.Random(7).shuffle(rows)
+    rows.insert(0, ("", "INSERT", None, [("x", "t1", True)]))  # the memo's first name id: a table's db
     register(spark, state, jvm="expression")
     df = spark.createDataFrame(rows, f"c string, cmd string, d string, ts {TABLES_T}").coalesce(1)
     got = df.selectExpr("c", "cmd", "d", "ts", "should_apply_statement(c, cmd, d, ts) AS v",

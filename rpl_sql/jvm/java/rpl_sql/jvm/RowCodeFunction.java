@@ -33,7 +33,8 @@ public final class RowCodeFunction extends AbstractFunction1<Seq<Expression>, Ex
       case "rewrite":
         return new RewriteDb(spec, take(args, 4, "channel, db, channel key, folded db"));
       default:
-        return new StatementCode(spec, take(args, 4, "channel key, command, folded default db, tables"));
+        return new StatementCode(spec, take(args, 7, "channel, command, default db, tables, channel key, "
+            + "upper-cased command, folded default db"));
     }
   }
 

@@ -6,31 +6,43 @@ import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.IntUnaryOperator;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * Statement codes (StatementCode), memoised on the statement's arguments as Spark holds them: the channel key,
- * the command, the folded default db and each table's db, name and updating flag. Generated code writes the
- * arguments into arguments() and calls applyAsInt; a copy is deserialised per task, so this object is never
- * used by two threads, but the decisions it keeps are the JVM's, by spec (a task of a 10M-row scan meets
- * most of its query's 108,000 statements: kept per task and bounded, they were decided again in each, 4-9x
- * the bare scan). The steps are rpl_sql.compile's statement code (decide_statement's), with the names folded
- * by the spec's table (TableRules.fold).
+ * Statement codes (StatementCode), memoised on the statement's arguments as Spark holds them: the raw channel,
+ * command and default db (or, where the key's expressions cannot be bound to them, the channel key, command
+ * and folded default db the SQL computed) and each table's db, name and updating flag. Generated code writes
+ * the arguments into arguments() and calls applyAsInt; a copy is deserialised per task, so this object is
+ * never used by two threads, but the decisions it keeps are the JVM's, by spec and key (a task of a 10M-row
+ * scan meets most of its query's 108,000 statements: kept per task and bounded, they were decided again in
+ * each, 4-9x the bare scan). On a miss the raw arguments' key is computed by the key's own expressions, bound
+ * to them (KeyBinding), so the channel's CASE and the folds run once per distinct statement. The steps are
+ * rpl_sql.compile's statement code (decide_statement's), the tables' names folded by the spec's table.
  */
 public final class StatementMemo implements IntUnaryOperator, Serializable {
   private static final long serialVersionUID = 1L;
-  /** Statements a JVM keeps per spec; past them, new ones are decided without being kept. */
+  /** Statements a JVM keeps per spec and key; past them, new ones are decided without being kept. */
   static final int KEPT_MAX = 1 << 19;
   private static final ConcurrentHashMap<String, ConcurrentHashMap<Key, Integer>> SHARED = new ConcurrentHashMap<>();
   private final String spec;
+  private final Expression[] key;
   private final Object[] args = new Object[4];
   private transient TableRules rules;
   private transient ConcurrentHashMap<Key, Integer> seen;
   private transient Key probe;
+  /** This task's one-table statements, dense (the shared map's objects cost a cache miss each). */
+  private transient OneTableCodes oneTable;
 
-  public StatementMemo(String spec) {
+  /**
+   * `key`: the channel key's, command's and folded default db's expressions over the raw channel, command and
+   * default db as BoundReferences 0, 1 and 2; null where arguments() holds those three already computed.
+   */
+  public StatementMemo(String spec, Expression[] key) {
     this.spec = spec;
+    this.key = key == null ? null : key.clone();
     TableRules.of(spec);  // a bad spec fails here, on the driver
   }
 
@@ -47,32 +59,52 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
       if (SHARED.size() >= 16) {
         SHARED.clear();
       }
-      seen = SHARED.computeIfAbsent(spec, x -> new ConcurrentHashMap<>());
+      seen = SHARED.computeIfAbsent(spec + "\u0000" + Arrays.toString(key), x -> new ConcurrentHashMap<>());
       probe = new Key();
+      oneTable = new OneTableCodes(Long.getLong(RowCodeMemo.CODE_BYTES_PROPERTY, 32L << 20));
     }
-    if (!probe.set(args)) {
-      return -1;  // a NULL table or table name
+    if (!probe.set(args) || probe.channel == null) {
+      return -1;  // a NULL table or table name, or channel
+    }
+    boolean one = probe.n == 1;
+    if (one) {
+      int v = oneTable.get(probe.channel, probe.cmd, probe.db, probe.dbs[0], probe.names[0], probe.updating[0]);
+      if (v != OneTableCodes.MISS) {
+        return v;
+      }
     }
     Integer hit = seen.get(probe);
     if (hit != null) {
+      if (one) {
+        oneTable.put(probe.channel, probe.cmd, probe.db, probe.dbs[0], probe.names[0], probe.updating[0], hit);
+      }
       return hit;
     }
-    int v = decide(probe);
+    int v;
+    if (key == null) {
+      v = decide(probe.channel, probe.cmd, probe.db, probe);
+    } else {
+      GenericInternalRow raw = new GenericInternalRow(new Object[] {probe.channel, probe.cmd, probe.db});
+      v = decide(key[0].eval(raw), (UTF8String) key[1].eval(raw), (UTF8String) key[2].eval(raw), probe);
+    }
     if (seen.size() < KEPT_MAX) {
       seen.put(probe.copy(), v);
+    }
+    if (one) {
+      oneTable.put(probe.channel, probe.cmd, probe.db, probe.dbs[0], probe.names[0], probe.updating[0], v);
     }
     return v;
   }
 
   /** The statement code: NULL (-1), 1 transaction control, 2/3 database rules, 4-8, 19, table codes, or dc. */
-  private int decide(Key s) {
-    Object c = s.channel instanceof UTF8String ? s.channel.toString() : s.channel;
+  private int decide(Object channel, UTF8String command, UTF8String folded, Key s) {
+    Object c = channel instanceof UTF8String ? channel.toString() : channel;
     TableRules.Channel ch = c == null ? null : rules.channel(c);
-    if (ch == null || s.cmd == null || s.db == null) {
+    if (ch == null || command == null || folded == null) {
       return -1;
     }
-    String cmd = s.cmd.toString();
-    String d = s.db.toString();
+    String cmd = command.toString();
+    String d = folded.toString();
     int dc = ch.dbCode(d);
     if (rules.transactionControl.contains(cmd)) {
       return 1;
@@ -123,6 +155,7 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
     UTF8String[] names = new UTF8String[4];
     byte[] updating = new byte[4];  // 0 false, 1 true, 2 NULL
     private int hash;
+    private boolean hashed;
 
     /** The arguments from `a`; false where a table or its name is NULL (the statement's code is NULL). */
     boolean set(Object[] a) {
@@ -136,8 +169,7 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
         names = Arrays.copyOf(names, n);
         updating = Arrays.copyOf(updating, n);
       }
-      int h = Objects.hashCode(channel) * 31 + Objects.hashCode(cmd);
-      h = h * 31 + Objects.hashCode(db);
+      hashed = false;
       for (int i = 0; i < n; i++) {
         if (ts.isNullAt(i)) {
           return false;
@@ -149,10 +181,35 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
         dbs[i] = t.isNullAt(0) ? null : t.getUTF8String(0);
         names[i] = t.getUTF8String(1);
         updating[i] = t.isNullAt(2) ? 2 : t.getBoolean(2) ? (byte) 1 : 0;
-        h = ((h * 31 + Objects.hashCode(dbs[i])) * 31 + names[i].hashCode()) * 31 + updating[i];
       }
-      hash = h * 31 + n;
       return true;
+    }
+
+    /** Computed when the shared map is asked: most rows are answered by the one-table codes without it. */
+    @Override
+    public int hashCode() {
+      if (!hashed) {
+        long h = (channel instanceof UTF8String ? hash((UTF8String) channel) : Objects.hashCode(channel)) * 31
+            + hash(cmd);
+        h = h * 31 + hash(db);
+        for (int i = 0; i < n; i++) {
+          h = ((h * 31 + hash(dbs[i])) * 31 + hash(names[i])) * 31 + updating[i];
+        }
+        h = (h * 31 + n) * 0x9E3779B97F4A7C15L;
+        hash = (int) (h ^ (h >>> 32));
+        hashed = true;
+      }
+      return hash;
+    }
+
+    /** A name's hash from its length and first and last eight bytes (RowCodeMemo.first/last): no loop. */
+    private static long hash(UTF8String s) {
+      if (s == null) {
+        return 0x51ED27L;
+      }
+      int n = s.numBytes();
+      long h = (RowCodeMemo.first(s, n) * 0xC2B2AE3D27D4EB4FL ^ RowCodeMemo.last(s, n)) * 0x9E3779B97F4A7C15L;
+      return h ^ (h >>> 29) ^ n;
     }
 
     Key copy() {
@@ -168,13 +225,9 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
         k.dbs[i] = dbs[i] == null ? null : dbs[i].clone();
         k.names[i] = names[i].clone();
       }
-      k.hash = hash;
+      k.hash = hashCode();
+      k.hashed = true;
       return k;
-    }
-
-    @Override
-    public int hashCode() {
-      return hash;
     }
 
     @Override
@@ -183,7 +236,7 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
         return false;
       }
       Key k = (Key) o;
-      if (hash != k.hash || n != k.n || !Objects.equals(channel, k.channel) || !Objects.equals(cmd, k.cmd)
+      if (hashCode() != k.hashCode() || n != k.n || !Objects.equals(channel, k.channel) || !Objects.equals(cmd, k.cmd)
           || !Objects.equals(db, k.db)) {
         return false;
       }
