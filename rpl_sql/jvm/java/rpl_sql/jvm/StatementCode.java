@@ -41,7 +41,7 @@ public final class StatementCode extends SpecExpression {
 
   /**
    * The tables argument, without the cast a SQL function's parameter adds where only nullability differs (an
-   * array of named_struct(...)): the values are the same, and copying every row's array cost 0.3x the bare scan.
+   * array of named_struct(...)): the values are the same, so copying each row's array is work no answer needs.
    */
   private Expression tables() {
     Expression t = args[3];
