@@ -832,9 +832,9 @@ def _memo_rows_against_the_reference(spark, monkeypatch):
 
 @pytest.mark.parametrize("lctn", [0, 1])
 def test_the_jvm_row_code_interpreted_equals_its_generated_code(spark, monkeypatch, lctn):
-    """Without code generation Spark calls the JVM expressions' eval (RowCode and RewriteDb hand the decision
-    key to their memo as objects; TableKeyCode decides a statement's table keys); generated code hands the
-    memos the raw names' bytes and they compute the key. Both give the reference's answers, for channels
+    """Without code generation Spark calls the JVM expressions' eval (RowCode, RewriteDb and StatementCode hand
+    the decision key to their memo as objects); generated code hands the memos the raw names and they compute
+    the key. Both give the reference's answers, for channels
     spelled in another case, folded names, a rewrite, statements on tables and databases, and NULLs."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
     state = state_of(lctn, default=F(do_table=["db.t1"], wild_do=["db%.t%"], rewrite=[("Src", "Dst")]),
