@@ -197,10 +197,10 @@ class ChannelLoops:
                              progress_every=HEARTBEAT).run()
                 backoff = 1.0
             except SourceChangedError as e:  # fatal, as MySQL's receiver: the IO thread stops and says why
+                log.error("channel %r: receiver stopped: %s", self.channel, e)
+                self._stop_thread("io", f"IO thread error {e.code} FOR CHANNEL '{self.channel}'")  # then say so
                 st.last_io_error = [e.code, str(e)[:1000], _stamp()]
                 st.io, st.io_state = "No", ""
-                log.error("channel %r: receiver stopped: %s", self.channel, e)
-                self._stop_thread("io", f"IO thread error {e.code} FOR CHANNEL '{self.channel}'")
             except Exception as e:  # the source went away, refused us, or the events table said no
                 code, message = _io_error(e)
                 st.last_io_error = [code, message[:1000], _stamp()]
@@ -320,15 +320,15 @@ class ChannelLoops:
         msg = e.message if isinstance(e, MySQLError) else \
             str(e) if isinstance(e, (ApplyError, IngestError)) else f"{type(e).__name__}: {e}"
         st = self.status
-        st.last_sql_error = [code, f"Error executing row event: '{msg}'"[:2000] if code in (1032, 1062) else msg,
-                             _stamp()]
-        st.sql, st.sql_state, st.seconds_behind = "No", "", None
         log.error("channel %r: SQL thread stopped: %s", self.channel, msg)
-
-        version = self._stop_thread("sql", f"SQL thread error {code} FOR CHANNEL '{self.channel}'")
-        if version is not None:
-            st.sql_version = self.error_version = version
-        self.svc.publish(self)
+        try:  # the status says "stopped" once the state does (another thread may publish it at any moment)
+            version = self._stop_thread("sql", f"SQL thread error {code} FOR CHANNEL '{self.channel}'")
+            if version is not None:
+                st.sql_version = self.error_version = version
+        finally:
+            text = f"Error executing row event: '{msg}'"[:2000] if code in (1032, 1062) else msg
+            st.last_sql_error, st.sql, st.sql_state, st.seconds_behind = [code, text, _stamp()], "No", "", None
+            self.svc.publish(self)
 
     def _stop_thread(self, thread: str, why: str) -> int | None:
         """STOP REPLICA IO_THREAD | SQL_THREAD committed for the channel, as a MySQL thread that stops on an
