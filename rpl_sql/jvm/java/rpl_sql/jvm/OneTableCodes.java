@@ -92,14 +92,9 @@ final class OneTableCodes {
 
   /** The prefix's id (open addressing on the long), given one with `add` (-1 past 2^16 prefixes). */
   private int prefixId(long p, boolean add) {
-    int mask = prefixes.length - 1;
-    long h = (p + 1) * 0x9E3779B97F4A7C15L;
-    int i = (int) (h ^ (h >>> 32)) & mask;
-    while (prefixes[i] != 0) {
-      if (prefixes[i] == p + 1) {
-        return prefixIds[i];
-      }
-      i = (i + 1) & mask;
+    int i = slot(p);
+    if (prefixes[i] != 0) {
+      return prefixIds[i];
     }
     if (!add || prefixCount >= 1 << 16) {
       return -1;
@@ -122,11 +117,12 @@ final class OneTableCodes {
     return prefixCount - 1;
   }
 
+  /** The slot holding prefix `p`, or the empty one where it goes. */
   private int slot(long p) {
     int mask = prefixes.length - 1;
     long h = (p + 1) * 0x9E3779B97F4A7C15L;
     int i = (int) (h ^ (h >>> 32)) & mask;
-    while (prefixes[i] != 0) {
+    while (prefixes[i] != 0 && prefixes[i] != p + 1) {
       i = (i + 1) & mask;
     }
     return i;
