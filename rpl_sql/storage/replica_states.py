@@ -41,11 +41,9 @@ class TableState:
 
 
 def copy_progress(path: str) -> dict | None:
-    """The progress the newest copy commit at `path` recorded (None: no copy there)."""
-    try:
-        dt = archive.open_existing(path)
-    except Exception:  # not created yet
-        return None
+    """The progress the newest copy commit at `path` recorded (None: no copy there). A table it cannot read
+    raises: a copy that took it for none would start again from scratch."""
+    dt = archive.open_existing(path)
     if dt is None:
         return None
     for info in archive.history(dt, 8):
@@ -74,13 +72,16 @@ def _state(warehouse: str, channel: str, e: TableEntry, error: list) -> TableSta
     copy = e.copy or {}
     version = copy.get("version")
     if e.state in (BACKFILLING, COPYING):
-        got = copy_progress(f"{replica_root(warehouse)}/{e.path}") or {}
-        rows = int(got.get("rows", 0))
+        try:
+            got, unread = copy_progress(f"{replica_root(warehouse)}/{e.path}") or {}, ""
+        except Exception as err:  # say so rather than show no rows copied
+            got, unread = {}, f"; its progress cannot be read now ({type(err).__name__}: {err})"
+        rows = None if unread else int(got.get("rows", 0))
         started = copy.get("at")
-        rate = rows / max(time.time() - started, 1e-3) if started else None
+        rate = rows / max(time.time() - started, 1e-3) if started and rows is not None else None
         source = ".".join(copy.get("source") or [])
         note = (f"copied from {source}; its events are held and applied once the copy is done" if e.state ==
-                BACKFILLING else "`rpl-sql snapshot` has not finished it: run it again to resume")
+                BACKFILLING else "`rpl-sql snapshot` has not finished it: run it again to resume") + unread
         return TableState(channel, e.db, e.name, e.state, version, rows, copy.get("estimate"), rate, note)
     if e.state == UNREPLICATED:
         note = (f"the filters no longer apply it since state version {version}: it keeps its rows as they were; "

@@ -17,6 +17,7 @@ far), so an interrupted paged copy resumes after its last page; the last commit 
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import threading
 import time
@@ -33,6 +34,8 @@ from rpl_sql.pipeline.replica.source_read import key_columns, key_ranges, read_p
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.replica_states import COPY_DONE_KEY, COPY_PROGRESS_KEY, copy_progress
 from rpl_sql.source_server.connection import connect
+
+log = logging.getLogger(__name__)
 
 # 2M rows of 5 columns landed in 0.61 s as ZSTD (26 MB), 0.89 s as delta-rs' default snappy (51 MB)
 COPY_COMPRESSION = "ZSTD"
@@ -121,6 +124,9 @@ class TableCopy:
         if known is not None and known.get("ranges") and known.get("columns") == cols:
             since, ranges, rows = tuple(known["since"]), known["ranges"], int(known["rows"])
         else:
+            if known is not None:
+                log.info("%s.%s is copied from its start: the copy at %s %s", self.db, self.name, self.path,
+                         "was done or not paged" if not known.get("ranges") else "was of other columns")
             since = binlog_position(self.settings)
             bounds = key_ranges(self.settings, self.db, self.name, cols, self.readers)
             # per key range: [key of the last row copied (None: none yet), inclusive upper bound, finished]

@@ -97,6 +97,18 @@ def _serving(warehouse, src, do_db: str, *args):
     return session, proc
 
 
+def _backfill_path(warehouse: str, db: str, name: str) -> str | None:
+    """Where the channel's table `db.name` is being copied to (None: not being backfilled)."""
+    cat = Catalog.load(warehouse, "a")
+    e = cat.table(db, name)
+    return cat.data_path(e) if e is not None and e.state == BACKFILLING else None
+
+
+def _log_tail(warehouse: str, lines: int = 40) -> str:
+    with open(os.path.join(warehouse, "service.log"), encoding="utf-8", errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
 def _settled_and_equal(warehouse, src, session, worker, stop: threading.Event, tables) -> dict:
     """Stop the workload, wait until no table is being copied and the service has applied the whole binlog:
     no SQL-thread error, and each of `tables` equal to the source's. The replica's tables, as compared."""
@@ -232,7 +244,7 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
     """The service is SIGKILLed ten times while it backfills (small pages, so each life copies a few), with the
     workload running: every copy resumes after its last committed page, no page is copied twice, and the
     tables end equal to the source's."""
-    rows = 20_000
+    rows = 60_000  # 240 pages: a loaded machine's slower kills (a dozen pages a life) still leave most uncopied
     _fill(src, rows, 0)
     args = ("--copy-page-rows", "250")
     session, proc = _serving(warehouse, src, "hr", *args)
@@ -241,26 +253,28 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
         worker = _workload(src, stop, seed=2387)
         session.execute("STOP REPLICA SQL_THREAD FOR CHANNEL 'a'; CHANGE REPLICATION FILTER "
                         "REPLICATE_DO_DB = (hr, shop) FOR CHANNEL 'a'; START REPLICA SQL_THREAD FOR CHANNEL 'a'")
-        kills, last = 0, -1
+        path = wait_for(lambda: _backfill_path(warehouse, "shop", "t"), "shop.t to be backfilled")
+        kills, last, lives = 0, -1, []
 
-        def copied() -> int | None:
-            e = Catalog.load(warehouse, "a").table("shop", "t")
-            if e is None or e.state != BACKFILLING:
-                return None
-            got = copy_progress(Catalog.load(warehouse, "a").data_path(e))
-            return None if got is None or "ranges" not in got else int(got["rows"])
+        def past(last: int) -> tuple[int] | None:  # cheap (one table's log), so the kill follows a page closely
+            got = copy_progress(path) or {}
+            assert "exact_after" not in got and not (got == {} and last >= 0), f"copy done after {kills} kills"
+            return (int(got["rows"]),) if got and int(got["rows"]) > last else None
         while kills < 10:
-            wait_for(lambda: (copied() or -1) > last, "the backfill to make progress", 60)
-            last = copied()
+            last, = wait_for(lambda: past(last), "the backfill to make progress", 60)
+            lives.append(last)
             proc = killed_and_restarted(proc, warehouse, *args)
             kills += 1
         _settled_and_equal(warehouse, src, session, worker, stop, (("shop", "t"), ("shop", "bag"), ("hr", "people")))
-        cat = Catalog.load(warehouse, "a")
         # read as the product reads it: delta-rs's own history() can skip or misnumber commits the service's
         # archiver moved meanwhile
-        hist = archive.history(DeltaTable(cat.data_path(cat.table("shop", "t"))))
-        counts = [json.loads(h[COPY_PROGRESS_KEY])["rows"] for h in reversed(hist) if COPY_PROGRESS_KEY in h]
-        assert counts == sorted(set(counts)) and counts[-1] > rows // 2, counts  # each page once, in order
+        hist = archive.history(DeltaTable(path))
+        counts = [(h["version"], json.loads(h[COPY_PROGRESS_KEY])["rows"]) for h in reversed(hist)
+                  if COPY_PROGRESS_KEY in h]
+        rows_in_order = [n for _, n in counts]
+        assert rows_in_order == sorted(set(rows_in_order)) and counts[-1][1] > rows // 2, (  # each page once
+            f"rows at each kill {lives}; (version, rows) of the copy's commits {counts}; the service's log:\n"
+            + _log_tail(warehouse))
         assert kills == 10
     finally:
         stop.set()
