@@ -33,17 +33,21 @@ def spark():
 # fixtures and marks: they write each test's group and weight to a directory the scheduler reads. (xdist's own
 # `loadgroup` does not group under pytest 9.2: it renames `item._nodeid`, which `nodeid` no longer reads.)
 _GROUPS = "RPL_SQL_TEST_GROUPS"
+_SCRATCH: list[str] = []  # the directories this process made, removed when it ends
 
 
 def pytest_configure(config):
     # the shell's history goes to a scratch file, never the user's ~/.rpl_sql_history
     if "RPL_SQL_HISTFILE" not in os.environ or not hasattr(config, "workerinput"):
-        os.environ["RPL_SQL_HISTFILE"] = os.path.join(tempfile.mkdtemp(prefix="rpl_sql-test-history-"), "history")
+        _SCRATCH.append(tempfile.mkdtemp(prefix="rpl_sql-test-history-"))
+        os.environ["RPL_SQL_HISTFILE"] = os.path.join(_SCRATCH[-1], "history")
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         os.environ[_GROUPS] = tempfile.mkdtemp(prefix="rpl_sql-test-groups-")
 
 
 def pytest_unconfigure(config):
+    while _SCRATCH:
+        shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
     if not hasattr(config, "workerinput") and os.environ.get(_GROUPS):
         shutil.rmtree(os.environ.pop(_GROUPS), ignore_errors=True)
 
