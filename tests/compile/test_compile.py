@@ -35,6 +35,23 @@ QUERY = """SELECT id, should_apply(ch, db, tbl) AS v, filter_decided_by(ch, db, 
 APPLIER_COLUMNS = """, rpl_sql_apply__row_code(ch, db, tbl) AS rc,
   rpl_sql_apply__statement_code(ch, cmd, ddb, tables) AS sc, rpl_sql_apply__rewrite_db(ch, db) AS ar
   """
+# the statement forms as users write them, the tables in the call: the JVM code reads array(named_struct(...))'s
+# fields in place; for the events of one or two tables (k), from columns of their own, which no rule can fold
+INLINE = ["array(named_struct('db', t0d, 'name', t0n, 'updating', t0u))",
+          "array(named_struct('db', t0d, 'name', t0n, 'updating', t0u), named_struct('db', t1d, 'name', t1n, "
+          "'updating', t1u))"]
+INLINE_QUERY = "SELECT id, " + ", ".join(  # a query of its own: small enough for whole-stage code generation
+    f"CASE k WHEN 1 THEN {f}(ch, cmd, ddb, {INLINE[0]}) WHEN 2 THEN {f}(ch, cmd, ddb, {INLINE[1]}) END AS {a}"
+    for f, a in (("should_apply_statement", "isv"), ("filter_decided_by_statement", "isl"))
+) + " FROM {view} ORDER BY id"
+INLINE_SCHEMA = SCHEMA + ", k int" + "".join(f", t{i}d string, t{i}n string, t{i}u boolean" for i in (0, 1))
+
+
+def _inline(tables) -> tuple:
+    """k and the two tables' fields of an event's `tables` (k = 0: not one or two whole tables)."""
+    if not tables or len(tables) > 2 or any(t is None for t in tables):
+        return (0,) + (None,) * 6
+    return (len(tables),) + tuple(f for t in tables for f in t) + (None,) * (6 - 3 * len(tables))
 
 
 # ---------------------------------------------------------------- reference side (the definition)
@@ -115,14 +132,21 @@ def register(spark, state: ServerState, encoding: str | None = None, jit: bool =
 def run_events(spark, state, events, encoding=None, view="rpl_compile_events", jit=False, jvm=None):
     """Evaluate all events in one Spark query; return the list of mismatches (empty = exact agreement)."""
     register(spark, state, encoding, jit, applier=True, jvm=jvm)
-    rows = [(i,) + tuple(e) for i, e in enumerate(events)]
-    spark.createDataFrame(rows, SCHEMA).createOrReplaceTempView(view)
+    rows = [(i,) + tuple(e) + _inline(e[5]) for i, e in enumerate(events)]
+    spark.createDataFrame(rows, INLINE_SCHEMA).createOrReplaceTempView(view)
     got = spark.sql(QUERY.format(view=view, more=APPLIER_COLUMNS)).collect()
-    assert len(got) == len(events)
+    spark.conf.set("spark.sql.codegen.fallback", "false")  # generated code that does not compile fails here
+    try:
+        inline = spark.sql(INLINE_QUERY.format(view=view)).collect()
+    finally:
+        spark.conf.unset("spark.sql.codegen.fallback")
+    assert len(got) == len(inline) == len(events)
     bad = []
-    for r, (ch, db, tbl, cmd, ddb, tables) in zip(got, events):
+    for r, i, (ch, db, tbl, cmd, ddb, tables) in zip(got, inline, events):
         want = expect_row(state, ch, db, tbl) + expect_statement(state, ch, cmd, ddb, tables)
         have = (r.v, r.l, r.r, r.sv, r.sl)
+        if _inline(tables)[0] and (i.isv, i.isl) != want[3:]:
+            bad.append(dict(event=(ch, db, tbl, cmd, ddb, tables), want=want, inline=(i.isv, i.isl)))
         # the applier's decision codes must say the same: verdict = code in TRUE_CODES, label = LABELS[code]
         have_codes = tuple(x for c in (r.rc, r.sc)
                            for x in ((None, None) if c is None else (c in TRUE_CODES, LABELS[c])))
@@ -869,7 +893,8 @@ def test_the_jvm_statement_memo_keeps_apart_statements_that_differ_in_one_argume
     updating flag (true, false, NULL), its database (NULL: the default one; '' ; another), its name's case, the
     number of tables, the command or the default database must each get their own answer, in one task that
     meets each of them several times in a shuffled order (one-table statements are kept densely by name ids:
-    a table's db given the first id must not pass for no db)."""
+    a table's db given the first id must not pass for no db), and again in the tasks that take over what it
+    learned."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
     state = state_of(0, default=F(do_table=["db.t1", "db.T2"], ignore_table=["x.t1"], wild_ignore=["db.t3%"]),
                      ch1=F(wild_do=["db.%"], rewrite=[("src", "x")]))
@@ -883,13 +908,14 @@ def test_the_jvm_statement_memo_keeps_apart_statements_that_differ_in_one_argume
     random.Random(7).shuffle(rows)
     rows.insert(0, ("", "INSERT", None, [("x", "t1", True)]))  # the memo's first name id: a table's db
     register(spark, state, jvm="expression")
-    df = spark.createDataFrame(rows, f"c string, cmd string, d string, ts {TABLES_T}").coalesce(1)
-    got = df.selectExpr("c", "cmd", "d", "ts", "should_apply_statement(c, cmd, d, ts) AS v",
-                        "filter_decided_by_statement(c, cmd, d, ts) AS l").collect()
-    assert len(got) == len(rows)
-    bad = [(r.c, r.cmd, r.d, r.ts, r.v, r.l) for r in got
-           if (r.v, r.l) != expect_statement(state, r.c, r.cmd, r.d, [tuple(t) for t in r.ts])]
-    assert not bad, f"{len(bad)} mismatches, first: {bad[:3]}"
+    df = spark.createDataFrame(rows, f"c string, cmd string, d string, ts {TABLES_T}")
+    for parts in (1, 1, 3):  # then twice more: the JVM's next tasks start from the codes the last ones learned
+        got = df.coalesce(parts).selectExpr("c", "cmd", "d", "ts", "should_apply_statement(c, cmd, d, ts) AS v",
+                                            "filter_decided_by_statement(c, cmd, d, ts) AS l").collect()
+        assert len(got) == len(rows)
+        bad = [(r.c, r.cmd, r.d, r.ts, r.v, r.l) for r in got
+               if (r.v, r.l) != expect_statement(state, r.c, r.cmd, r.d, [tuple(t) for t in r.ts])]
+        assert not bad, f"{len(bad)} mismatches ({parts} tasks), first: {bad[:3]}"
 
 
 def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):

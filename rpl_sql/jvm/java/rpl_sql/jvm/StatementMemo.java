@@ -33,7 +33,7 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
   private transient TableRules rules;
   private transient ConcurrentHashMap<Key, Integer> seen;
   private transient Key probe;
-  /** This task's one-table statements, dense (the shared map's objects cost a cache miss each). */
+  /** This task's one-table statements, dense (the shared map's objects cost a cache miss each), handed on. */
   private transient OneTableCodes oneTable;
 
   /**
@@ -59,9 +59,10 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
       if (SHARED.size() >= 16) {
         SHARED.clear();
       }
-      seen = SHARED.computeIfAbsent(spec + "\u0000" + Arrays.toString(key), x -> new ConcurrentHashMap<>());
+      String id = spec + "\u0000" + Arrays.toString(key);
+      seen = SHARED.computeIfAbsent(id, x -> new ConcurrentHashMap<>());
       probe = new Key();
-      oneTable = new OneTableCodes(Long.getLong(RowCodeMemo.CODE_BYTES_PROPERTY, 32L << 20));
+      oneTable = OneTableCodes.forTask(id, Long.getLong(RowCodeMemo.CODE_BYTES_PROPERTY, 32L << 20));
     }
     if (!probe.set(args) || probe.channel == null) {
       return -1;  // a NULL table or table name, or channel
