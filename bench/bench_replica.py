@@ -523,6 +523,11 @@ def update_lag(base: str, m: MariaDBServer, rows: int, rate: int, seconds: float
     print(f"{rows:>12,} rows: snapshot {copied:6.1f} s; {len(committed) * per / seconds:,.0f} updates/s of random "
           f"keys for {seconds:.0f} s: lag p50 {q(0.5):.2f} s, p99 {q(0.99):.2f} s, max {lags[-1] if lags else 0:.2f}"
           f" s{f', {missing} never visible' if missing else ''}; service RSS max {peak[0]:.0f} MB")
+    minutes = sorted({int((committed[s] - t0) // 60) for s in committed if s in visible})
+    for i in minutes:  # a lag that grows with the run shows here, where the whole run's p99 hides it
+        ls = sorted(visible[s] - committed[s] for s in committed if s in visible and (committed[s] - t0) // 60 == i)
+        print(f"   minute {i + 1}: {len(ls):,} transactions, lag p50 {ls[len(ls) // 2]:.2f} s, "
+              f"p99 {ls[min(len(ls) - 1, int(0.99 * len(ls)))]:.2f} s, max {ls[-1]:.2f} s")
 
 
 def main() -> None:
