@@ -9,9 +9,9 @@ import org.apache.spark.util.TaskCompletionListener;
 
 /**
  * A task's codes of one-table statements, the common shape, kept dense as RowCodeMemo keeps rows': each
- * name gets a small id (NameIds; dbs and table names apart, so a row is as long as the tables), a statement's channel, command, default db, table db and updating flag are
- * one "prefix" (a long, given an id of its own), and its code is a byte in the prefix's row, at the table
- * name's id. A few hundred names and prefixes stay in the core's cache, where a hash map of 108,000 statement
+ * name gets a small id (NameIds; dbs and table names apart, so a row is as long as the tables), a statement's
+ * channel, command, default db, table db and updating flag are one "prefix" (a long, given an id of its own),
+ * and its code is a byte in the prefix's row, at the table name's id. A few hundred names and prefixes stay in the core's cache, where a hash map of 108,000 statement
  * objects cost a cache miss per object it touched (the map, the key, each name's bytes: 3x the bare scan).
  */
 final class OneTableCodes {
