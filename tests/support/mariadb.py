@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -48,9 +49,27 @@ def binaries() -> tuple[str, str] | None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range. A port the kernel handed out (bind to 0) is one it hands
+    out again for outgoing connections, so a server restarted on it could find it taken: CI's relay test met
+    EADDRINUSE that way while the relay was down and its replica was reconnecting."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.SystemRandom().randrange(max(1024, low - 12_000), low)  # not the seeded global one
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 _TEMPLATE: dict[str, Path] = {}
