@@ -271,10 +271,12 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
         hist = archive.history(DeltaTable(path))
         counts = [(h["version"], json.loads(h[COPY_PROGRESS_KEY])["rows"]) for h in reversed(hist)
                   if COPY_PROGRESS_KEY in h]
-        rows_in_order = [n for _, n in counts]
-        assert rows_in_order == sorted(set(rows_in_order)) and counts[-1][1] > rows // 2, (  # each page once
-            f"rows at each kill {lives}; (version, rows) of the copy's commits {counts}; the service's log:\n"
-            + _log_tail(warehouse))
+        back = [(a, b) for a, b in zip(counts, counts[1:]) if b[1] <= a[1]]  # each page once: rows only grow
+        # a bare bool, so pytest prints no list diff after the message (CI's report keeps an output's tail)
+        whole = not back and counts[-1][1] > rows // 2
+        assert whole, (f"copy commits where the rows did not grow, (version, rows) before and after: {back[:5]}; "
+                       f"rows at each kill {lives}; the copy's {len(counts)} commits end {counts[-3:]}; the "
+                       f"service's log:\n" + _log_tail(warehouse))
         assert kills == 10
     finally:
         stop.set()
