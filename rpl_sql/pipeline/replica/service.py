@@ -463,6 +463,7 @@ def service_logging() -> None:
     backfill, or no longer replicated, as MySQL's error log notes them."""
     logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
     logging.getLogger("rpl_sql.pipeline.replica.backfill").setLevel(logging.INFO)
+    logging.getLogger("rpl_sql.pipeline.replica.table_copy").setLevel(logging.INFO)  # where a copy (re)starts
 
 
 def run_service(warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, **kw) -> None:

@@ -123,10 +123,12 @@ class TableCopy:
         known = copy_progress(self.path)  # an unfinished paged copy of these columns is resumed
         if known is not None and known.get("ranges") and known.get("columns") == cols:
             since, ranges, rows = tuple(known["since"]), known["ranges"], int(known["rows"])
+            log.info("%s.%s: its copy resumes after %d rows (%s)", self.db, self.name, rows, self.path)
         else:
-            if known is not None:
-                log.info("%s.%s is copied from its start: the copy at %s %s", self.db, self.name, self.path,
-                         "was done or not paged" if not known.get("ranges") else "was of other columns")
+            if known is not None or archive.open_existing(self.path) is not None:
+                why = "holds no copy" if known is None else "was done or not paged" if not known.get("ranges") \
+                    else "was of other columns"
+                log.info("%s.%s is copied from its start: the table at %s %s", self.db, self.name, self.path, why)
             since = binlog_position(self.settings)
             bounds = key_ranges(self.settings, self.db, self.name, cols, self.readers)
             # per key range: [key of the last row copied (None: none yet), inclusive upper bound, finished]

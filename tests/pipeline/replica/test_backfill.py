@@ -271,6 +271,7 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
         hist = archive.history(DeltaTable(path))
         counts = [(h["version"], json.loads(h[COPY_PROGRESS_KEY])["rows"]) for h in reversed(hist)
                   if COPY_PROGRESS_KEY in h]
+        rows_seen = {n for _, n in counts}
         back = [(a, b) for a, b in zip(counts, counts[1:]) if b[1] <= a[1]]  # each page once: rows only grow
         # a bare bool, so pytest prints no list diff after the message (CI's report keeps an output's tail)
         whole = not back and counts[-1][1] > rows // 2
@@ -278,6 +279,13 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
                        f"rows at each kill {lives}; the copy's {len(counts)} commits end {counts[-3:]}; the "
                        f"service's log:\n" + _log_tail(warehouse))
         assert kills == 10
+        with open(os.path.join(warehouse, "service.log"), encoding="utf-8") as f:
+            said = f.read()
+        # each life that reached the copy took it up at a committed page (a life killed before it did, because
+        # its predecessor's last page landed after the poll read, says nothing)
+        resumed = [int(n) for n in re.findall(r"shop\.t: its copy resumes after (\d+) rows", said)]
+        assert resumed and resumed == sorted(resumed) and set(resumed) <= {0, *rows_seen} \
+            and "copied from its start" not in said, (resumed, _log_tail(warehouse))
     finally:
         stop.set()
         os.killpg(proc.pid, signal.SIGTERM)
