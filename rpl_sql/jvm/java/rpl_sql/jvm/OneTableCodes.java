@@ -1,11 +1,7 @@
 package rpl_sql.jvm;
 
 import java.util.Arrays;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
-import org.apache.spark.TaskContext;
 import org.apache.spark.unsafe.types.UTF8String;
-import org.apache.spark.util.TaskCompletionListener;
 
 /**
  * A task's codes of one-table statements, the common shape, kept dense as RowCodeMemo keeps rows': each
@@ -17,8 +13,7 @@ import org.apache.spark.util.TaskCompletionListener;
 final class OneTableCodes {
   /** get()'s answer for a statement not kept (then StatementMemo decides it and calls put). */
   static final int MISS = -2;
-  private static final ConcurrentHashMap<String, ConcurrentLinkedQueue<OneTableCodes>> POOL = new ConcurrentHashMap<>();
-  private static final int POOL_MAX = 16;
+  private static final TaskPool<OneTableCodes> POOL = new TaskPool<>();
   private static final int CHANNEL_BITS = 10;
   private static final int COMMAND_BITS = 7;
   private static final int NAME_BITS = 15;
@@ -45,22 +40,7 @@ final class OneTableCodes {
    * met a tenth of its rows for the first time and looked them up in the shared map: 0.3-0.5x the bare scan.
    */
   static OneTableCodes forTask(String id, long sizeMax) {
-    TaskContext task = TaskContext.get();
-    if (task == null) {
-      return new OneTableCodes(sizeMax);
-    }
-    if (POOL.size() >= 16) {
-      POOL.clear();
-    }
-    ConcurrentLinkedQueue<OneTableCodes> pool = POOL.computeIfAbsent(id, x -> new ConcurrentLinkedQueue<>());
-    OneTableCodes got = pool.poll();
-    OneTableCodes mine = got != null && got.sizeMax == sizeMax ? got : new OneTableCodes(sizeMax);
-    task.addTaskCompletionListener((TaskCompletionListener) ctx -> {
-      if (pool.size() < POOL_MAX) {
-        pool.offer(mine);
-      }
-    });
-    return mine;
+    return POOL.take(id, got -> got.sizeMax == sizeMax, () -> new OneTableCodes(sizeMax), mine -> { });
   }
 
   /** The code of the one-table statement, or MISS. */

@@ -3,16 +3,13 @@ package rpl_sql.jvm;
 import java.io.Serializable;
 import java.util.Arrays;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
 import java.util.function.IntUnaryOperator;
-import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
-import org.apache.spark.util.TaskCompletionListener;
 
 /**
  * One task's row codes, memoised on the row's raw channel, db and table as Spark holds them, with no string
@@ -40,8 +37,7 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   /** Decisions shared by a JVM's tasks, by spec, channel key, db, table; a task's own memo misses here. */
   private static final ConcurrentHashMap<String, Shared> SHARED = new ConcurrentHashMap<>();
   /** Memos' learned names and codes between tasks, by spec and key; at most POOL_MAX each (tasks at once). */
-  private static final ConcurrentHashMap<String, ConcurrentLinkedQueue<Learned>> POOL = new ConcurrentHashMap<>();
-  private static final int POOL_MAX = 16;
+  private static final TaskPool<Learned> POOL = new TaskPool<>();
   /** applyAsInt's answer for a row the memo does not hold: the caller then gives its decision key (apply). */
   static final int MISS = -2;
   /** Scratch longs before the name bytes: channel, db and table words (2 each), then lens(). */
@@ -94,35 +90,19 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     }
     shared = SHARED.computeIfAbsent(spec, x -> new Shared());
     sizeMax = Long.getLong(CODE_BYTES_PROPERTY, 32L << 20);
-    TaskContext task = TaskContext.get();
-    Learned from = null;
-    ConcurrentLinkedQueue<Learned> pool = null;
-    if (key != null && task != null) {  // a key over the names alone: the same names, the same codes
-      if (POOL.size() >= 16) {
-        POOL.clear();
-      }
-      pool = POOL.computeIfAbsent(spec + "\u0000" + Arrays.toString(key), x -> new ConcurrentLinkedQueue<>());
-      from = pool.poll();
-    }
-    if (from == null || from.sizeMax != sizeMax) {
-      from = new Learned(sizeMax);
-    }
+    long max = sizeMax;
+    Learned from = key == null  // a key over the names alone: the same names, the same codes
+        ? new Learned(max)
+        : POOL.take(spec + "\u0000" + Arrays.toString(key), got -> got.sizeMax == max, () -> new Learned(max),
+            learned -> {
+              learned.codes = codes;
+              learned.size = size;
+            });
     channels = from.channels;
     dbs = from.dbs;
     tables = from.tables;
     codes = from.codes;
     size = from.size;
-    if (pool != null) {
-      Learned learned = from;
-      ConcurrentLinkedQueue<Learned> back = pool;
-      task.addTaskCompletionListener((TaskCompletionListener) ctx -> {
-        learned.codes = codes;
-        learned.size = size;
-        if (back.size() < POOL_MAX) {
-          back.offer(learned);
-        }
-      });
-    }
   }
 
   /**
