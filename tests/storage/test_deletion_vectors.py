@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -132,6 +133,42 @@ def test_merges_by_vectors_equal_rewriting_merges_and_the_model(tmp_path, monkey
     assert _delta_rs(vec) == _table(vec)
     assert merge.table_seq(vec, "c") == seq - 1 == merge.table_seq(rew, "c")
     assert any(a.get("deletionVector") for a in live_files.live_files(vec).adds.values())
+
+
+def test_live_files_reads_only_new_commits_and_never_a_table_made_again_at_the_path(tmp_path, monkeypatch):
+    """Merges name the version they read, as every caller does: each reads the commits since the last one (it
+    replayed every commit since the checkpoint, each batch); the state equals one replayed afresh; and a
+    table deleted and made again at the same path (the same version numbers, other files) is read anew."""
+    from rpl_sql.storage.delta import archive
+
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    rng, model, seq = random.Random(3), {}, 1
+    read: list[int] = []
+    real = archive.read_commit
+    monkeypatch.setattr(archive, "read_commit", lambda root, v: read.append(v) or real(root, v))
+    for _ in range(12):
+        ch = _batch(rng, model, seq)
+        seq = ch.last_seq + 1
+        apply_changes(p, ch, "c", strict=True, table_label="d.t")
+        v = DeltaTable(p).version()
+        read.clear()
+        kept = live_files.live_files(p, v)
+        assert read in ([], [v])  # the merge's own call read the rest
+        live_files._CACHE.clear()
+        assert live_files.live_files(p, v).adds == kept.adds  # the same as replayed from scratch
+    assert sorted((k, *r) for k, r in model.items()) == _table(p)
+    shutil.rmtree(p)
+    create(p, COLS, "c", 0)
+    names = [c["name"] for c in COLS]
+    for n in range(14):  # past the version the old table's state was kept at
+        ch = Changes(COLS)
+        ch.add(n + 1, "write_rows", [{"before": None, "after": dict(zip(names, (1000 + n, "new", n)))}])
+        apply_changes(p, ch, "c", strict=True, table_label="d.t")
+    got = live_files.live_files(p, DeltaTable(p).version())
+    assert sorted(a["path"] for a in got.adds.values()) == \
+        sorted(pa.table(DeltaTable(p).get_add_actions(flatten=True)).column("path").to_pylist())
+    assert _table(p) == [(1000 + n, "new", n) for n in range(14)]
 
 
 def test_a_commit_that_lost_its_version_leaves_nothing_and_the_batch_is_redone(tmp_path, monkeypatch):
