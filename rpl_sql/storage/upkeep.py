@@ -245,9 +245,11 @@ def compaction_tier(sizes: list[int], target: int = COMPACT_TARGET_BYTES, smalle
 
 
 def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
-                          fanout: int = TIER_FANOUT, channel: str | None = None) -> tuple[int, int]:
+                          fanout: int = TIER_FANOUT, channel: str | None = None,
+                          step: int | None = None) -> tuple[int, int]:
     """compact_table for a table a writer appends a small file to at every commit, by tiers (`channel`: of
-    that channel's partition of a table partitioned by channel)."""
+    that channel's partition of a table partitioned by channel; `step`: the bytes of one step where the table
+    has deletion vectors; default STEP_BYTES)."""
     acts = pa.table(dt.get_add_actions(flatten=False))
     sizes = acts.column("size_bytes").to_pylist()
     if channel:
@@ -257,7 +259,7 @@ def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest:
     if not channel and root is not None and dv_commit.enabled(dt):  # merges write deletion vectors: bounded
         with _compaction_turn(dt):
             dt.update_incremental()
-            return dv_commit.compact_small(dt, root, tier, STEP_BYTES)
+            return dv_commit.compact_small(dt, root, tier, step or STEP_BYTES)
     return compact_table(dt, tier, channel, "COMPACT TIERS")
 
 

@@ -146,7 +146,7 @@ def _normal(contents: dict) -> dict:
 
 
 def test_replica_tables_equal_a_mariadb_replica(spark, warehouse, mariadb_pair, oracle, monkeypatch):
-    monkeypatch.setattr("rpl_sql.pipeline.replica.merge.COMPACT_EVERY", 2)  # compactions between merges
+    monkeypatch.setattr("rpl_sql.pipeline.replica.merge.COMPACT_EVERY", 1)  # a compaction after each merge
     m1, m2 = mariadb_pair
     session = two_channels(mariadb_pair, warehouse, ";\n".join([FILTERS_A, FILTERS_B, "START REPLICA"]))
     oracle.stop_following()
