@@ -232,9 +232,8 @@ class ChannelLoops:
                 local.stop_before = tables.statement_conflict  # statement-format DML stops the batch before it
             # a batch is executed (position, GTIDs) once the replica tables hold it, not before; the tables
             # follow the filters the batch was decided with
-            local.gate = lambda lo, last, out, t=tables: t.catch_up(last, handed=(lo, out),
-                                                                    state=local.batch_state[0],
-                                                                    version=local.batch_state[1])
+            local.gate = lambda lo, last, out, t=tables: t.catch_up(
+                last, handed=(lo, out), state=local.batch_state[0], version=local.batch_state[1])
             try:
                 if not started:  # START clears the last error (MySQL); recovery of a crashed batch first
                     st.last_sql_error = [0, "", ""]
@@ -460,10 +459,10 @@ class ReplicaService:
 
 def service_logging() -> None:
     """Warnings on stderr (the service log), and the notes a DBA wants there: tables starting and ending a
-    backfill, or no longer replicated, as MySQL's error log notes them."""
+    backfill (and where a copy resumes), or no longer replicated, as MySQL's error log notes them."""
     logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
-    logging.getLogger("rpl_sql.pipeline.replica.backfill").setLevel(logging.INFO)
-    logging.getLogger("rpl_sql.pipeline.replica.table_copy").setLevel(logging.INFO)  # where a copy (re)starts
+    for module in ("backfill", "table_copy"):
+        logging.getLogger(f"rpl_sql.pipeline.replica.{module}").setLevel(logging.INFO)
 
 
 def run_service(warehouse: str | os.PathLike | None = None, channels: list[str] | None = None, **kw) -> None:
