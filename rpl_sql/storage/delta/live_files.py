@@ -116,9 +116,9 @@ def _replay(live: LiveFiles, upto: int) -> bool:
 
 def live_files(root: str, version: int | None = None) -> LiveFiles:
     """The live files of the local table at `root`, at `version` (default: its newest). The newest state read
-    is kept per table, so a call at that version or a later one reads only the commits made since. Every
-    caller names a version: kept only for calls without one, the state was replayed from the checkpoint at
-    every merge, up to 100 commits of an action per touched file (58% of the SQL thread's time at 50M rows)."""
+    is kept per table, so a call at that version or a later one reads only the commits made since: a merge
+    asks at every batch, and replaying from the checkpoint each time (up to 99 commits, each with an action
+    per file the batch touched) took 58% of the SQL thread's time at 50M rows."""
     upto = deltalog.latest_version(root) if version is None else version
     if upto is None:
         return LiveFiles(root, -1)
