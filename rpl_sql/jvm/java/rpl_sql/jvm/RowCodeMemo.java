@@ -36,7 +36,7 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   private static final int SHARED_MAX = 1 << 20;
   /** Decisions shared by a JVM's tasks, by spec, channel key, db, table; a task's own memo misses here. */
   private static final ConcurrentHashMap<String, Shared> SHARED = new ConcurrentHashMap<>();
-  /** Memos' learned names and codes between tasks, by spec and key; at most POOL_MAX each (tasks at once). */
+  /** Memos' learned names and codes between tasks, by spec and key (bounded as TaskPool says). */
   private static final TaskPool<Learned> POOL = new TaskPool<>();
   /** applyAsInt's answer for a row the memo does not hold: the caller then gives its decision key (apply). */
   static final int MISS = -2;
