@@ -706,8 +706,9 @@ def main(argv=None) -> None:
         where_w = m["should_apply WHERE"]["wall"] if "should_apply WHERE" in m else float("nan")
         for name, x in m.items():
             if name != "bare":
-                print(f"  {name}: {x['wall']:.2f}s ({x['cpu']:.1f} cpu-s) = {x['ratio']:.2f}x the bare scan "
-                      f"(per round: {', '.join(f'{r:.2f}' for r in x['ratios'])})", flush=True)
+                print(f"  {name}: {x['wall']:.2f}s ({x['cpu']:.1f} cpu-s) = {x['ratio']:.2f}x the bare scan, "
+                      f"{x['cpu_ratio']:.2f}x its CPU (per round: {', '.join(f'{r:.2f}' for r in x['ratios'])})",
+                      flush=True)
 
         udf_w = udf_c = float("nan")
         if not args.no_udf:
@@ -754,11 +755,12 @@ def main(argv=None) -> None:
               f"{x['udf_w'] / x['fn_w']:.1f} / {x['udf_c'] / x['fn_c']:.1f} |")
     if args.functions:
         names = [k for k in table[0]["m"] if k != "bare"]
-        print("\nratios to the bare scan, wall (medians of the per-round ratios)\n")
+        print("\nratios to the bare scan, wall / CPU (medians of the per-round ratios)\n")
         print("| rules/channel | " + " | ".join(names) + " |")
         print("|---|" + "---|" * len(names))
         for x in table:
-            print(f"| {x['rules']:,} | " + " | ".join(f"{x['m'][k]['ratio']:.2f}" for k in names) + " |")
+            print(f"| {x['rules']:,} | " + " | ".join(f"{x['m'][k]['ratio']:.2f} / {x['m'][k]['cpu_ratio']:.2f}"
+                                                     for k in names) + " |")
     print(f"\nmachine load average at the end: {os.getloadavg()}")
     spark.stop()
 

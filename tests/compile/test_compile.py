@@ -45,6 +45,22 @@ INLINE_QUERY = "SELECT id, " + ", ".join(  # a query of its own: small enough fo
     for f, a in (("should_apply_statement", "isv"), ("filter_decided_by_statement", "isl"))
 ) + " FROM {view} ORDER BY id"
 INLINE_SCHEMA = SCHEMA + ", k int" + "".join(f", t{i}d string, t{i}n string, t{i}u boolean" for i in (0, 1))
+# calls whose command, table db and updating flag are constants (the JVM keeps their codes as rows' codes):
+# (command, the table's db, updating), each over the event's channel, default db and row table name
+CONSTANT_CALLS = [("INSERT", None, True), ("DROP_TRIGGER", None, None), ("update", "x') OR true --", False),
+                  (None, "Σ", True), ("CREATE_DB", "a'b", True), ("", "", False)]
+
+
+def _lit(v) -> str:
+    return "NULL" if v is None else str(v).lower() if isinstance(v, bool) else sql_str(v)
+
+
+CONSTANT_QUERY = "SELECT id, " + ", ".join(
+    f"{f}(ch, {_lit(cmd)}, ddb, array(named_struct('db', {'CAST(NULL AS STRING)' if db is None else _lit(db)}, "
+    f"'name', tbl, 'updating', {'CAST(NULL AS BOOLEAN)' if u is None else _lit(u)}))) AS c{i}{a}"
+    for i, (cmd, db, u) in enumerate(CONSTANT_CALLS)
+    for f, a in (("should_apply_statement", "v"), ("filter_decided_by_statement", "l"))
+) + " FROM {view} ORDER BY id"
 
 
 def _inline(tables) -> tuple:
@@ -138,11 +154,17 @@ def run_events(spark, state, events, encoding=None, view="rpl_compile_events", j
     spark.conf.set("spark.sql.codegen.fallback", "false")  # generated code that does not compile fails here
     try:
         inline = spark.sql(INLINE_QUERY.format(view=view)).collect()
+        # the JVM's own path; in compiled SQL these are the calls above, and twelve of them outgrow a method
+        constant = spark.sql(CONSTANT_QUERY.format(view=view)).collect() if jvm else [None] * len(events)
     finally:
         spark.conf.unset("spark.sql.codegen.fallback")
-    assert len(got) == len(inline) == len(events)
+    assert len(got) == len(inline) == len(constant) == len(events)
     bad = []
-    for r, i, (ch, db, tbl, cmd, ddb, tables) in zip(got, inline, events):
+    for r, i, k, (ch, db, tbl, cmd, ddb, tables) in zip(got, inline, constant, events):
+        for j, (c_cmd, c_db, c_u) in enumerate(CONSTANT_CALLS if jvm else ()):
+            want = expect_statement(state, ch, c_cmd, ddb, [(c_db, tbl, c_u)])
+            if (k[f"c{j}v"], k[f"c{j}l"]) != want:
+                bad.append(dict(event=(ch, c_cmd, ddb, [(c_db, tbl, c_u)]), want=want, constant=tuple(k)[1:]))
         want = expect_row(state, ch, db, tbl) + expect_statement(state, ch, cmd, ddb, tables)
         have = (r.v, r.l, r.r, r.sv, r.sl)
         if _inline(tables)[0] and (i.isv, i.isl) != want[3:]:
@@ -916,6 +938,35 @@ def test_the_jvm_statement_memo_keeps_apart_statements_that_differ_in_one_argume
         bad = [(r.c, r.cmd, r.d, r.ts, r.v, r.l) for r in got
                if (r.v, r.l) != expect_statement(state, r.c, r.cmd, r.d, [tuple(t) for t in r.ts])]
         assert not bad, f"{len(bad)} mismatches ({parts} tasks), first: {bad[:3]}"
+
+
+def test_a_statement_call_of_constant_command_and_table_is_looked_up_as_a_row(spark, monkeypatch):
+    """should_apply_statement(c, 'INSERT', d, array(named_struct('db', NULL, 'name', t, 'updating', true))) and
+    the other CONSTANT_CALLS: the generated code looks (channel, default db, table) up in a row memo, as
+    should_apply does; a command from a column keeps the statement memo. All answer as the reference (a NULL
+    default db as ''), where the table's db and updating flag change the answer."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
+    state = state_of(0, default=F(do_table=["db.t1", "Σ.t1"], wild_ignore=["db.t3%"], ignore_table=["a'b.t1"]),
+                     ch1=F(ignore_db=["x"], wild_do=["x') OR true --.%", "db.t%"]))
+    register(spark, state, jvm="expression")
+    rows = [(c, d, t, cmd) for c in ("", "ch1", "nope", None) for d in ("db", "x", "", None, "Σ")
+            for t in ("t1", "t30", "T1", None) for cmd in ("INSERT", "update")]
+    df = spark.createDataFrame(rows * 3, "c string, d string, t string, cmd string")
+    plans = {}
+    for i, (cmd, db, u) in enumerate(CONSTANT_CALLS):
+        table = (f"array(named_struct('db', {'CAST(NULL AS STRING)' if db is None else _lit(db)}, 'name', t, "
+                 f"'updating', {'CAST(NULL AS BOOLEAN)' if u is None else _lit(u)}))")
+        for how, c in (("constant", _lit(cmd)), ("column", "cmd")):
+            q = df.selectExpr("c", "d", "t", "cmd", f"should_apply_statement(c, {c}, d, {table}) AS v",
+                              f"filter_decided_by_statement(c, {c}, d, {table}) AS l")
+            plans[how, i] = str(spark._jvm.PythonSQLUtils.explainString(q._jdf.queryExecution(), "codegen"))
+            got = q.collect()
+            bad = [r for r in got if (r.v, r.l) != expect_statement(state, r.c, cmd if how == "constant" else r.cmd,
+                                                                    r.d, [(db, r.t, u)])]
+            assert not bad, (how, CONSTANT_CALLS[i], bad[:3])
+            assert {r.l for r in got} > {None}
+        assert "rplRowCode" in plans["constant", i] and "rplStatements" not in plans["constant", i]
+        assert "rplStatements" in plans["column", i] and "rplRowCode" not in plans["column", i]
 
 
 def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):

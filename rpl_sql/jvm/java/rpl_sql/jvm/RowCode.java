@@ -47,24 +47,32 @@ public final class RowCode extends SpecExpression {
 
   @Override
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
+    Expression[] key = boundKey();
+    return lookup(ctx, ev, new Expression[] {args[0], args[1], args[2]}, new RowCodeMemo(spec, key), false,
+        key != null ? null : ref -> missed(ctx, ref));
+  }
+
+  /**
+   * Code that looks the row's raw channel, db and table (`names`) up in `m` and, on a miss, has the memo decide
+   * them (`missed` null: the memo's key is bound to the names) or writes the key `missed` computes first. A
+   * NULL channel is NULL; so is a NULL db, unless `nullDbIsEmpty` (its answer is that of '').
+   */
+  static ExprCode lookup(CodegenContext ctx, ExprCode ev, Expression[] names, RowCodeMemo m, boolean nullDbIsEmpty,
+      java.util.function.UnaryOperator<String> missed) {
     // the raw names' code first: a column is read where its first reference is generated, and the key's
     // code below, which reads the same columns, runs only on a miss
-    ExprCode ce = args[0].genCode(ctx);
-    ExprCode ke = args[1].genCode(ctx);
-    ExprCode te = args[2].genCode(ctx);
-    Expression[] key = boundKey();
-    RowCodeMemo m = new RowCodeMemo(spec, key);
+    ExprCode ce = names[0].genCode(ctx);
+    ExprCode ke = names[1].genCode(ctx);
+    ExprCode te = names[2].genCode(ctx);
     String ref = ctx.addReferenceObj("rplRowCode", m, "java.util.function.IntUnaryOperator");
     String w = ctx.addReferenceObj("rplScratch", m.scratch(), "long[]");
-    String t = te.value().toString();
     // The row's work is in functions of the generated class that take the names' backing objects, offsets and
     // lengths: the method consuming a row stays small enough for the JIT to inline into the scan's loop, and
     // Spark's string objects, never passed on, are then not allocated at all.
-    String names = parts(ce.value().toString()) + ", " + parts(ke.value().toString()) + ", "
-        + te.isNull() + " ? null : " + t + ".getBaseObject(), " + te.isNull() + " ? 0L : " + t + ".getBaseOffset(), "
-        + te.isNull() + " ? -1 : " + t + ".numBytes()";
+    String args = parts(ce.value().toString()) + ", "
+        + (nullDbIsEmpty ? parts(ke, "0") : parts(ke.value().toString())) + ", " + parts(te, "-1");
     String miss = null;
-    if (key != null) {  // the lookup function decides a miss itself: less code here, where every byte counts
+    if (missed == null) {  // the lookup function decides a miss itself: less code here, where every byte counts
       String mfn = ctx.freshName("rplMiss");
       miss = ctx.addNewFunction(mfn, missFunction(mfn, ref), false);
     }
@@ -73,17 +81,25 @@ public final class RowCode extends SpecExpression {
     String code = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
         + "boolean " + ev.isNull() + " = true;\n"
         + "int " + ev.value() + " = -1;\n"
-        + "if (!" + ce.isNull() + " && !" + ke.isNull() + ") {\n"
-        + "  " + ev.value() + " = " + lookup + "(" + names + ");\n";
-    if (key == null) {
+        + "if (!" + ce.isNull() + (nullDbIsEmpty ? "" : " && !" + ke.isNull()) + ") {\n"
+        + "  " + ev.value() + " = " + lookup + "(" + args + ");\n";
+    if (missed != null) {
       code += "  if (" + ev.value() + " == " + RowCodeMemo.MISS + ") {\n"
-          + missed(ctx, ref)
+          + missed.apply(ref)
           + "    " + ev.value() + " = " + ref + ".applyAsInt(1);\n"
           + "  }\n";
     }
     code += "  " + ev.isNull() + " = " + ev.value() + " < 0;\n"
         + "}\n";
     return ev.copy(new CodeBlock(seq(code), seq()), ev.isNull(), ev.value());
+  }
+
+  /** A nullable name's object, offset and length, with length `nullLength` where it is NULL. */
+  private static String parts(ExprCode e, String nullLength) {
+    String s = e.value().toString();
+    String n = e.isNull().toString();
+    return n + " ? null : " + s + ".getBaseObject(), " + n + " ? 0L : " + s + ".getBaseOffset(), "
+        + n + " ? " + nullLength + " : " + s + ".numBytes()";
   }
 
   static String parts(String s) {

@@ -61,6 +61,7 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   static final String CODE_BYTES_PROPERTY = "rpl_sql.rowcode.bytes";
   private final String spec;
   private final Expression[] key;
+  private final Decider decider;
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
   private transient long[] keyScratch;
   private transient TableRules rules;
@@ -78,9 +79,23 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
    * over the raw names as BoundReferences 0, 1 and 2, or null where the generated code computes the key.
    */
   public RowCodeMemo(String spec, Expression[] key) {
+    this(spec, key, null);
+  }
+
+  /** A memo of other codes of three names: `decider` decides a miss's raw names, `key` only tells memos apart. */
+  RowCodeMemo(String spec, Expression[] key, Decider decider) {
     this.spec = spec;
     this.key = key == null ? null : key.clone();
+    this.decider = decider;
     TableRules.of(spec);  // a bad spec fails here, on the driver
+  }
+
+  /** The code of three raw names (channel, db, table; the table may be NULL) that a memo keeps in a row's place. */
+  interface Decider extends Serializable {
+    int decide(UTF8String channel, UTF8String db, UTF8String table);
+
+    /** What tells this decider's codes apart from another's over the same spec and key. */
+    String id();
   }
 
   private void open() {
@@ -93,7 +108,7 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     long max = sizeMax;
     Learned from = key == null  // a key over the names alone: the same names, the same codes
         ? new Learned(max)
-        : POOL.take(spec + "\u0000" + Arrays.toString(key), got -> got.sizeMax == max, () -> new Learned(max),
+        : POOL.take(spec + "\u0000" + Arrays.toString(key) + (decider == null ? "" : "\u0000" + decider.id()), got -> got.sizeMax == max, () -> new Learned(max),
             learned -> {
               learned.codes = codes;
               learned.size = size;
@@ -246,7 +261,11 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
 
   /** The decision of the raw names in the key scratch, their key computed by the key's expressions. */
   private int decideRaw() {
-    GenericInternalRow row = new GenericInternalRow(keyScratchNames(false));
+    Object[] names = keyScratchNames(false);
+    if (decider != null) {
+      return decider.decide((UTF8String) names[0], (UTF8String) names[1], (UTF8String) names[2]);
+    }
+    GenericInternalRow row = new GenericInternalRow(names);
     Object c = key[0].eval(row);
     return decide(c instanceof UTF8String ? c.toString() : c, (UTF8String) key[1].eval(row),
         (UTF8String) key[2].eval(row));

@@ -25,6 +25,8 @@ public final class StatementCode extends SpecExpression {
   private static final long serialVersionUID = 1L;
   /** A JVM property that, set to true, makes the driver generate Spark's own array code (the bench's A/B). */
   public static final String NOT_IN_PLACE_PROPERTY = "rpl_sql.jvm.tablesNotInPlace";
+  /** A JVM property that, set to true, keeps constant one-table calls in the statement memo (the bench's A/B). */
+  public static final String NOT_AS_ROW_PROPERTY = "rpl_sql.jvm.statementsNotAsRows";
 
   public StatementCode(String spec, Expression[] args) {
     super(spec, args);
@@ -58,11 +60,17 @@ public final class StatementCode extends SpecExpression {
   @Override
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
     Expression[] key = KeyBinding.bind(Arrays.copyOfRange(args, 0, 3), Arrays.copyOfRange(args, 4, 7));
+    Expression[][] fields = Boolean.getBoolean(NOT_IN_PLACE_PROPERTY) ? null : fields(tables());
+    OneTableStatement one = fields == null || fields.length != 1 || Boolean.getBoolean(NOT_AS_ROW_PROPERTY)
+        ? null : OneTableStatement.of(spec, key, args[1], fields[0]);
+    if (one != null) {
+      return RowCode.lookup(ctx, ev, new Expression[] {args[0], args[2], fields[0][1]},
+          new RowCodeMemo(spec, key, one), true, null);
+    }
     StatementMemo memo = new StatementMemo(spec, key);
     String ref = ctx.addReferenceObj("rplStatements", memo, "java.util.function.IntUnaryOperator");
     String a = ctx.addReferenceObj("rplStatementArgs", memo.arguments(), "Object[]");
     StringBuilder code = new StringBuilder();
-    Expression[][] fields = Boolean.getBoolean(NOT_IN_PLACE_PROPERTY) ? null : fields(tables());
     for (int i = 0; i < 4; i++) {  // where the key is not bound, the memo gets it computed instead of the raw three
       if (i == 3 && fields != null) {
         String tables = tablesInPlace(ctx, fields, code);

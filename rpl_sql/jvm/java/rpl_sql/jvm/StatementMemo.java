@@ -83,10 +83,10 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
     }
     int v;
     if (key == null) {
-      v = decide(probe.channel, probe.cmd, probe.db, probe);
+      v = decide(rules, probe.channel, probe.cmd, probe.db, probe);
     } else {
       GenericInternalRow raw = new GenericInternalRow(new Object[] {probe.channel, probe.cmd, probe.db});
-      v = decide(key[0].eval(raw), (UTF8String) key[1].eval(raw), (UTF8String) key[2].eval(raw), probe);
+      v = decide(rules, key[0].eval(raw), (UTF8String) key[1].eval(raw), (UTF8String) key[2].eval(raw), probe);
     }
     if (seen.size() < KEPT_MAX) {
       seen.put(probe.copy(), v);
@@ -98,7 +98,7 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
   }
 
   /** The statement code: NULL (-1), 1 transaction control, 2/3 database rules, 4-8, 19, table codes, or dc. */
-  private int decide(Object channel, UTF8String command, UTF8String folded, Key s) {
+  static int decide(TableRules rules, Object channel, UTF8String command, UTF8String folded, Key s) {
     Object c = channel instanceof UTF8String ? channel.toString() : channel;
     TableRules.Channel ch = c == null ? null : rules.channel(c);
     if (ch == null || command == null || folded == null) {
