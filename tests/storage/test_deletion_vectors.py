@@ -171,6 +171,27 @@ def test_live_files_reads_only_new_commits_and_never_a_table_made_again_at_the_p
     assert _table(p) == [(1000 + n, "new", n) for n in range(14)]
 
 
+def test_merges_by_vectors_checkpoint_at_the_tables_own_interval(tmp_path):
+    """A table that sets delta.checkpointInterval (to keep its log short under an archiver) gets a checkpoint
+    at each multiple of it from rpl_sql's own commits too, as from delta-rs' (they kept to every 100th)."""
+    import os
+
+    p = str(tmp_path / "t")
+    create(p, COLS, "c", 0)
+    DeltaTable(p).alter.set_table_properties({"delta.checkpointInterval": "5"})
+    rng, model, seq = random.Random(5), {}, 1
+    for _ in range(16):
+        ch = _batch(rng, model, seq)
+        seq = ch.last_seq + 1
+        apply_changes(p, ch, "c", strict=True, table_label="d.t")
+    v = DeltaTable(p).version()
+    assert v >= 15
+    checkpoints = {int(n[:20]) for n in os.listdir(os.path.join(p, "_delta_log")) if ".checkpoint." in n}
+    assert set(range(5, v + 1, 5)) <= checkpoints, (v, sorted(checkpoints))
+    assert dv_commit.checkpoint_interval(DeltaTable(p)) == 5
+    assert sorted((k, *r) for k, r in model.items()) == _table(p)
+
+
 def test_a_commit_that_lost_its_version_leaves_nothing_and_the_batch_is_redone(tmp_path, monkeypatch):
     p = str(tmp_path / "t")
     create(p, COLS, "c", 0)

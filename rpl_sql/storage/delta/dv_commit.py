@@ -174,10 +174,20 @@ def _put_if_absent(root: str, version: int, actions: list[dict[str, Any]]) -> No
 
 
 def after_commit(dt: DeltaTable, version: int) -> None:
-    """Bring `dt` to the new version and checkpoint as delta-rs' own commits do."""
+    """Bring `dt` to the new version and checkpoint as delta-rs' own commits do: every
+    `delta.checkpointInterval` versions, which a table that keeps a short log sets below the default."""
     dt.update_incremental()
-    if version % CHECKPOINT_EVERY == 0:
+    if version % checkpoint_interval(dt) == 0:
         dt.create_checkpoint()
+
+
+def checkpoint_interval(dt: DeltaTable) -> int:
+    """The table's `delta.checkpointInterval`, else CHECKPOINT_EVERY (also for a value that is no count)."""
+    value = dt.metadata().configuration.get("delta.checkpointInterval")
+    try:
+        return max(1, int(value)) if value is not None else CHECKPOINT_EVERY
+    except ValueError:
+        return CHECKPOINT_EVERY
 
 
 def rewrite(dt: DeltaTable, live: LiveFiles, adds: list[dict[str, Any]], operation: str) -> int:
