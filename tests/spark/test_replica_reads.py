@@ -25,9 +25,9 @@ from deltalake import DeltaTable, write_deltalake
 import rpl_sql
 from rpl_sql.storage.replica_catalog import BACKFILLING, Catalog
 from rpl_sql.spark.replica_tables import create_statements, replica_spark_names
-from tests.pipeline.replica.test_replica_service import caught_up, start_service
+from tests.pipeline.replica.test_replica_service import caught_up, start_service, status
 from tests.spark.test_spark_sql_cli import export, run_spark_sql
-from tests.support.mariadb import running
+from tests.support.mariadb import SourceWorkload, running
 
 ACCOUNTS = 300
 TOTAL = "SELECT count(*) AS n, sum(v) AS total, sum(moved) AS moved FROM bank.acct"
@@ -43,34 +43,28 @@ def _plan(spark, sql: str) -> str:
     return spark.sql(sql)._jdf.queryExecution().executedPlan().toString()
 
 
-def _transfers(src, stop: threading.Event, seed: int) -> threading.Thread:
+def _transfers(src, stop: threading.Event, seed: int) -> SourceWorkload:
     """Transactions that each move an amount between two accounts (sometimes deleting and inserting one back
     as it was): the sum of v stays 0 and the sum of moved grows by 2 per transaction."""
-    def run():
+    def body(conn, cur):
         rnd = random.Random(seed)
-        conn = src.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SET SESSION binlog_format = ROW")
-                while not stop.is_set():
-                    a, b = rnd.sample(range(1, ACCOUNTS + 1), 2)
-                    d = rnd.randint(1, 1000)
-                    cur.execute("BEGIN")
-                    cur.execute("UPDATE bank.acct SET v = v - %s, moved = moved + 1 WHERE id = %s", (d, a))
-                    cur.execute("UPDATE bank.acct SET v = v + %s, moved = moved + 1 WHERE id = %s", (d, b))
-                    if rnd.random() < 0.1:
-                        cur.execute("CREATE TEMPORARY TABLE IF NOT EXISTS bank.keep AS SELECT * FROM bank.acct LIMIT 0")
-                        cur.execute("INSERT INTO bank.keep SELECT * FROM bank.acct WHERE id = %s", (a,))
-                        cur.execute("DELETE FROM bank.acct WHERE id = %s", (a,))
-                        cur.execute("INSERT INTO bank.acct SELECT * FROM bank.keep")
-                        cur.execute("DELETE FROM bank.keep")
-                    cur.execute("COMMIT")
-                    time.sleep(0.005)
-        finally:
-            conn.close()
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
+        while not stop.is_set():
+            a, b = rnd.sample(range(1, ACCOUNTS + 1), 2)
+            d = rnd.randint(1, 1000)
+            cur.execute("BEGIN")
+            cur.execute("UPDATE bank.acct SET v = v - %s, moved = moved + 1 WHERE id = %s", (d, a))
+            cur.execute("UPDATE bank.acct SET v = v + %s, moved = moved + 1 WHERE id = %s", (d, b))
+            if rnd.random() < 0.1:
+                cur.execute("CREATE TEMPORARY TABLE IF NOT EXISTS bank.keep AS SELECT * FROM bank.acct LIMIT 0")
+                cur.execute("INSERT INTO bank.keep SELECT * FROM bank.acct WHERE id = %s", (a,))
+                cur.execute("DELETE FROM bank.acct WHERE id = %s", (a,))
+                cur.execute("INSERT INTO bank.acct SELECT * FROM bank.keep")
+                cur.execute("DELETE FROM bank.keep")
+            cur.execute("COMMIT")
+            time.sleep(0.005)
+    worker = SourceWorkload(src, body, "SET SESSION binlog_format = ROW")
+    worker.start()
+    return worker
 
 
 def _upkeep(warehouse: str, stop: threading.Event) -> threading.Thread:
@@ -115,7 +109,10 @@ def test_reads_see_one_committed_version_while_the_service_merges_and_upkeep_com
         rows, _ = run_spark_sql(tmp, init, [(f"r{i}", TOTAL) for i in range(30)])
         shown = [tuple(v[0]) for v in rows.values()]
         assert all(n == str(ACCOUNTS) and total == "0" and int(moved) % 2 == 0 for n, total, moved in shown), shown
-        assert len({m for _, _, m in shown}) >= 2, shown
+        assert len({m for _, _, m in shown}) >= 2, (  # the shell's reads followed the service's commits too
+            shown[:2], "workload:", workers[0].is_alive(), workers[0].failed,
+            src.execute("SELECT sum(moved) FROM bank.acct"), {k: v for k, v in status(session).items()
+                                                              if k.startswith(("Last_", "Replica_"))})
         stop.set()
         for w in workers:
             w.join(60)

@@ -64,6 +64,35 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
+def port_holders(port: int) -> str:
+    """Who holds 127.0.0.1:`port`, from /proc: each socket on it (state, peer) and the processes with it open."""
+    states = dict(zip(("01", "02", "03", "04", "05", "06", "07", "08", "09", "0A", "0B"), (
+        "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK",
+        "LISTEN", "CLOSING")))
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if int(cols[1].rsplit(":", 1)[1], 16) == port:
+                found[cols[9]] = f"{states.get(cols[3], cols[3])} peer port {int(cols[2].rsplit(':', 1)[1], 16)}"
+    owners = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if link.startswith("socket:[") and link[8:-1] in found:
+                        with open(f"/proc/{pid}/cmdline", "rb") as f:
+                            owners.setdefault(link[8:-1], set()).add(f"{pid} {f.read()[:120]!r}")
+    return "; ".join(f"{state} by {sorted(owners.get(inode, ())) or 'no process'}" for inode, state in found.items()) \
+        or "nothing"
+
+
 def _ephemeral_low() -> int:
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
