@@ -106,9 +106,10 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     shared = SHARED.computeIfAbsent(spec, x -> new Shared());
     sizeMax = Long.getLong(CODE_BYTES_PROPERTY, 32L << 20);
     long max = sizeMax;
+    String id = spec + "\u0000" + Arrays.toString(key) + (decider == null ? "" : "\u0000" + decider.id());
     Learned from = key == null  // a key over the names alone: the same names, the same codes
         ? new Learned(max)
-        : POOL.take(spec + "\u0000" + Arrays.toString(key) + (decider == null ? "" : "\u0000" + decider.id()), got -> got.sizeMax == max, () -> new Learned(max),
+        : POOL.take(id, got -> got.sizeMax == max, () -> new Learned(max),
             learned -> {
               learned.codes = codes;
               learned.size = size;
