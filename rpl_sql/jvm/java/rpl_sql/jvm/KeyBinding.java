@@ -40,7 +40,7 @@ final class KeyBinding {
   }
 
   /** `e` with each subtree semantically equal to from[i] replaced by to[i]. */
-  private static Expression replace(Expression e, Expression[] from, Expression[] to) {
+  static Expression replace(Expression e, Expression[] from, Expression[] to) {
     for (int i = 0; i < to.length; i++) {
       if (e.semanticEquals(from[i])) {
         return to[i];

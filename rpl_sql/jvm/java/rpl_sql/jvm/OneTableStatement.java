@@ -1,7 +1,5 @@
 package rpl_sql.jvm;
 
-import java.util.ArrayList;
-import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -9,7 +7,6 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.unsafe.types.UTF8String;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The statement code of a call whose command, one table's db and its updating flag are constants, as in
@@ -47,9 +44,11 @@ final class OneTableStatement implements RowCodeMemo.Decider {
       return null;
     }
     // KeyBinding binds any literal equal to the command's to the command: here it is that literal again
+    Expression[] ref = {new BoundReference(1, DataTypes.StringType, true)};
+    Expression[] lit = {Literal.create(command.eval(InternalRow.empty()), DataTypes.StringType)};
     Expression[] key = new Expression[3];
     for (int i = 0; i < 3; i++) {
-      key[i] = withCommand(bound[i], Literal.create(command.eval(InternalRow.empty()), DataTypes.StringType));
+      key[i] = KeyBinding.replace(bound[i], ref, lit);
     }
     if (!readsOnly(key[2], 2)) {
       return null;
@@ -62,18 +61,6 @@ final class OneTableStatement implements RowCodeMemo.Decider {
     Object flag = table[2].eval(InternalRow.empty());
     return new OneTableStatement(spec, key, (UTF8String) command.eval(InternalRow.empty()),
         (UTF8String) table[0].eval(InternalRow.empty()), flag == null ? 2 : (Boolean) flag ? (byte) 1 : 0);
-  }
-
-  /** `e` with BoundReference 1 (the command) replaced by `c`. */
-  private static Expression withCommand(Expression e, Literal c) {
-    if (e instanceof BoundReference) {
-      return ((BoundReference) e).ordinal() == 1 ? c : e;
-    }
-    List<Expression> out = new ArrayList<>();
-    for (Expression x : CollectionConverters.asJava(e.children())) {
-      out.add(withCommand(x, c));
-    }
-    return out.isEmpty() ? e : e.withNewChildren(CollectionConverters.asScala(out).toList());
   }
 
   /** True where every BoundReference in `e` is of ordinal `i`. */
