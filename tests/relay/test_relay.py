@@ -111,8 +111,7 @@ def _gtid_slave_pos(server) -> str:
 
 def _restarted(start, port: int, wait: float = 30.0):
     """`start()` of a relay on `port` its last run held: retried while another socket holds the port (CI met
-    EADDRINUSE here twice, with no socket of the relay's own left), and if it stays held, a failure naming who
-    holds it."""
+    EADDRINUSE here twice; what held it is not known yet), and if it stays held, a failure naming who holds it."""
     deadline = time.monotonic() + wait
     while True:
         try:

@@ -69,7 +69,7 @@ def port_holders(port: int) -> str:
     states = dict(zip(("01", "02", "03", "04", "05", "06", "07", "08", "09", "0A", "0B"), (
         "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK",
         "LISTEN", "CLOSING")))
-    found = {}
+    found = []  # (inode, state); sockets in TIME_WAIT have no inode (0), so several can share one
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table, encoding="ascii") as f:
@@ -79,17 +79,18 @@ def port_holders(port: int) -> str:
         for row in rows:
             cols = row.split()
             if int(cols[1].rsplit(":", 1)[1], 16) == port:
-                found[cols[9]] = f"{states.get(cols[3], cols[3])} peer port {int(cols[2].rsplit(':', 1)[1], 16)}"
-    owners = {}
+                peer = int(cols[2].rsplit(":", 1)[1], 16)
+                found.append((cols[9], f"{states.get(cols[3], cols[3])} peer port {peer}"))
+    inodes, owners = {inode for inode, _ in found}, {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(OSError):
                     link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if link.startswith("socket:[") and link[8:-1] in found:
+                    if link.startswith("socket:[") and link[8:-1] in inodes:
                         with open(f"/proc/{pid}/cmdline", "rb") as f:
                             owners.setdefault(link[8:-1], set()).add(f"{pid} {f.read()[:120]!r}")
-    return "; ".join(f"{state} by {sorted(owners.get(inode, ())) or 'no process'}" for inode, state in found.items()) \
+    return "; ".join(f"{state} by {sorted(owners.get(inode, ())) or 'no process'}" for inode, state in found) \
         or "nothing"
 
 

@@ -37,8 +37,9 @@ from rpl_sql.storage.replica_catalog import CHANNEL_KEY
 
 OP = "__rpl_sql_op"
 # Table versions between compactions of its small files (a replica table grows a file a merge), never at a
-# version a checkpoint is written at (every 100), and at most SERVICE_STEP_BYTES of files each: a batch that
-# compacted 16 MB as it checkpointed took 2-4 s at 50M rows, over the lag's p99 on its own.
+# version a checkpoint is written at (every 100, unless the table sets delta.checkpointInterval), and at most
+# SERVICE_STEP_BYTES of files each: a batch that compacted 16 MB as it checkpointed took 2-4 s at 50M rows, over
+# the lag's p99 on its own.
 COMPACT_EVERY = 50
 SERVICE_STEP_BYTES = 8 << 20
 SERVICE_PURGE_RATIO = 0.2  # the service rewrites a file whose deletion vector deletes this share (upkeep: 5%)

@@ -44,8 +44,9 @@ final class OneTableStatement implements RowCodeMemo.Decider {
       return null;
     }
     // KeyBinding binds any literal equal to the command's to the command: here it is that literal again
+    UTF8String cmd = (UTF8String) command.eval(InternalRow.empty());
     Expression[] ref = {new BoundReference(1, DataTypes.StringType, true)};
-    Expression[] lit = {Literal.create(command.eval(InternalRow.empty()), DataTypes.StringType)};
+    Expression[] lit = {Literal.create(cmd, DataTypes.StringType)};
     Expression[] key = new Expression[3];
     for (int i = 0; i < 3; i++) {
       key[i] = KeyBinding.replace(bound[i], ref, lit);
@@ -59,8 +60,7 @@ final class OneTableStatement implements RowCodeMemo.Decider {
       return null;
     }
     Object flag = table[2].eval(InternalRow.empty());
-    return new OneTableStatement(spec, key, (UTF8String) command.eval(InternalRow.empty()),
-        (UTF8String) table[0].eval(InternalRow.empty()), flag == null ? 2 : (Boolean) flag ? (byte) 1 : 0);
+    return new OneTableStatement(spec, key, cmd, (UTF8String) table[0].eval(InternalRow.empty()), flag == null ? 2 : (Boolean) flag ? (byte) 1 : 0);
   }
 
   /** True where every BoundReference in `e` is of ordinal `i`. */
