@@ -106,7 +106,7 @@ def test_reads_see_one_committed_version_while_the_service_merges_and_upkeep_com
         tmp = tmp_path_factory.mktemp("shell")
         init, text = export([os.sys.executable, "-m", "rpl_sql.cli"], Path(warehouse), tmp)
         assert "USING rpl_sql.jvm.ReplicaTableSource" in text
-        rows, _ = run_spark_sql(tmp, init, [(f"r{i}", TOTAL) for i in range(30)])
+        rows, _ = run_spark_sql(tmp, init, [(f"r{i}", TOTAL) for i in range(12)])
         shown = [tuple(v[0]) for v in rows.values()]
         assert all(n == str(ACCOUNTS) and total == "0" and int(moved) % 2 == 0 for n, total, moved in shown), shown
         assert len({m for _, _, m in shown}) >= 2, (  # the shell's reads followed the service's commits too

@@ -91,16 +91,21 @@ def wait_for(pred, what, timeout=60.0, why=None):
         time.sleep(0.1)
 
 
-def caught_up(warehouse, source, channel="a", timeout=60.0):
-    """The service has applied the source's whole binlog and its replica tables hold it."""
+def caught_up(warehouse, source, channel="a", timeout=60.0, or_stopped=False) -> bool:
+    """The service has applied the source's whole binlog and its replica tables hold it: True. With
+    `or_stopped`, a SQL thread stopped by an error ends the wait too: False."""
     end = source.binlog_end()
 
     def done():
         ch = DeltaStore(warehouse).load().state.channel(channel)
         return ((ch.applier.source_log_file, ch.applier.source_log_pos) == end
                 and Catalog.load(warehouse, channel).seq == ch.applier.seq)
-    wait_for(done, f"channel {channel!r} to reach {end}", timeout,
+
+    def settled():
+        return done() or (or_stopped and bool(status(rpl_sql.connect(warehouse), channel)["Last_SQL_Errno"]))
+    wait_for(settled, f"channel {channel!r} to reach {end}", timeout,
              why=lambda: _what_the_replica_shows(warehouse, channel))
+    return done()
 
 
 def _what_the_replica_shows(warehouse, channel) -> str:
