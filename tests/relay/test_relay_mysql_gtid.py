@@ -150,3 +150,20 @@ def test_the_gtid_set_round_trips_and_covers():
     assert back.has(SID, 7) and not back.has(SID, 8) and back.has(SID, 11) and not back.has(OTHER, 2)
     assert back.covers(E.MySQLGtids({SID: [(2, 5)]})) and not back.covers(E.MySQLGtids({SID: [(5, 9)]}))
     assert not E.MySQLGtids() and E.MySQLGtids().covers(E.MySQLGtids())
+
+
+def test_a_closed_relay_frees_its_port_at_once_and_a_new_one_listens_there(tmp_path):
+    """close() while serve_forever's thread waits in accept: the port is free when close() returns (it stayed
+    listening until that wait ended, and a relay started again on the port met EADDRINUSE)."""
+    port = 0
+    for _ in range(5):  # each server binds the port the one before it listened on
+        server = RelayServer(spool_of(tmp_path / "spool", []), {}, "repl", "pw", port=port)
+        port = server.port
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        login(port).sock.close()  # serving: its thread is back in accept
+        server.close()
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing listens any more
+        thread.join(5)
+        assert not thread.is_alive()
