@@ -72,9 +72,8 @@ class RelayServer:
             threading.Thread(target=self._client, args=(client, f"{addr[0]}:{addr[1]}"), daemon=True).start()
 
     def close(self) -> None:
-        """Stops listening now: the port is free when this returns. (A bare close() left the socket listening
-        while serve_forever's thread waited in accept's poll, which holds the socket: a relay started again on
-        the port met EADDRINUSE.)"""
+        """Stops listening now, so the port is free when this returns: a bare close() leaves the socket listening
+        while serve_forever's thread waits in accept's poll, which holds it."""
         self.stop.set()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes the waiting accept and closes the listener at once
