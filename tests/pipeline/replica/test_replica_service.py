@@ -101,8 +101,10 @@ def caught_up(warehouse, source, channel="a", timeout=60.0, or_stopped=False) ->
         return ((ch.applier.source_log_file, ch.applier.source_log_pos) == end
                 and Catalog.load(warehouse, channel).seq == ch.applier.seq)
 
+    session = rpl_sql.connect(warehouse) if or_stopped else None
+
     def settled():
-        return done() or (or_stopped and bool(status(rpl_sql.connect(warehouse), channel)["Last_SQL_Errno"]))
+        return done() or (session is not None and bool(status(session, channel)["Last_SQL_Errno"]))
     wait_for(settled, f"channel {channel!r} to reach {end}", timeout,
              why=lambda: _what_the_replica_shows(warehouse, channel))
     return done()
