@@ -7,6 +7,7 @@
     .venv/bin/python bench/bench_should_apply.py --cold-ab c027deb --sizes 10000 --rounds 3  # setup, fresh JVMs
     .venv/bin/python bench/bench_should_apply.py --java-opts=-XX:+UseG1GC   # Java 17's default collector
     .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db, statements too
+    .venv/bin/python bench/bench_should_apply.py --run-length 8 --property-ab rpl_sql.rowcode.noLastRow  # A/B
     .venv/bin/python bench/bench_should_apply.py --spark-sql-ab 17e8b30 --sizes 100,10000   # in the spark-sql shell
 
 Everything is measured side by side in one run and printed as ratios; nothing asserts on time (the box is
@@ -19,7 +20,9 @@ the bytes each query allocates are printed too, since allocation is what the col
 Data (generated once, cached under bench/data/, git-ignored): Parquet with columns channel, db_name,
 table_name; 3 channels ('' 50%, 'src_eu' 30%, 'src_us' 20%); 300 databases (app_000..app_279 plus 20 named
 ones) with a skewed (power-law) frequency; 120 table names per database (a vocabulary of realistic names such
-as orders, tmp_import, log_2024_07, users_bak, then t_000..), also skewed.
+as orders, tmp_import, log_2024_07, users_bak, then t_000..), also skewed. Each row is drawn on its own (0.01%
+of rows equal the row before), or with --run-length L in runs of L equal rows, as a transaction's row events
+share a table.
 
 Rules, R per channel (largest-remainder split, deterministic):
   ''      do-style:      do_db 30%, do_table 20%, wild_do 50%
@@ -76,11 +79,16 @@ def sql_array(values) -> str:
     return "array(" + ", ".join("'" + v + "'" for v in values) + ")"
 
 
-def ensure_data(spark, rows: int) -> str:
-    path = DATA / f"events_{rows}.parquet"
+def ensure_data(spark, rows: int, run_length: int = 1) -> str:
+    """The rows in id order, eight files of consecutive ids; with `run_length` L, in runs of L equal rows (as the
+    row events of a transaction share a table), each run drawn as a row is otherwise. No repartition: its
+    round-robin sorts the rows first, which put 83% of rows right after an equal one (the data before
+    2026-12-03, events_<rows>.parquet)."""
+    path = DATA / f"events_{rows}_runs{run_length}.parquet"
     if not (path / "_SUCCESS").exists():
         t = time.time()
-        u = "(pmod(hash(id, {k}), 1000003) / 1000003.0)"
+        key = "id" if run_length == 1 else f"id DIV {run_length}"
+        u = f"(pmod(hash({key}, {{k}}), 1000003) / 1000003.0)"
         spark.sql(f"""
             SELECT CASE WHEN {u.format(k=1)} < 0.5 THEN '' WHEN {u.format(k=1)} < 0.8 THEN 'src_eu' ELSE 'src_us' END
                      AS channel,
@@ -88,7 +96,7 @@ def ensure_data(spark, rows: int) -> str:
                      AS db_name,
                    element_at({sql_array(TABLES)}, cast(floor({len(TABLES)} * pow({u.format(k=3)}, 2.0)) AS INT) + 1)
                      AS table_name
-            FROM range({rows})""").repartition(8).write.mode("overwrite").parquet(str(path))
+            FROM range(0, {rows}, 1, 8)""").write.mode("overwrite").parquet(str(path))
         print(f"generated {rows:,} rows in {time.time() - t:.1f}s -> {path}")
     return str(path)
 
@@ -563,19 +571,33 @@ class Meter:
         return statistics.median(walls), statistics.median(cpus), result
 
 
+def run_query(spark, q):
+    """A query's one value; `q` is its SQL, or (SQL, a JVM property set to true while it runs: local mode's
+    tasks run in this JVM)."""
+    sql, prop = (q, None) if isinstance(q, str) else q
+    jsys = spark._jvm.java.lang.System
+    if prop:
+        jsys.setProperty(prop, "true")
+    try:
+        return spark.sql(sql).collect()[0][0]
+    finally:
+        if prop:
+            jsys.clearProperty(prop)
+
+
 def interleaved(spark, meter, queries: dict, repeat: int, warm: int = 1) -> dict:
     """Each query in turn, `repeat` rounds (a warm-up first): a query's ratio to the bare scan is the median of
     its ratios within a round, so the machine's drift between rounds cancels out. Within a round each query
     runs `warm` + 1 times back to back and its last run counts: the run right after another query's pays for
     that query's garbage and for JIT profiles it disturbed."""
     for q in queries.values():
-        spark.sql(q).collect()
+        run_query(spark, q)
     runs: dict = {k: [] for k in queries}
     for _ in range(repeat):
         for k, q in queries.items():
             for _ in range(warm):
-                spark.sql(q).collect()
-            runs[k].append(meter.run(lambda: spark.sql(q).collect()[0][0], 1))
+                run_query(spark, q)
+            runs[k].append(meter.run(lambda: run_query(spark, q), 1))
     out = {}
     for k, rs in runs.items():
         ratios = [w / b[0] for (w, _, _), b in zip(rs, runs["bare"])]
@@ -593,6 +615,8 @@ STATEMENT_ARGS = ("channel, 'INSERT', db_name, array(named_struct('db', CAST(NUL
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--run-length", type=int, default=1, help="rows in runs of this many equal rows (a "
+                    "transaction's row events share a table); default 1: every row drawn on its own")
     ap.add_argument("--sizes", default="1,100,1000,10000", help="rules per channel, comma separated")
     ap.add_argument("--udf-rows", type=int, default=None, help="rows for the Python UDF (default min(rows, 1M))")
     ap.add_argument("--repeat", type=int, default=3, help="rounds: every query once per round, in turn")
@@ -606,6 +630,8 @@ def main(argv=None) -> None:
     ap.add_argument("--cold-ab", metavar="GIT_REF", help="compare setup (compile, CREATE FUNCTION, first query) "
                     "of this checkout and GIT_REF in fresh JVMs, alternating (with --sizes and --rounds)")
     ap.add_argument("--rounds", type=int, default=3, help="--cold-ab rounds")
+    ap.add_argument("--property-ab", metavar="NAME", help="each function's query also with the JVM system property "
+                    "NAME set to true, in turn (e.g. rpl_sql.rowcode.noLastRow)")
     ap.add_argument("--java-opts", default="", help="the driver JVM's extra options, e.g. -XX:+UseG1GC "
                     "(local_spark adds the parallel collector unless these name one)")
     ap.add_argument("--functions", action="store_true",
@@ -642,7 +668,7 @@ def main(argv=None) -> None:
     from rpl_sql.spark.env import jit_huge_methods
 
     jit = jit_huge_methods(spark)  # as rpl_sql.register decides: local_spark's JVM JIT-compiles huge methods
-    path = ensure_data(spark, args.rows)
+    path = ensure_data(spark, args.rows, args.run_length)
     ev = spark.read.parquet(path)
     ev.createOrReplaceTempView("ev")
     ev.limit(udf_rows).createOrReplaceTempView("ev_udf")
@@ -698,7 +724,14 @@ def main(argv=None) -> None:
                                                 f"WHERE should_apply_statement({STATEMENT_ARGS})",
                 "filter_decided_by_statement": "SELECT count_if(filter_decided_by_statement("
                                                f"{STATEMENT_ARGS}) = 'DEFAULT') FROM ev"})
+        if args.property_ab:
+            queries.update({f"{k} [{args.property_ab}]": (q, args.property_ab) for k, q in queries.items()
+                            if k != "bare"})
         m = interleaved(spark, meter, queries, args.repeat, args.warm)
+        for k in m:
+            if args.property_ab and k.endswith(f" [{args.property_ab}]"):
+                base = k[:-len(args.property_ab) - 3]
+                assert m[k]["result"] == m[base]["result"], (k, m[k]["result"], m[base]["result"])
         if "should_apply WHERE" in m:
             assert m["should_apply WHERE"]["result"] == applied, (m["should_apply WHERE"]["result"], applied)
         bare_w, bare_c = m["bare"]["wall"], m["bare"]["cpu"]
