@@ -876,6 +876,71 @@ def _memo_rows_against_the_reference(spark, monkeypatch):
     assert not bad and sum(r.r.startswith("to_") for r in got) > 1000, f"{len(bad)} rewrite mismatches: {bad[:3]}"
 
 
+def test_the_jvm_memo_answers_a_repeated_row_as_the_row_before_and_tells_near_repeats_apart(spark, monkeypatch):
+    """The memo answers a row equal to the row before (words, lengths and, past 16 bytes, bytes) with that row's
+    code, looking no name up. Rows in one task, in order: runs of one row, each followed by a near repeat that
+    differs in one name's middle byte only (same length, same first and last eight bytes), in one name's case,
+    in a name moved from the db to the table, or in a NULL table against an empty one. Every row's answer is the
+    reference's, in generated code and interpreted."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
+    middles = "0123456789é"
+    families = ["abcdefgh{}zzzzzzzz", "aaaaaaaa{}zzzzzzzz", "{}", "ab{}c", "database_of_{}_twenty"]
+    near = [[f.format(m) for m in middles] for f in families]
+    chans = ["", "ch1", "channel_long_a_zzzzzzzz", "channel_long_b_zzzzzzzz", "CHANNEL_LONG_B_ZZZZZZZZ"]
+    state = state_of(0, default=F(do_table=["db." + n[i] for n in near for i in range(0, 11, 3)],
+                                  wild_do=["abcdefgh1%.%", "database_of_2%.t%"]),
+                     ch1=F(ignore_table=["db." + n[i] for n in near for i in range(1, 11, 3)],
+                           ignore_db=["aaaaaaaa5zzzzzzzz"], wild_ignore=["d_.ab%"]),
+                     **{"channel_long_a_zzzzzzzz": F(ignore_db=["db"]),
+                        "channel_long_b_zzzzzzzz": F(wild_do=["db.abcdefgh1%", "db.database_of_%"])})
+    register(spark, state, jvm="expression")
+    rnd = random.Random(5)
+
+    def name():
+        return rnd.choice(rnd.choice(near))
+
+    def sibling(n):
+        for family in near:
+            if n in family:
+                return rnd.choice([m for m in family if m != n])
+        return n + "x"
+
+    rows = []
+    for _ in range(1500):
+        c, d, t = rnd.choice(chans), rnd.choice(["db", "dx", name()]), rnd.choice([name(), "t1", "", None])
+        rows += [(c, d, t)] * rnd.randint(1, 4)
+        change = rnd.randrange(6)
+        if change == 0:
+            rows.append((c, d, sibling(t) if t else t))
+        elif change == 1:
+            rows.append((c, sibling(d), t))
+        elif change == 2:
+            rows.append(((c or "x").swapcase(), d, t))
+        elif change == 3:
+            rows.append((c, d[:-1], d[-1:] + (t or "")))
+        elif change == 4:
+            rows.append((c, d, "" if t is None else None))
+        else:
+            rows.append((rnd.choice(chans), d, t))
+        rows.append(rows[-1])
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1), "c string, d string, t string")
+    got = {}
+    try:
+        for mode in ("CODEGEN_ONLY", "NO_CODEGEN"):
+            spark.conf.set("spark.sql.codegen.factoryMode", mode)
+            spark.conf.set("spark.sql.codegen.wholeStage", str(mode == "CODEGEN_ONLY").lower())
+            got[mode] = [tuple(r) for r in df.selectExpr("c", "d", "t", "should_apply(c, d, t)",
+                                                         "filter_decided_by(c, d, t)").collect()]
+    finally:
+        spark.conf.unset("spark.sql.codegen.factoryMode")
+        spark.conf.unset("spark.sql.codegen.wholeStage")
+    for mode, answers in got.items():
+        assert [r[:3] for r in answers] == rows, mode  # in order, one task
+        bad = [r for r in answers if r[3:] != expect_row(state, *r[:3])[:2]]
+        assert not bad, f"{mode}: {len(bad)} mismatches, first: {bad[:3]}"
+    assert len({r[3:] for r in got["CODEGEN_ONLY"]}) >= 4
+
+
 @pytest.mark.parametrize("lctn", [0, 1])
 def test_the_jvm_row_code_interpreted_equals_its_generated_code(spark, monkeypatch, lctn):
     """Without code generation Spark calls the JVM expressions' eval (RowCode, RewriteDb and StatementCode hand

@@ -9,6 +9,7 @@ import java.util.function.IntUnaryOperator;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.array.ByteArrayMethods;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
@@ -59,6 +60,8 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
    * JVM's system property rpl_sql.rowcode.bytes says otherwise.
    */
   static final String CODE_BYTES_PROPERTY = "rpl_sql.rowcode.bytes";
+  /** A JVM property that, set to true, makes tasks started after it look every row up (the bench's A/B). */
+  public static final String NO_LAST_ROW_PROPERTY = "rpl_sql.rowcode.noLastRow";
   private final String spec;
   private final Expression[] key;
   private final Decider decider;
@@ -73,6 +76,13 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   private transient byte[][][] codes;
   private transient long size;  // bytes of codes
   private transient long sizeMax;
+  /**
+   * The last row found in the codes, as scratch held it (words, lengths, the bytes of names past SHORT), and its
+   * code; MISS: none. A task's rows often repeat the row before (a transaction's row events share a table), and
+   * such a row then looks no name up.
+   */
+  private transient long[] last;
+  private transient int lastCode = MISS;
 
   /**
    * Memoises rows' whole codes (TableRules.Channel.rowCode); `key`: the decision key's three expressions
@@ -114,6 +124,8 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
               learned.codes = codes;
               learned.size = size;
             });
+    last = Boolean.getBoolean(NO_LAST_ROW_PROPERTY) ? null : new long[scratch.length];
+    lastCode = MISS;
     channels = from.channels;
     dbs = from.dbs;
     tables = from.tables;
@@ -193,8 +205,12 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
       }
       return v;
     }
-    if (scratch[WORDS - 1] == UNKEPT) {
+    long lens = scratch[WORDS - 1];
+    if (lens == UNKEPT) {
       return MISS;
+    }
+    if (lastCode != MISS && last[WORDS - 1] == lens && sameAsLast(lens)) {
+      return lastCode;
     }
     long ids = ids(false);
     if (ids < 0) {
@@ -206,7 +222,52 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     byte[][] byDb = c < codes.length ? codes[c] : null;
     byte[] row = byDb != null && k < byDb.length ? byDb[k] : null;
     int e = row != null && t < row.length ? row[t] : 0;
-    return e == 0 ? MISS : e - 2;
+    if (e == 0) {
+      return MISS;
+    }
+    long[] l = last;
+    if (l != null) {
+      long[] w = scratch;
+      int n = longBytes(lens);
+      if (n == 0) {  // the common row, without arraycopy's call
+        l[0] = w[0];
+        l[1] = w[1];
+        l[2] = w[2];
+        l[3] = w[3];
+        l[4] = w[4];
+        l[5] = w[5];
+        l[6] = lens;
+      } else {
+        System.arraycopy(w, 0, l, 0, WORDS + n);
+      }
+      lastCode = e - 2;
+    }
+    return e - 2;
+  }
+
+  /** The longs of scratch past WORDS that hold the row's bytes: 0 where every name is at most SHORT bytes. */
+  private static int longBytes(long lens) {
+    int cn = (int) (lens >>> 42);
+    int kn = (int) (lens >>> 21) & 0x1FFFFF;
+    int tn = ((int) lens & 0x1FFFFF) - 1;
+    return cn > SHORT || kn > SHORT || tn > SHORT ? (cn + kn + Math.max(tn, 0) + 7) / 8 : 0;
+  }
+
+  /** Whether scratch holds the last row, whose lengths `lens` equal. */
+  private boolean sameAsLast(long lens) {
+    long[] w = scratch;
+    long[] l = last;
+    if (w[0] != l[0] || w[1] != l[1] || w[2] != l[2] || w[3] != l[3] || w[4] != l[4] || w[5] != l[5]) {
+      return false;
+    }
+    if (longBytes(lens) == 0) {
+      return true;
+    }
+    int cn = (int) (lens >>> 42);
+    int kn = (int) (lens >>> 21) & 0x1FFFFF;
+    int tn = ((int) lens & 0x1FFFFF) - 1;
+    long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
+    return ByteArrayMethods.arrayEquals(w, at, l, at, cn + kn + Math.max(tn, 0));
   }
 
   /** The key scratch, with room for `bytes` bytes of names: generated code writes a missed row's key there. */
