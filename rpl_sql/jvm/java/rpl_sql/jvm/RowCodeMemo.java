@@ -228,7 +228,7 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     long[] l = last;
     if (l != null) {
       long[] w = scratch;
-      int n = longBytes(lens);
+      int n = longNameBytes(lens);
       if (n == 0) {  // the common row, without arraycopy's call
         l[0] = w[0];
         l[1] = w[1];
@@ -238,19 +238,19 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
         l[5] = w[5];
         l[6] = lens;
       } else {
-        System.arraycopy(w, 0, l, 0, WORDS + n);
+        System.arraycopy(w, 0, l, 0, WORDS + (n + 7) / 8);
       }
       lastCode = e - 2;
     }
     return e - 2;
   }
 
-  /** The longs of scratch past WORDS that hold the row's bytes: 0 where every name is at most SHORT bytes. */
-  private static int longBytes(long lens) {
+  /** The bytes of the row's names that scratch holds past WORDS: all of them where one passes SHORT, else 0. */
+  private static int longNameBytes(long lens) {
     int cn = (int) (lens >>> 42);
     int kn = (int) (lens >>> 21) & 0x1FFFFF;
     int tn = ((int) lens & 0x1FFFFF) - 1;
-    return cn > SHORT || kn > SHORT || tn > SHORT ? (cn + kn + Math.max(tn, 0) + 7) / 8 : 0;
+    return cn > SHORT || kn > SHORT || tn > SHORT ? cn + kn + Math.max(tn, 0) : 0;
   }
 
   /** Whether scratch holds the last row, whose lengths `lens` equal. */
@@ -260,14 +260,9 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     if (w[0] != l[0] || w[1] != l[1] || w[2] != l[2] || w[3] != l[3] || w[4] != l[4] || w[5] != l[5]) {
       return false;
     }
-    if (longBytes(lens) == 0) {
-      return true;
-    }
-    int cn = (int) (lens >>> 42);
-    int kn = (int) (lens >>> 21) & 0x1FFFFF;
-    int tn = ((int) lens & 0x1FFFFF) - 1;
+    int n = longNameBytes(lens);
     long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
-    return ByteArrayMethods.arrayEquals(w, at, l, at, cn + kn + Math.max(tn, 0));
+    return n == 0 || ByteArrayMethods.arrayEquals(w, at, l, at, n);
   }
 
   /** The key scratch, with room for `bytes` bytes of names: generated code writes a missed row's key there. */
