@@ -39,6 +39,7 @@ from rpl_sql.source_server.connection import forwarded_filters
 from rpl_sql.pipeline.replica.backfill import Backfills
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.replica.spark_sql_thread import spark_sql_thread
+from rpl_sql.pipeline.replica.child_signals import die_with_parent, ignore_ctrl_c, start_with_ctrl_c_blocked
 from rpl_sql.pipeline.replica.service_memory import return_freed_memory, rss_mb, set_service_allocators
 from rpl_sql.pipeline.writer import ChannelLock, IngestReport
 from rpl_sql.pipeline.ingest_position import IngestError
@@ -489,7 +490,7 @@ class _Child:
         svc = loops.svc
         proc = ctx.Process(target=_sql_process, name=f"rpl-sql-sql-{loops.channel}", daemon=True,
                            args=(svc.warehouse, loops.channel, svc.settings(), theirs, successor))
-        proc.start()
+        start_with_ctrl_c_blocked(proc)
         theirs.close()
         return cls(proc, mine)
 
@@ -534,10 +535,8 @@ class _ChildService(ReplicaService):
 def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: bool = False) -> None:
     """A channel's SQL thread as a process: runs until the parent says stop or goes away. A successor says
     `ready` once started and waits for its predecessor's lock (released after the batch it is applying)."""
-    _die_with_parent()
-    # Ctrl-C reaches the whole process group: the parent stops this process over the pipe, at a batch boundary,
-    # so the interrupt is no error here (it printed a KeyboardInterrupt traceback)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_ctrl_c()
+    die_with_parent()
     service_logging()
     limit = settings.pop("sql_thread_max_memory", None)
     if settings.get("master"):  # its SparkSession would start again with every replacement
@@ -586,14 +585,3 @@ def _sql_process(warehouse: str, channel: str, settings: dict, conn, successor: 
     finally:
         lock.release()
         conn.close()
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when its parent dies (a SIGKILLed service leaves no SQL thread
-    running behind it)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass

@@ -230,6 +230,26 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
             proc.wait()
 
 
+@pytest.mark.parametrize("delay", [0.2, 0.6, 1.2])
+def test_ctrl_c_while_the_sql_threads_process_starts_is_one_line(warehouse, servers, delay):
+    """Ctrl-C reaches the whole process group, the SQL thread's process too, which may still be starting (its
+    imports take a second or more): it is no error there either, and the service says only that it stopped."""
+    src, _ = servers
+    session = rpl_sql.connect(warehouse)
+    session.execute(src.channel_sql("a") + "; START REPLICA FOR CHANNEL 'a'")
+    proc = start_service(warehouse, capture=True)
+    try:
+        assert "running 'a'" in proc.stderr.readline()
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and err.strip().splitlines() == ["rpl-sql replica: stopped"], err
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
+
+
 def test_a_channel_never_started_is_said_to_be_stopped_and_ctrl_c_is_one_line(warehouse, servers):
     src, _ = servers
     session = rpl_sql.connect(warehouse)
