@@ -230,6 +230,13 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
             proc.wait()
 
 
+def _ctrl_c_says_only_that_it_stopped(proc) -> None:
+    """Ctrl-C in the service's terminal (SIGINT to its whole process group): it exits 0 saying only that."""
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and err.strip().splitlines() == ["rpl-sql replica: stopped"], err
+
+
 @pytest.mark.parametrize("delay", [0.2, 0.6, 1.2])
 def test_ctrl_c_while_the_sql_threads_process_starts_is_one_line(warehouse, servers, delay):
     """Ctrl-C reaches the whole process group, the SQL thread's process too, which may still be starting (its
@@ -241,9 +248,7 @@ def test_ctrl_c_while_the_sql_threads_process_starts_is_one_line(warehouse, serv
     try:
         assert "running 'a'" in proc.stderr.readline()
         time.sleep(delay)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0 and err.strip().splitlines() == ["rpl-sql replica: stopped"], err
+        _ctrl_c_says_only_that_it_stopped(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -261,9 +266,7 @@ def test_a_channel_never_started_is_said_to_be_stopped_and_ctrl_c_is_one_line(wa
                                           "starts it here") in line, line
         session.execute("START REPLICA")
         wait_for(lambda: status(session)["Replica_SQL_Running"] == "Yes", "the SQL thread")
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in its terminal: the whole process group
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0 and err.strip().splitlines() == ["rpl-sql replica: stopped"], err
+        _ctrl_c_says_only_that_it_stopped(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
