@@ -724,14 +724,11 @@ def main(argv=None) -> None:
                                                 f"WHERE should_apply_statement({STATEMENT_ARGS})",
                 "filter_decided_by_statement": "SELECT count_if(filter_decided_by_statement("
                                                f"{STATEMENT_ARGS}) = 'DEFAULT') FROM ev"})
-        if args.property_ab:
-            queries.update({f"{k} [{args.property_ab}]": (q, args.property_ab) for k, q in queries.items()
-                            if k != "bare"})
+        twins = {f"{k} [{args.property_ab}]": k for k in queries if k != "bare"} if args.property_ab else {}
+        queries.update({t: (queries[k], args.property_ab) for t, k in twins.items()})
         m = interleaved(spark, meter, queries, args.repeat, args.warm)
-        for k in m:
-            if args.property_ab and k.endswith(f" [{args.property_ab}]"):
-                base = k[:-len(args.property_ab) - 3]
-                assert m[k]["result"] == m[base]["result"], (k, m[k]["result"], m[base]["result"])
+        for t, k in twins.items():
+            assert m[t]["result"] == m[k]["result"], (t, m[t]["result"], m[k]["result"])
         if "should_apply WHERE" in m:
             assert m["should_apply WHERE"]["result"] == applied, (m["should_apply WHERE"]["result"], applied)
         bare_w, bare_c = m["bare"]["wall"], m["bare"]["cpu"]
