@@ -3,6 +3,7 @@ package rpl_sql.jvm;
 import java.util.Arrays;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.array.ByteArrayMethods;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * One task's distinct names of one column (channels, dbs or tables), each given a small id in the order first
@@ -74,6 +75,30 @@ final class NameIds {
     return id;
   }
 
+  /** The slots a find() of each name looks at, all added first: how evenly mix() spreads them (tests). */
+  static double meanProbes(String namesByLine) {
+    String[] names = namesByLine.split("\n", -1);
+    NameIds ids = new NameIds(names.length);
+    UTF8String[] s = new UTF8String[names.length];
+    for (int j = 0; j < names.length; j++) {
+      s[j] = UTF8String.fromString(names[j]);
+      int n = s[j].numBytes();
+      ids.add(RowCodeMemo.first(s[j], n), RowCodeMemo.last(s[j], n), n, s[j].getBaseObject(), s[j].getBaseOffset());
+    }
+    long probes = 0;
+    for (UTF8String x : s) {
+      int n = x.numBytes();
+      long w0 = RowCodeMemo.first(x, n);
+      long w1 = RowCodeMemo.last(x, n);
+      int i = mix(w0, w1, n) & ids.mask;
+      for (probes++; ids.slots[i << 2] != w0 || ids.slots[(i << 2) + 1] != w1
+          || (int) (ids.slots[(i << 2) + 2] >>> 32) != n; probes++) {
+        i = (i + 1) & ids.mask;
+      }
+    }
+    return (double) probes / names.length;
+  }
+
   private static void put(long[] s, int mask, long w0, long w1, long info, long at) {
     int i = mix(w0, w1, (int) (info >>> 32)) & mask;
     while (s[(i << 2) + 2] != 0) {
@@ -86,9 +111,14 @@ final class NameIds {
     s[b + 3] = at;
   }
 
+  /**
+   * A slot index from a name's words: the high bits fold down before the one multiply, whose high half is the
+   * index. Names that differ only in their last bytes (t_0001, log_2024_07) differ in a word's top bits, which
+   * a multiply alone carries only upward: without the fold, 1,000 such names took 50-70 probes a lookup.
+   */
   private static int mix(long w0, long w1, int n) {
-    long h = (w0 * 0x9E3779B97F4A7C15L ^ w1) * 0xC2B2AE3D27D4EB4FL ^ n;
-    h *= 0x9E3779B97F4A7C15L;
-    return (int) (h ^ (h >>> 32));
+    long h = w0 ^ w1 * 0x9E3779B97F4A7C15L ^ n;
+    h ^= h >>> 29;
+    return (int) ((h * 0xC2B2AE3D27D4EB4FL) >>> 32);
   }
 }
