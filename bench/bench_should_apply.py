@@ -22,7 +22,9 @@ table_name; 3 channels ('' 50%, 'src_eu' 30%, 'src_us' 20%); 300 databases (app_
 ones) with a skewed (power-law) frequency; 120 table names per database (a vocabulary of realistic names such
 as orders, tmp_import, log_2024_07, users_bak, then t_000..), also skewed. Each row is drawn on its own (0.01%
 of rows equal the row before), or with --run-length L in runs of L equal rows, as a transaction's row events
-share a table.
+share a table. With --names numbered the databases are shop_0000.. and the tables orders_0000..
+(as many; the rules drawn from them alike), names that differ only in their last bytes, as shards and
+partitions do.
 
 Rules, R per channel (largest-remainder split, deterministic):
   ''      do-style:      do_db 30%, do_table 20%, wild_do 50%
@@ -71,6 +73,9 @@ VOCAB = ["orders", "order_items", "customers", "products", "payments", "invoices
          "events", "users", "tmp_import", "tmp_export", "orders_bak", "users_bak", "cache_entries", "settings",
          "addresses", "shipments", "refunds", "carts"] + [f"log_2024_{m:02d}" for m in range(1, 13)]
 TABLES = VOCAB + [f"t_{i:03d}" for i in range(120 - len(VOCAB))]
+# --names numbered: as many names, spelled as shards and partitions are, differing only in their last bytes
+NUMBERED_DBS = [f"shop_{i:04d}" for i in range(len(DBS))]
+NUMBERED_TABLES = [f"orders_{i:04d}" for i in range(len(TABLES))]
 
 
 # ---------------------------------------------------------------- data and rules
@@ -79,12 +84,12 @@ def sql_array(values) -> str:
     return "array(" + ", ".join("'" + v + "'" for v in values) + ")"
 
 
-def ensure_data(spark, rows: int, run_length: int = 1) -> str:
+def ensure_data(spark, rows: int, run_length: int = 1, names: str = "words") -> str:
     """The rows in id order, eight files of consecutive ids; with `run_length` L, in runs of L equal rows (as the
     row events of a transaction share a table), each run drawn as a row is otherwise. No repartition: its
     round-robin sorts the rows first, which put 83% of rows right after an equal one (the data before
     2026-12-03, events_<rows>.parquet)."""
-    path = DATA / f"events_{rows}_runs{run_length}.parquet"
+    path = DATA / (f"events_{rows}_runs{run_length}" + ("" if names == "words" else f"_{names}") + ".parquet")
     if not (path / "_SUCCESS").exists():
         t = time.time()
         key = "id" if run_length == 1 else f"id DIV {run_length}"
@@ -617,6 +622,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--run-length", type=int, default=1, help="rows in runs of this many equal rows (a "
                     "transaction's row events share a table); default 1: every row drawn on its own")
+    ap.add_argument("--names", choices=["words", "numbered"], default="words", help="words: app_000, orders, "
+                    "t_000 (below); numbered: shop_0000, orders_0000 (as many, differing only in their last bytes)")
     ap.add_argument("--sizes", default="1,100,1000,10000", help="rules per channel, comma separated")
     ap.add_argument("--udf-rows", type=int, default=None, help="rows for the Python UDF (default min(rows, 1M))")
     ap.add_argument("--repeat", type=int, default=3, help="rounds: every query once per round, in turn")
@@ -668,7 +675,10 @@ def main(argv=None) -> None:
     from rpl_sql.spark.env import jit_huge_methods
 
     jit = jit_huge_methods(spark)  # as rpl_sql.register decides: local_spark's JVM JIT-compiles huge methods
-    path = ensure_data(spark, args.rows, args.run_length)
+    if args.names == "numbered":  # the data and the rules both
+        global DBS, TABLES
+        DBS, TABLES = NUMBERED_DBS, NUMBERED_TABLES
+    path = ensure_data(spark, args.rows, args.run_length, args.names)
     ev = spark.read.parquet(path)
     ev.createOrReplaceTempView("ev")
     ev.limit(udf_rows).createOrReplaceTempView("ev_udf")
