@@ -116,7 +116,7 @@ final class NameIds {
    * index. Names that differ only in their last bytes (t_0001, log_2024_07) differ in a word's top bits, which
    * a multiply alone carries only upward: without the fold, 1,000 such names took 50-70 probes a lookup.
    */
-  private static int mix(long w0, long w1, int n) {
+  static int mix(long w0, long w1, int n) {
     long h = w0 ^ w1 * 0x9E3779B97F4A7C15L ^ n;
     h ^= h >>> 29;
     return (int) ((h * 0xC2B2AE3D27D4EB4FL) >>> 32);

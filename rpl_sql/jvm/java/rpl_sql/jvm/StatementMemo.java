@@ -203,14 +203,16 @@ public final class StatementMemo implements IntUnaryOperator, Serializable {
       return hash;
     }
 
-    /** A name's hash from its length and first and last eight bytes (RowCodeMemo.first/last): no loop. */
+    /**
+     * A name's hash from its length and first and last eight bytes (RowCodeMemo.first/last), mixed as NameIds
+     * places names: no loop, and names differing only in their last bytes still differ in the low bits.
+     */
     private static long hash(UTF8String s) {
       if (s == null) {
         return 0x51ED27L;
       }
       int n = s.numBytes();
-      long h = (RowCodeMemo.first(s, n) * 0xC2B2AE3D27D4EB4FL ^ RowCodeMemo.last(s, n)) * 0x9E3779B97F4A7C15L;
-      return h ^ (h >>> 29) ^ n;
+      return NameIds.mix(RowCodeMemo.first(s, n), RowCodeMemo.last(s, n), n);
     }
 
     Key copy() {
