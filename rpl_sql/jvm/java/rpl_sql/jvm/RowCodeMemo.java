@@ -83,6 +83,17 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
    */
   private transient long[] last;
   private transient int lastCode = MISS;
+  /**
+   * Whether a found row is kept as the last one. Keeping costs a copy for every row, about a sixth of a lookup:
+   * where fewer than one row in six repeats the row before (LAST_WINDOW rows looked up, against the hits),
+   * rows are not kept for the next LAST_PAUSE looked-up rows, then measured again.
+   */
+  private transient boolean keepLast;
+  private transient int lastHits;
+  private transient int lookedUp;
+  private transient int nextCheck;
+  static final int LAST_WINDOW = 1 << 10;
+  static final int LAST_PAUSE = 1 << 14;
 
   /**
    * Memoises rows' whole codes (TableRules.Channel.rowCode); `key`: the decision key's three expressions
@@ -126,6 +137,8 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
             });
     last = Boolean.getBoolean(NO_LAST_ROW_PROPERTY) ? null : new long[scratch.length];
     lastCode = MISS;
+    keepLast = last != null;
+    nextCheck = LAST_WINDOW;
     channels = from.channels;
     dbs = from.dbs;
     tables = from.tables;
@@ -210,7 +223,11 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
       return MISS;
     }
     if (lastCode != MISS && last[WORDS - 1] == lens && sameAsLast(lens)) {
+      lastHits++;
       return lastCode;
+    }
+    if (++lookedUp == nextCheck) {
+      measureLast();
     }
     long ids = ids(false);
     if (ids < 0) {
@@ -226,7 +243,7 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
       return MISS;
     }
     long[] l = last;
-    if (l != null) {
+    if (keepLast) {
       long[] w = scratch;
       int n = longNameBytes(lens);
       if (n == 0) {  // the common row, without arraycopy's call
@@ -243,6 +260,21 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
       lastCode = e - 2;
     }
     return e - 2;
+  }
+
+  /** At the end of a window of looked-up rows: whether to keep found rows as the last one for the next. */
+  private void measureLast() {
+    if (last == null) {
+      return;
+    }
+    boolean keep = !keepLast || lastHits * 5 >= LAST_WINDOW;  // a pause over: measure again
+    if (!keep) {
+      lastCode = MISS;  // `last` is no longer the row before
+    }
+    keepLast = keep;
+    lastHits = 0;
+    lookedUp = 0;
+    nextCheck = keep ? LAST_WINDOW : LAST_PAUSE;
   }
 
   /** The bytes of the row's names that scratch holds past WORDS: all of them where one passes SHORT, else 0. */
