@@ -114,7 +114,7 @@ final class NameIds {
   /**
    * A slot index from a name's words: the high bits fold down before the one multiply, whose high half is the
    * index. Names that differ only in their last bytes (t_0001, log_2024_07) differ in a word's top bits, which
-   * a multiply alone carries only upward: without the fold, 1,000 such names took 50-70 probes a lookup.
+   * a multiply alone carries only upward: without the fold, 400 names such as orders_0001 took 50 probes a lookup.
    */
   static int mix(long w0, long w1, int n) {
     long h = w0 ^ w1 * 0x9E3779B97F4A7C15L ^ n;
