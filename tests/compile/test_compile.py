@@ -949,7 +949,7 @@ def test_the_jvm_name_ids_spread_names_that_differ_only_in_their_last_bytes(spar
     """NameIds gives a name its slot by mixing the name's words (RowCodeMemo.first/last). Names that share a
     prefix and differ in their last bytes (t_0001, log_2024_07, numbered shards), in a middle byte or in a
     multibyte character still spread over the table: a lookup probes about 1.5 slots at half full, as random
-    keys do. A mix whose multiplies carried the top bytes of a word only upward took 50-70 probes a lookup
+    keys do. A mix whose multiplies carried the top bytes of a word only upward took up to 50 probes a lookup
     over such names."""
     from rpl_sql import jvm
 

@@ -106,8 +106,7 @@ def test_reads_see_one_committed_version_while_the_service_merges_and_upkeep_com
         tmp = tmp_path_factory.mktemp("shell")
         init, text = export([os.sys.executable, "-m", "rpl_sql.cli"], Path(warehouse), tmp)
         assert "USING rpl_sql.jvm.ReplicaTableSource" in text
-        # spread over about five seconds, longer than a gap between two of the service's commits, so that reads
-        # seeing one version only would be stale reads (back to back, the twelve took a second or two)
+        # spread over about five seconds: reads back to back could all fall between two of the service's commits
         pause = "SELECT reflect('java.lang.Thread', 'sleep', 400L)"
         rows, _ = run_spark_sql(tmp, init, [s for i in range(12) for s in ((f"r{i}", TOTAL), (f"pause{i}", pause))])
         shown = [tuple(v[0]) for k, v in rows.items() if k.startswith("r")]
