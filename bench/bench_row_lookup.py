@@ -76,10 +76,8 @@ def main(argv=None) -> None:
                         + os.environ.get("PATH", ""))
     if java is None or jvm._javac() is None:
         raise SystemExit("needs a JDK 17 (java and javac)")
-    if args.names == "numbered":
-        bsa.DBS, bsa.TABLES = bsa.NUMBERED_DBS, bsa.NUMBERED_TABLES
-    suffix = "" if args.names == "words" else f"_{args.names}"
-    path = bsa.DATA / f"events_{args.rows}_runs{args.run_length}{suffix}.parquet"
+    bsa.use_names(args.names)
+    path = bsa.data_path(args.rows, args.run_length, args.names)
     if not (path / "_SUCCESS").exists():
         from rpl_sql.spark.env import local_spark
 

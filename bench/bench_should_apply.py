@@ -84,12 +84,24 @@ def sql_array(values) -> str:
     return "array(" + ", ".join("'" + v + "'" for v in values) + ")"
 
 
+def use_names(names: str) -> None:
+    """The names the data and make_rules draw from: "words" (DBS, TABLES as above) or "numbered"."""
+    global DBS, TABLES
+    if names == "numbered":
+        DBS, TABLES = NUMBERED_DBS, NUMBERED_TABLES
+
+
+def data_path(rows: int, run_length: int = 1, names: str = "words") -> Path:
+    """Where ensure_data keeps those rows."""
+    return DATA / (f"events_{rows}_runs{run_length}" + ("" if names == "words" else f"_{names}") + ".parquet")
+
+
 def ensure_data(spark, rows: int, run_length: int = 1, names: str = "words") -> str:
     """The rows in id order, eight files of consecutive ids; with `run_length` L, in runs of L equal rows (as the
     row events of a transaction share a table), each run drawn as a row is otherwise. No repartition: its
     round-robin sorts the rows first, which put 83% of rows right after an equal one (the data before
     2026-12-03, events_<rows>.parquet)."""
-    path = DATA / (f"events_{rows}_runs{run_length}" + ("" if names == "words" else f"_{names}") + ".parquet")
+    path = data_path(rows, run_length, names)
     if not (path / "_SUCCESS").exists():
         t = time.time()
         key = "id" if run_length == 1 else f"id DIV {run_length}"
@@ -675,9 +687,7 @@ def main(argv=None) -> None:
     from rpl_sql.spark.env import jit_huge_methods
 
     jit = jit_huge_methods(spark)  # as rpl_sql.register decides: local_spark's JVM JIT-compiles huge methods
-    if args.names == "numbered":  # the data and the rules both
-        global DBS, TABLES
-        DBS, TABLES = NUMBERED_DBS, NUMBERED_TABLES
+    use_names(args.names)  # the data and the rules both
     path = ensure_data(spark, args.rows, args.run_length, args.names)
     ev = spark.read.parquet(path)
     ev.createOrReplaceTempView("ev")
