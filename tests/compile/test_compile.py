@@ -880,9 +880,10 @@ def test_the_jvm_memo_answers_a_repeated_row_as_the_row_before_and_tells_near_re
     """The memo answers a row equal to the row before (words, lengths and, past 16 bytes, bytes) with that row's
     code, looking no name up. Rows in one task, in order: runs of one row, each followed by a near repeat that
     differs in one name's middle byte only (same length, same first and last eight bytes), in one name's case,
-    in a name moved from the db to the table, or in a NULL table against an empty one; then rows that seldom
-    repeat, where the memo stops keeping the last row. Every row's answer is the reference's, in generated code
-    and interpreted."""
+    in a name moved from the db to the table, or in a NULL table against an empty one; then runs of one channel
+    and db with tables that vary (the memo keeps the pair's row of codes), new tables among them and each run
+    ended by a near pair (the db's sibling, the channel's case); then rows that seldom repeat, where the memo
+    stops keeping the last row. Every row's answer is the reference's, in generated code and interpreted."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
     middles = "0123456789é"
     families = ["abcdefgh{}zzzzzzzz", "aaaaaaaa{}zzzzzzzz", "{}", "ab{}c", "database_of_{}_twenty"]
@@ -924,6 +925,11 @@ def test_the_jvm_memo_answers_a_repeated_row_as_the_row_before_and_tells_near_re
         else:
             rows.append((rnd.choice(chans), d, t))
         rows.append(rows[-1])
+    # then runs of one channel and db, as the events table's files hold them
+    for _ in range(400):
+        c, d = rnd.choice(chans), rnd.choice(["db", "dx", name()])
+        rows += [(c, d, rnd.choice([name(), "t1", "", None, f"new_{len(rows)}"])) for _ in range(rnd.randint(5, 40))]
+        rows += [(c, sibling(d), rnd.choice([name(), "t1"])), ((c or "x").swapcase(), d, "t1")]
     # then rows that seldom repeat the row before: the memo stops keeping the last row (a copy each row)
     rows += [(rnd.choice(chans), rnd.choice(["db", "dx", name()]), rnd.choice([name(), "t1", "", None]))
              for _ in range(2500)]

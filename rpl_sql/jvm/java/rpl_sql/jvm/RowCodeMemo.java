@@ -84,6 +84,19 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   private transient long[] last;
   private transient int lastCode = MISS;
   /**
+   * The last channel and db found (their words and lengths word, lens() >>> 21; -1: none) and their row of codes,
+   * while keepPair: comparing and keeping cost 1-3 ns a row, so where fewer than one looked-up row in four has the
+   * pair's channel and db (measured as the last row is), the pair is not kept until the next measure.
+   */
+  private transient boolean keepPair;
+  private transient int pairHits;
+  private transient long pair0;
+  private transient long pair1;
+  private transient long pair2;
+  private transient long pair3;
+  private transient long pairLens;
+  private transient byte[] pairRow;
+  /**
    * Whether a found row is kept as the last one. Keeping costs a copy for every row (3-4.5 ns against a lookup's
    * 35-40): where fewer than one row in ten repeats the row before (LAST_WINDOW rows looked up, against the
    * hits), rows are not kept for the next LAST_PAUSE looked-up rows, then measured again.
@@ -137,6 +150,9 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
             });
     last = Boolean.getBoolean(NO_LAST_ROW_PROPERTY) ? null : new long[scratch.length];
     lastCode = MISS;
+    pairLens = -1;
+    keepPair = true;
+    pairHits = 0;
     keepLast = last != null;
     nextCheck = LAST_WINDOW;
     channels = from.channels;
@@ -229,22 +245,27 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     if (++lookedUp == nextCheck) {
       measureLast();
     }
-    long ids = ids(false);
-    if (ids < 0) {
+    long[] w = scratch;
+    byte[] row;
+    if (keepPair && w[0] == pair0 && w[1] == pair1 && w[2] == pair2 && w[3] == pair3 && lens >>> 21 == pairLens) {
+      pairHits++;
+      row = pairRow;
+    } else {
+      row = row(lens);
+    }
+    if (row == null) {
       return MISS;
     }
-    int c = (int) (ids >>> 40);
-    int k = (int) (ids >>> 20) & 0xFFFFF;
-    int t = (int) ids & 0xFFFFF;
-    byte[][] byDb = c < codes.length ? codes[c] : null;
-    byte[] row = byDb != null && k < byDb.length ? byDb[k] : null;
-    int e = row != null && t < row.length ? row[t] : 0;
+    int tn = (int) lens & 0x1FFFFF;  // + 1
+    int t = tn == 0 ? 0
+        : tables.find(w[4], w[5], tn - 1, w, Platform.LONG_ARRAY_OFFSET + WORDS * 8 + (lens >>> 42)
+            + ((lens >>> 21) & 0x1FFFFF)) + 1;
+    int e = (t > 0 || tn == 0) && t < row.length ? row[t] : 0;
     if (e == 0) {
       return MISS;
     }
     long[] l = last;
     if (keepLast) {
-      long[] w = scratch;
       int n = longNameBytes(lens);
       if (n == 0) {  // the common row, without arraycopy's call
         l[0] = w[0];
@@ -262,9 +283,38 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     return e - 2;
   }
 
-  /** At the end of a window of looked-up rows: whether to keep found rows as the last one for the next. */
+  /**
+   * The row of codes of the channel and db in scratch (lengths word `lens`), null where one is not known; kept
+   * as the pair's where both names are their words. The next row's channel and db are then compared with the
+   * pair's words: in the events table's files (partitioned by channel and db) they are the same for most rows.
+   */
+  private byte[] row(long lens) {
+    long[] w = scratch;
+    int cn = (int) (lens >>> 42);
+    int kn = (int) (lens >>> 21) & 0x1FFFFF;
+    long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
+    int c = channels.find(w[0], w[1], cn, w, at);
+    byte[][] byDb = c >= 0 && c < codes.length ? codes[c] : null;
+    int k = byDb == null ? -1 : dbs.find(w[2], w[3], kn, w, at + cn);
+    byte[] row = k >= 0 && k < byDb.length ? byDb[k] : null;
+    if (keepPair && row != null && cn <= SHORT && kn <= SHORT) {
+      pair0 = w[0];
+      pair1 = w[1];
+      pair2 = w[2];
+      pair3 = w[3];
+      pairLens = lens >>> 21;
+      pairRow = row;
+    }
+    return row;
+  }
+
+  /** At the end of a window of looked-up rows: whether to keep the last row, and the pair, for the next window. */
   private void measureLast() {
+    keepPair = !keepPair || pairHits * 4 >= lookedUp;  // a pause over: measure again
+    pairHits = 0;
     if (last == null) {
+      lookedUp = 0;
+      nextCheck = LAST_PAUSE;
       return;
     }
     boolean keep = !keepLast || lastHits * 9 >= LAST_WINDOW;  // a pause over: measure again
@@ -387,26 +437,26 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   }
 
   /**
-   * The ids of the names in scratch, channel << 40 | db << 20 | table id + 1 (0 for a NULL table), given to new
-   * names with `add`; -1 where one has none.
+   * The ids of the names in scratch, channel << 40 | db << 20 | table id + 1 (0 for a NULL table), new names
+   * given new ids; -1 where one has none (past NAMES_MAX).
    */
-  private long ids(boolean add) {
+  private long addIds() {
     long[] w = scratch;
     long lens = w[WORDS - 1];
     int cn = (int) (lens >>> 42);
     int kn = (int) (lens >>> 21) & 0x1FFFFF;
     int tn = (int) lens & 0x1FFFFF;  // + 1
     long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
-    int c = add ? channels.add(w[0], w[1], cn, w, at) : channels.find(w[0], w[1], cn, w, at);
-    int k = add ? dbs.add(w[2], w[3], kn, w, at + cn) : dbs.find(w[2], w[3], kn, w, at + cn);
-    int t = tn == 0 ? 0 : (add ? tables.add(w[4], w[5], tn - 1, w, at + cn + kn)
-        : tables.find(w[4], w[5], tn - 1, w, at + cn + kn)) + 1;
+    int c = channels.add(w[0], w[1], cn, w, at);
+    int k = dbs.add(w[2], w[3], kn, w, at + cn);
+    int t = tn == 0 ? 0 : tables.add(w[4], w[5], tn - 1, w, at + cn + kn) + 1;
     return c < 0 || k < 0 || t <= 0 && tn != 0 ? -1 : (long) c << 40 | (long) k << 20 | t;
   }
 
   /** Keeps code `v` for the row in scratch, within NAMES_MAX names a column and sizeMax bytes of codes. */
   private void keep(int v) {
-    long ids = ids(true);
+    pairLens = -1;  // the pair's row may be copied to a longer one
+    long ids = addIds();
     if (ids < 0 || v + 2 > Byte.MAX_VALUE) {
       return;
     }
