@@ -7,7 +7,7 @@ one sitting, in turn, and look at lookup / hash as well (a busy host slows the c
     .venv/bin/python bench/bench_row_lookup.py --names numbered --run-length 8 --jvms 5
     git stash; .venv/bin/python bench/bench_row_lookup.py; git stash pop        # a change against the one before
 
-The rows are bench_should_apply's (same --rows, --run-length, --names; generated with Spark if missing), the
+The rows are bench_should_apply's (same --rows, --run-length, --names, --layout; generated with Spark if missing), the
 rules its make_rules(--rules). bench/java/RowLookupBench.java, compiled against this checkout's jar, hands each
 row's names to the memo as the generated code does, copying them first as Parquet's dictionary reader does;
 a miss is decided by a stand-in (the codes' values do not change what a lookup costs). Fresh JVMs take turns
@@ -68,6 +68,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--run-length", type=int, default=1)
     ap.add_argument("--names", choices=["words", "numbered"], default="words")
+    ap.add_argument("--layout", choices=["rows", "by_db"], default="rows")
     ap.add_argument("--rules", type=int, default=1000, help="rules per channel (make_rules)")
     ap.add_argument("--jvms", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=10)
@@ -77,12 +78,12 @@ def main(argv=None) -> None:
     if java is None or jvm._javac() is None:
         raise SystemExit("needs a JDK 17 (java and javac)")
     bsa.use_names(args.names)
-    path = bsa.data_path(args.rows, args.run_length, args.names)
+    path = bsa.data_path(args.rows, args.run_length, args.names, args.layout)
     if not (path / "_SUCCESS").exists():
         from rpl_sql.spark.env import local_spark
 
         spark = local_spark(app_name="bench_row_lookup")
-        bsa.ensure_data(spark, args.rows, args.run_length, args.names)
+        bsa.ensure_data(spark, args.rows, args.run_length, args.names, args.layout)
         spark.stop()
     jar = jvm.jar_path()
     jars = Path(__import__("pyspark").__file__).parent / "jars"

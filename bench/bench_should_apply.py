@@ -24,7 +24,8 @@ as orders, tmp_import, log_2024_07, users_bak, then t_000..), also skewed. Each 
 of rows equal the row before), or with --run-length L in runs of L equal rows, as a transaction's row events
 share a table. With --names numbered the databases are shop_0000.. and the tables orders_0000..
 (as many; the rules drawn from them alike), names that differ only in their last bytes, as shards and
-partitions do.
+partitions do. With --layout by_db the same rows are sorted by channel and db, as the events table's files
+(partitioned by channel and filter_db) hold them: a row's channel and db are mostly the row before's.
 
 Rules, R per channel (largest-remainder split, deterministic):
   ''      do-style:      do_db 30%, do_table 20%, wild_do 50%
@@ -91,17 +92,19 @@ def use_names(names: str) -> None:
         DBS, TABLES = NUMBERED_DBS, NUMBERED_TABLES
 
 
-def data_path(rows: int, run_length: int = 1, names: str = "words") -> Path:
+def data_path(rows: int, run_length: int = 1, names: str = "words", layout: str = "rows") -> Path:
     """Where ensure_data keeps those rows."""
-    return DATA / (f"events_{rows}_runs{run_length}" + ("" if names == "words" else f"_{names}") + ".parquet")
+    return DATA / (f"events_{rows}_runs{run_length}" + ("" if names == "words" else f"_{names}")
+                   + ("" if layout == "rows" else "_by_db") + ".parquet")
 
 
-def ensure_data(spark, rows: int, run_length: int = 1, names: str = "words") -> str:
+def ensure_data(spark, rows: int, run_length: int = 1, names: str = "words", layout: str = "rows") -> str:
     """The rows in id order, eight files of consecutive ids; with `run_length` L, in runs of L equal rows (as the
     row events of a transaction share a table), each run drawn as a row is otherwise. No repartition: its
     round-robin sorts the rows first, which put 83% of rows right after an equal one (the data before
-    2026-12-03, events_<rows>.parquet)."""
-    path = data_path(rows, run_length, names)
+    2026-12-03, events_<rows>.parquet). Layout "by_db": the same rows sorted by channel and db (eight files of
+    ranges), as the events table's files hold them (partitioned by channel and filter_db); tables vary."""
+    path = data_path(rows, run_length, names, layout)
     if not (path / "_SUCCESS").exists():
         t = time.time()
         key = "id" if run_length == 1 else f"id DIV {run_length}"
@@ -113,7 +116,8 @@ def ensure_data(spark, rows: int, run_length: int = 1, names: str = "words") -> 
                      AS db_name,
                    element_at({sql_array(TABLES)}, cast(floor({len(TABLES)} * pow({u.format(k=3)}, 2.0)) AS INT) + 1)
                      AS table_name
-            FROM range(0, {rows}, 1, 8)""").write.mode("overwrite").parquet(str(path))
+            FROM range(0, {rows}, 1, 8)""" + ("" if layout == "rows" else " ORDER BY channel, db_name")
+                  ).write.mode("overwrite").parquet(str(path))
         print(f"generated {rows:,} rows in {time.time() - t:.1f}s -> {path}")
     return str(path)
 
@@ -634,6 +638,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--run-length", type=int, default=1, help="rows in runs of this many equal rows (a "
                     "transaction's row events share a table); default 1: every row drawn on its own")
+    ap.add_argument("--layout", choices=["rows", "by_db"], default="rows", help="rows: each row drawn on its own "
+                    "(or in runs); by_db: sorted by channel and db, as the events table's files hold them")
     ap.add_argument("--names", choices=["words", "numbered"], default="words", help="words: app_000, orders, "
                     "t_000 (below); numbered: shop_0000, orders_0000 (as many, differing only in their last bytes)")
     ap.add_argument("--sizes", default="1,100,1000,10000", help="rules per channel, comma separated")
@@ -688,7 +694,7 @@ def main(argv=None) -> None:
 
     jit = jit_huge_methods(spark)  # as rpl_sql.register decides: local_spark's JVM JIT-compiles huge methods
     use_names(args.names)  # the data and the rules both
-    path = ensure_data(spark, args.rows, args.run_length, args.names)
+    path = ensure_data(spark, args.rows, args.run_length, args.names, args.layout)
     ev = spark.read.parquet(path)
     ev.createOrReplaceTempView("ev")
     ev.limit(udf_rows).createOrReplaceTempView("ev_udf")
