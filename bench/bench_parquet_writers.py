@@ -1,5 +1,6 @@
 """The Parquet writers this machine ships, on one channel's events: pyarrow's (the arrow engine's and its copy's)
-against delta-rs' (arrow-rs), and reading, side by side in one run.
+against delta-rs' (arrow-rs), and reading, side by side in one run; polars' and DuckDB's writers too where they
+are installed (not rpl_sql's dependencies: `pip install polars duckdb` to include them).
 
 The applier's target is a ratio to pyarrow's copy; this says whether another writer at hand would move the
 floor under it (docs/benchmarks.md, "The applier").
@@ -65,6 +66,7 @@ def main(argv=None) -> int:
             "delta-rs write_deltalake, plain columns":
                 into(lambda: write_deltalake(out, plain, mode="overwrite", writer_properties=props)),
         }
+        cases.update(_other_writers(src, into, out))
         got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
         for _ in range(args.repeat):
             for name, fn in cases.items():
@@ -74,13 +76,38 @@ def main(argv=None) -> int:
         base = statistics.median(w for w, _ in got["pyarrow write, dictionary columns (the engine's write)"])
         print(f"{args.events:,} events, {os.path.getsize(src) / 2**20:.0f} MiB of Parquet; medians of {args.repeat}, "
               f"load average {os.getloadavg()[0]:.1f}")
-        print(f"{'':<56} {'wall s':>7} {'CPU s':>7} {'x the engine write':>19}")
+        base_cpu = statistics.median(c for _, c in got["pyarrow write, dictionary columns (the engine's write)"])
+        print(f"{'':<56} {'wall s':>7} {'CPU s':>7} {'x the engine write':>19} {'CPU x':>6}")
         for name, runs in got.items():
             w, c = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-            print(f"{name:<56} {w:7.2f} {c:7.2f} {w / base:19.2f}")
+            print(f"{name:<56} {w:7.2f} {c:7.2f} {w / base:19.2f} {c / base_cpu:6.2f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def _other_writers(src: str, into, out: str) -> dict:
+    """polars' and DuckDB's writes of the same events (read into each one's own frame first), where installed.
+    Each uses its own thread pool: the CPU column says what they would cost the applier's two busy threads."""
+    cases = {}
+    try:
+        import polars as pl
+    except ImportError:
+        print("polars: not installed, left out")
+    else:
+        frame = pl.read_parquet(src)
+        cases["polars write_parquet (snappy, no statistics)"] = into(lambda: frame.write_parquet(
+            os.path.join(out, "a.parquet"), compression="snappy", statistics=False))
+    try:
+        import duckdb
+    except ImportError:
+        print("duckdb: not installed, left out")
+    else:
+        con = duckdb.connect()
+        con.execute(f"CREATE TABLE ev AS SELECT * FROM read_parquet('{src}')")
+        cases["duckdb COPY TO parquet (snappy)"] = into(lambda: con.execute(
+            f"COPY ev TO '{os.path.join(out, 'a.parquet')}' (FORMAT parquet, COMPRESSION snappy)"))
+    return cases
 
 
 if __name__ == "__main__":
