@@ -27,7 +27,10 @@ from rpl_sql.spark.deltaread import DeltaFile
 
 _PLAIN = SHAPE_KEYS[:5]  # event_type, db_name, table_name, command, default_db
 ROWS_PER_FILE = 2_000_000  # a writer thread starts a new output file past this many rows
-ROW_GROUP_ROWS = 256 * 1024  # events gathered from the input files into one row group
+# Events gathered from whole input files into one row group, at least. The writer holds a row group's
+# dictionary-encoded pages until it ends: at 256K rows the three channels' writes took 1.37x pyarrow's copy on
+# two threads, much of it the kernel's time for fresh pages; at 64K, 1.19x (docs/benchmarks.md, the applier)
+ROW_GROUP_ROWS = 64 * 1024
 KEY_BITS = 62  # ShapeIndex's keys stay below 2^KEY_BITS
 # Text columns of few distinct values, read as the dictionaries their Parquet pages hold and written as such:
 # shapes are found through the dictionary, and filtering and writing move indices instead of strings (a
