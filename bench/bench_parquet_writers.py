@@ -74,9 +74,9 @@ def main(argv=None) -> int:
                 fn()
                 got[name].append((time.perf_counter() - w0, _cpu() - c0))
         base = statistics.median(w for w, _ in got["pyarrow write, dictionary columns (the engine's write)"])
+        base_cpu = statistics.median(c for _, c in got["pyarrow write, dictionary columns (the engine's write)"])
         print(f"{args.events:,} events, {os.path.getsize(src) / 2**20:.0f} MiB of Parquet; medians of {args.repeat}, "
               f"load average {os.getloadavg()[0]:.1f}")
-        base_cpu = statistics.median(c for _, c in got["pyarrow write, dictionary columns (the engine's write)"])
         print(f"{'':<56} {'wall s':>7} {'CPU s':>7} {'x the engine write':>19} {'CPU x':>6}")
         for name, runs in got.items():
             w, c = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
