@@ -52,8 +52,8 @@ def _chunks(col) -> list[pa.Array]:
 
 def _map(col, fn) -> pa.ChunkedArray:
     """fn applied to each chunk of `col`, through its dictionary where it has one: fn(dictionary) taken by the
-    indices, NULL rows given fn(NULL) (one more entry past the dictionary's: a take, where an if_else over
-    every row cost as much again)."""
+    indices, NULL rows given fn(NULL) (one more entry past the dictionary's: one take, where an if_else over
+    every row made a column's codes cost half as much again)."""
     out = []
     for c in _chunks(col):
         if not pa.types.is_dictionary(c.type):
