@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import (COMMANDS, DATABASE_COMMANDS, LABELS, TRANSACTION_CONTROL, Decision, RowEvent,
-                              StatementEvent, TableRef, decide, decision_key, hit_rules, rewrite_db, statement_event)
-from rpl_sql.filters.rules import TABLE_TYPES, Filters, FilterType, fold
+                              Decider, StatementEvent, TableRef, decide, decision_key, hit_rules, rewrite_db,
+                              statement_event)
+from rpl_sql.filters.rules import TABLE_TYPES, Filters, FilterType, Matching, fold
 
 T = FilterType
 DO_DB, IGNORE_DB, DO_TABLE, IGNORE_TABLE = T.DO_DB, T.IGNORE_DB, T.DO_TABLE, T.IGNORE_TABLE
@@ -1037,3 +1038,35 @@ def test_effective_mode_statement_and_row_agree(f, cmd, ddb, db, table, lctn):
     row = decide(f, R(eff_db, table), lctn, mode=EFF)
     assert sig(stmt) == sig(row)
     assert stmt.hits == ()
+
+
+colliding_tref = st.builds(TableRef, st.sampled_from([None, "a", "A"]), st.sampled_from(["a", "b"]), st.booleans())
+colliding_event = st.one_of(  # commands of every class the Decider's caches tell apart, on the same few names
+    st.builds(StatementEvent, st.sampled_from(["INSERT", "update", "XA_START", "xa_end", "CREATE_DB", "DROP_DB",
+                                               "ALTER_DB", "BEGIN", "COMMIT", "DROP_TRIGGER", "SET_OPTION"]),
+              st.sampled_from([None, "", "a", "A", "b"]), st.lists(colliding_tref, max_size=2).map(tuple),
+              st.booleans(), st.booleans(), st.none() | colliding_tref),
+    st.builds(RowEvent, st.sampled_from(["a", "A", "b"]), st.sampled_from(["a", "b"]), st.booleans()))
+
+
+colliding_filters = filters_strategy(st.sampled_from(["a", "A", "b"]), st.sampled_from(["a.a", "A.%", "_.b", "%.a"]),
+                                     st.sampled_from(["a.a", "A.a", "a.b", "A.b"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(colliding_filters, filters_s), st.lists(st.one_of(colliding_event, event_s), min_size=1, max_size=40),
+       lctn_s, st.sampled_from(["mysql", "effective_database"]))
+def test_decider_decides_as_decide(f, events, lctn, mode):
+    """One Decider (the applier's, caching each command class and default database's steps and each table's
+    rules) over many events, hostile names among them: every decision equal to `decide`'s, every refusal the
+    same error. Most events share a few names, so its caches answer most of them."""
+    decider = Decider(f, Matching(lctn, mode))
+    for ev in events:
+        try:
+            want = decide(f, ev, lctn, mode=mode)
+        except MySQLError as e:
+            with pytest.raises(MySQLError) as got:
+                decider.decide(ev)
+            assert got.value.code == e.code
+            continue
+        assert decider.decide(ev) == want

@@ -20,6 +20,7 @@ from rpl_sql.filters.evaluate import (
     REWRITE_UNCOUNTED,
     TRANSACTION_CONTROL,
     XA_UNCOUNTED,
+    Decider,
     RowEvent,
     decide,
     decision_key,
@@ -165,11 +166,14 @@ class Shape:
         return f"event_type {et!r}"
 
 
-def reference(channel: str, filters: Filters, s: "Shape", matching: Matching | int, event=None):
-    """The evaluator's decision of shape `s` (of `event`, its event, when built already); an ApplyError naming
-    the shape's first seq when the evaluator refuses it (a malformed or XA event)."""
+def reference(channel: str, filters: Filters, s: "Shape", matching: Matching | int, event=None,
+              decider: Decider | None = None):
+    """The evaluator's decision of shape `s` (of `event`, its event, when built already; by `decider`, the
+    evaluator's cache for these filters, if given); an ApplyError naming the shape's first seq when the
+    evaluator refuses it (a malformed or XA event)."""
     try:
-        return decide(filters, s.event() if event is None else event, matching)
+        event = s.event() if event is None else event
+        return decide(filters, event, matching) if decider is None else decider.decide(event)
     except Exception as e:
         raise ApplyError(f"seq {s.min_seq}: {s.describe()}: {e}", channel) from e
 
@@ -179,6 +183,7 @@ def decide_shapes(channel: str, filters: Filters, shapes: Sequence["Shape"], mat
     evaluator: once per distinct decision input (`evaluate.decision_key`: a batch's shapes differing only in
     the row event's type, a statement's command within its class or the tables it only reads share one)."""
     lctn = matching.lower_case_table_names
+    decider = Decider(filters, matching)
     decided: dict[tuple, tuple] = {}
     applied_db: dict[str | None, str | None] = {}
     for s in shapes:
@@ -186,7 +191,7 @@ def decide_shapes(channel: str, filters: Filters, shapes: Sequence["Shape"], mat
         key = decision_key(event)
         got = decided.get(key)
         if got is None:
-            d = reference(channel, filters, s, matching, event)
+            d = reference(channel, filters, s, matching, event, decider)
             got = decided[key] = (d.apply, d.decided_by, d.hits, hit_rules(filters, event, d, lctn) if d.hits else ())
         s.apply, s.decided_by, s.hits, s.rule_hits = got
         if s.db not in applied_db:
