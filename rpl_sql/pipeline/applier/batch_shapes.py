@@ -91,19 +91,29 @@ def summarized_shapes(commits: tuple[Summary, ...]) -> tuple[list[Shape], GtidSe
     commit's position. No Spark: the applier's write joins computes the key hashes on both of its sides."""
     merged = merge([c.shapes for c in commits])
     query = pc.fill_null(pc.equal(merged.column("event_type"), "query"), False)
-    tkeys = pc.if_else(query, tables_key(merged.column("tables")), pa.scalar(None, pa.string()))
+    tables = merged.column("tables")
+    tkeys = pc.if_else(query, tables_key(tables), pa.scalar(None, pa.string()))
     cols = [merged.column(k).to_pylist() for k in ("event_type", "db_name", "table_name", "command",
-                                                    "default_db", "tables", "n", "lo", "hi")]
+                                                    "default_db", "n", "lo", "hi")]
+    cols.insert(5, pc.if_else(query, tables, pa.scalar(None, tables.type)).to_pylist())
+    rows = zip(*cols, tkeys.to_pylist())
+    if not pc.any(pc.and_(pc.invert(query), pc.is_valid(tables))).as_py():  # merged by these very keys
+        return ([Shape((et, db, tbl, cmd, ddb, tk), tables, n, lo, hi)
+                 for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in rows], *_gtids_and_end(commits))
     out: dict[tuple, Shape] = {}  # grouped by SHAPE_KEYS, as shape_frame groups (a row event's tables: NULL)
-    for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in zip(*cols, tkeys.to_pylist()):
+    for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in rows:
         key = (et, db, tbl, cmd, ddb, tk)
         s = out.get(key)
         if s is None:
-            out[key] = Shape(key, tables if tk is not None else None, n, lo, hi)
+            out[key] = Shape(key, tables, n, lo, hi)
         else:
             s.count, s.min_seq, s.max_seq = s.count + n, min(s.min_seq, lo), max(s.max_seq, hi)
+    return list(out.values()), *_gtids_and_end(commits)
+
+
+def _gtids_and_end(commits: tuple[Summary, ...]) -> tuple[GtidSet, tuple]:
     gtids = functools.reduce(GtidSet.union, (c.gtids for c in commits), GtidSet())
-    return list(out.values()), gtids, (commits[-1].last_file, commits[-1].last_pos)
+    return gtids, (commits[-1].last_file, commits[-1].last_pos)
 
 def decide_batch(state: ServerState, ch: Channel, shapes: list[Shape], sql: bool, verify: str) -> None:
     """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
