@@ -429,8 +429,9 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
             applier = job._Applier(lambda: None, wh, None, None, "auto", engine="arrow")
             state = applier.store.load().state
             snap = deltaread.snapshot(ev, dt.version(), {"channel": [ch]}, table=dt)
-            shapes, _, _ = batch_shapes.summarized_shapes(
-                summarized(channel_commits(dt, ch, 0, history=history), 0).commits)
+            rollups: list = []
+            landed = summarized(channel_commits(dt, ch, 0, history=history, rollups=rollups), 0, rollups)
+            shapes, _, _ = batch_shapes.summarized_shapes(landed.covered(landed.commits))
             batch_shapes.decide_batch(state, state.channel(ch), [s for s in shapes if s.kind != "gtid"], False,
                                       "auto")
             todo.append((ch, snap.files, shapes))

@@ -9,6 +9,7 @@ from deltalake import DeltaTable
 
 from rpl_sql.errors import RplSqlError
 from rpl_sql.pipeline.events import events_path
+from rpl_sql.pipeline.summary import ROLLUP
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.delta.log import check
@@ -75,19 +76,26 @@ def ingest_meta(info: dict[str, Any]) -> dict[str, str]:
 
 
 def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0,
-                    history: Callable[[int | None], list[dict]] | None = None) -> list[tuple[int, dict[str, str]]]:
+                    history: Callable[[int | None], list[dict]] | None = None,
+                    rollups: list[tuple[int, dict[str, str]]] | None = None) -> list[tuple[int, dict[str, str]]]:
     """(version, ingest metadata) of the channel's commits whose last seq is past `after_seq`, oldest first.
 
     Read newest first in growing windows of the log, until one reaches back to a commit at or before
     `after_seq` (or the log's start, the archived commits included): usually only the last few are read.
     `history`: how a caller reading several channels' windows of one version shares them (archive.history).
+    `rollups`: where the compactions' rollups of the channel's commits in the same window go (the same pairs,
+    their keys after summary.ROLLUP).
     """
     out: dict[int, dict[str, str]] = {}
+    rolled: dict[int, dict[str, str]] = {}
+    rollup_channel = ROLLUP + "channel"
     for limit in (16, 256, 4096, None):  # each commit's entry holds its summary: read few
         hist = history(limit) if history is not None else archive.history(dt, limit)
         reached = False
         for info in hist:
             meta = ingest_meta(info)
+            if meta.get(rollup_channel) == channel and rollups is not None:
+                rolled[int(info["version"])] = {k[len(ROLLUP):]: v for k, v in meta.items() if k.startswith(ROLLUP)}
             if meta.get("channel") != channel or "last_seq" not in meta:
                 continue
             if int(meta["last_seq"]) <= after_seq:
@@ -96,6 +104,9 @@ def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0,
                 out[int(info["version"])] = meta
         if reached or limit is None or len(hist) < limit:
             break
+    if rollups is not None:
+        rollups.extend(sorted(((v, m) for v, m in rolled.items() if int(m["last_seq"]) > after_seq),
+                              key=lambda vm: int(vm[1]["last_seq"])))
     return sorted(out.items(), key=lambda vm: int(vm[1]["last_seq"]))
 
 

@@ -9,7 +9,8 @@ carry) sends the applier back to its own pass over the events.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,6 +19,7 @@ from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.pipeline.events import TABLES_TYPE
 
 SHAPES, GTIDS, LAST_FILE, LAST_POS = "shapes", "gtids", "last_file", "last_pos"  # metadata keys (META + )
+ROLLUP = "rollup."  # a compaction's rollup of the commits it merged: the same keys after META + ROLLUP
 MAX_ENCODED = 1 << 20  # characters of encoded shapes a commit carries at most (more: no summary)
 
 SHAPES_SCHEMA = pa.schema([("event_type", pa.string()), ("db_name", pa.string()), ("table_name", pa.string()),
@@ -29,44 +31,81 @@ _PLAIN_KEYS = ["event_type", "db_name", "table_name", "command", "default_db"]
 
 @dataclass(frozen=True)
 class Summary:
-    """One commit's summary (`shapes` in SHAPES_SCHEMA) and the channel's seqs it holds."""
+    """One commit's summary (or a rollup of several: `rollup`) and the channel's seqs it holds; its shapes (in
+    SHAPES_SCHEMA) decoded when first asked for, so a reader that takes a rollup instead never decodes them."""
 
     first_seq: int
     last_seq: int
-    shapes: pa.Table
+    encoded: str = field(repr=False)
     gtids: GtidSet
     last_file: str | None
     last_pos: int | None
+
+    @functools.cached_property
+    def shapes(self) -> pa.Table:
+        return pa.ipc.open_stream(base64.b64decode(self.encoded)).read_all()
 
 
 def summarize(table: pa.Table) -> dict[str, str]:
     """The summary metadata of canonical event rows (with `seq`); {} when it cannot be carried (too many
     shapes, or a GTID the applier would refuse: its own pass then reports it)."""
+    s = summary_of(table)
+    return {} if s is None else metadata(s)
+
+
+def summary_of(table: pa.Table, seqs: tuple[int, int] | None = None) -> Summary | None:
+    """The Summary of canonical event rows (the first and last seq: `seqs`, else the rows'), or None when it
+    cannot be carried."""
     if table.num_rows == 0:
-        return {}
+        return None
     gtids = _gtid_set(table.column("gtid"))
     if gtids is None:
-        return {}
-    encoded = _encode(_shapes(table))
+        return None
+    shapes = _shapes(table)
+    encoded = _encode(shapes)
     if len(encoded) > MAX_ENCODED:
-        return {}
-    last = table.take([pc.index(table.column("seq"), pc.max(table.column("seq"))).as_py()]).to_pylist()[0]
-    meta = {SHAPES: encoded, GTIDS: str(gtids)}
-    if last["binlog_file"] is not None:
-        meta[LAST_FILE] = last["binlog_file"]
-    if last["binlog_pos"] is not None:
-        meta[LAST_POS] = str(last["binlog_pos"])
+        return None
+    seq = table.column("seq")
+    last = table.take([pc.index(seq, pc.max(seq)).as_py()]).to_pylist()[0]
+    first, end = seqs or (pc.min(seq).as_py(), last["seq"])
+    s = Summary(first, end, encoded, gtids, last["binlog_file"], last["binlog_pos"])
+    s.__dict__["shapes"] = shapes  # decoded already (a writer's compaction merges them into its rollup)
+    return s
+
+
+def metadata(s: Summary) -> dict[str, str]:
+    """A summary's commit metadata (keys without the prefix; the commit's own first_seq and last_seq aside)."""
+    meta = {SHAPES: s.encoded, GTIDS: str(s.gtids)}
+    if s.last_file is not None:
+        meta[LAST_FILE] = s.last_file
+    if s.last_pos is not None:
+        meta[LAST_POS] = str(s.last_pos)
     return meta
 
 
-def parse(meta: dict[str, str]) -> Summary | None:
-    """The summary in a commit's ingest metadata (keys without the prefix), or None when it has none."""
-    if SHAPES not in meta or "first_seq" not in meta:
+def rollup(summaries: list[Summary]) -> Summary | None:
+    """Consecutive summaries as one (shapes merged, GTID sets joined, the last one's position): what an ingest
+    compaction records for the commits it merged, so an applier deciding all of them decodes one summary.
+    None when they are not consecutive or the merged shapes are too many to carry."""
+    if not summaries or any(b.first_seq != a.last_seq + 1 for a, b in zip(summaries, summaries[1:])):
         return None
-    reader = pa.ipc.open_stream(base64.b64decode(meta[SHAPES]))
-    pos = meta.get(LAST_POS)
-    return Summary(int(meta["first_seq"]), int(meta["last_seq"]), reader.read_all(),
-                   GtidSet.parse(meta.get(GTIDS, "")), meta.get(LAST_FILE), int(pos) if pos else None)
+    encoded = _encode(merge([s.shapes for s in summaries]))
+    if len(encoded) > MAX_ENCODED:
+        return None
+    gtids = functools.reduce(GtidSet.union, (s.gtids for s in summaries), GtidSet())
+    last = summaries[-1]
+    return Summary(summaries[0].first_seq, last.last_seq, encoded, gtids, last.last_file, last.last_pos)
+
+
+def parse(meta: dict[str, str], prefix: str = "") -> Summary | None:
+    """The summary in a commit's ingest metadata (keys without the ingest prefix; `prefix`: a rollup's), or
+    None when it has none."""
+    if prefix + SHAPES not in meta or prefix + "first_seq" not in meta:
+        return None
+    pos = meta.get(prefix + LAST_POS)
+    return Summary(int(meta[prefix + "first_seq"]), int(meta[prefix + "last_seq"]), meta[prefix + SHAPES],
+                   GtidSet.parse(meta.get(prefix + GTIDS, "")), meta.get(prefix + LAST_FILE),
+                   int(pos) if pos else None)
 
 
 def merge(shapes: list[pa.Table]) -> pa.Table:

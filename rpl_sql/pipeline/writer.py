@@ -26,7 +26,7 @@ from rpl_sql.storage.upkeep import compact_growing_table
 from rpl_sql.pipeline.ingest_position import (META, ChannelPosition, ConcurrentIngestError, app_id,
                                               committed_position, open_table)
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
-from rpl_sql.pipeline.summary import summarize
+from rpl_sql.pipeline import summary as summaries_
 from rpl_sql.filters.state import channel_key
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class EventsWriter:
         self.commits = 0
         self.bytes_written = 0
         self._loose: list[pa.Table] = []  # this writer's commits since its last compaction, as it wrote them
+        self._summaries: list = []  # their summaries (None: a commit without one)
 
     def open(self) -> "EventsWriter":
         if self._lock is not None:
@@ -136,7 +137,8 @@ class EventsWriter:
         """
         n = table.num_rows
         first, last = self.last_seq + 1, self.last_seq + n
-        meta = {META + k: v for k, v in {**summarize(table), **metadata}.items()}
+        summary = summaries_.summary_of(table, (first, last))
+        meta = {META + k: v for k, v in {**(summaries_.metadata(summary) if summary else {}), **metadata}.items()}
         meta.update({META + "channel": self.channel, META + "first_seq": str(first), META + "last_seq": str(last),
                      META + "rows": str(n)})
         for attempt in range(APPEND_ATTEMPTS):
@@ -157,6 +159,7 @@ class EventsWriter:
         self._check_owner(None)
         if COMPACT_EVERY:
             self._loose.append(table)
+            self._summaries.append(summary)
             if len(self._loose) >= COMPACT_EVERY:
                 self.compact()
         return version
@@ -173,14 +176,20 @@ class EventsWriter:
         if not self._loose:
             return
         rows = pa.concat_tables(self._loose)  # what those commits wrote: no need to read their files back
-        self._loose = []
+        done, self._loose, self._summaries = self._summaries, [], []
         lo, hi = self.last_seq - rows.num_rows + 1, self.last_seq
+        meta = {META + "compacted": f"{self.channel}:{lo}-{hi}"}
+        rolled = summaries_.rollup(done) if None not in done else None
+        if rolled is not None:  # the applier decides these commits from one summary instead of each one's
+            key = META + summaries_.ROLLUP
+            meta.update({key + "channel": self.channel, key + "first_seq": str(rolled.first_seq),
+                         key + "last_seq": str(rolled.last_seq)})
+            meta.update({key + k: v for k, v in summaries_.metadata(rolled).items()})
         try:
             # the default channel's partition value '' reads back NULL: the predicate must match both
             where = channel_predicate(self.channel)
             delta_commit.write(self.dt, rows.sort_by("seq"), mode="overwrite", partition_by=PARTITION_BY,
-                               predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
-                               metadata={META + "compacted": f"{self.channel}:{lo}-{hi}"})
+                               predicate=f"{where} AND seq >= {lo} AND seq <= {hi}", metadata=meta)
         except (DeltaError, OSError) as e:
             log.warning("events of channel %r, seqs %d..%d: compaction skipped (%s)", self.channel, lo, hi, e)
         # the merged files pile up in turn (7 a minute at 5,000 rows/s), and every read and open of the table

@@ -366,13 +366,13 @@ def land_in_commits(warehouse, log: Log, seed: int, rows=None, unsummarized=()):
             while txns:
                 k = rnd.randint(1, 4)
                 part, txns = [r for t in txns[:k] for r in t], txns[k:]
-                summarize = W.summarize
+                summary_of = W.summaries_.summary_of
                 if n in unsummarized:
-                    W.summarize = lambda table: {}
+                    W.summaries_.summary_of = lambda table, seqs=None: None
                 try:
                     w.commit(log.table(part), {"source": "binlog"})
                 finally:
-                    W.summarize = summarize
+                    W.summaries_.summary_of = summary_of
                 n += 1
     return n
 
@@ -401,6 +401,28 @@ def test_commit_summaries_hold_the_shapes_gtids_and_last_position():
     bad = log.table([{**log.rows[0], "gtid": "0-x-1"}])
     assert summary.summarize(bad) == {}
     assert summary.summarize(log.table(log.rows[:1]))[summary.SHAPES]
+
+
+def test_a_rollup_is_its_commits_summaries_merged():
+    """What a compaction records for the commits it merged: the shapes of all their events (counts added, seq
+    ranges widened), their GTIDs, the last one's position; nothing for commits that are not consecutive."""
+    from rpl_sql.pipeline import summary
+
+    log = hostile_log(seed=23)
+    for ch in ("", "ch1", "ch2"):
+        rows = [r for r in log.rows if r["channel"] == ch]
+        cuts = sorted(random.Random(ch).sample(range(1, len(rows)), min(3, len(rows) - 1)))
+        parts = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)])]
+        rolled = summary.rollup([summary.summary_of(log.table(p)) for p in parts])
+        whole = summary.summary_of(log.table(rows))
+        assert (rolled.first_seq, rolled.last_seq, str(rolled.gtids), rolled.last_file, rolled.last_pos) == \
+            (whole.first_seq, whole.last_seq, str(whole.gtids), whole.last_file, whole.last_pos)
+        assert sorted(map(str, rolled.shapes.to_pylist())) == sorted(map(str, whole.shapes.to_pylist()))
+        back = summary.parse({f"x.{k}": v for k, v in {**summary.metadata(rolled), "first_seq": "1",
+                                                        "last_seq": "9"}.items()}, "x.")
+        assert back.shapes.equals(rolled.shapes) and str(back.gtids) == str(rolled.gtids)
+        if len(parts) > 2:
+            assert summary.rollup([summary.summary_of(log.table(p)) for p in (parts[0], parts[2])]) is None
 
 
 def test_too_many_shapes_for_a_commit_go_without_a_summary(monkeypatch):
@@ -475,28 +497,41 @@ def test_apply_matches_the_reference_evaluator(spark, warehouse, caplog, monkeyp
     assert status["ch1"]["exec_source_log_pos"] == last["binlog_pos"]
 
 
-@pytest.mark.parametrize("engine,batch_size,unsummarized,collide", [
-    ("arrow", None, (), False), ("arrow", 70, (1, 4), False),
-    ("spark", None, (), False), ("spark", 70, (1, 4), False), ("spark", None, (), True)],
-    ids=["arrow-one-batch", "arrow-batches-gaps", "spark-one-batch", "spark-batches-gaps", "spark-colliding-hashes"])
+@pytest.mark.parametrize("engine,batch_size,unsummarized,collide,compact_every", [
+    ("arrow", None, (), False, 0), ("arrow", 70, (1, 4), False, 0), ("arrow", None, (), False, 3),
+    ("arrow", 70, (1, 4), False, 2), ("spark", None, (), False, 0), ("spark", 70, (1, 4), False, 0),
+    ("spark", None, (), True, 0)],
+    ids=["arrow-one-batch", "arrow-batches-gaps", "arrow-rollups", "arrow-rollups-batches-gaps", "spark-one-batch",
+         "spark-batches-gaps", "spark-colliding-hashes"])
 def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monkeypatch, caplog, engine, batch_size,
-                                                          unsummarized, collide):
+                                                          unsummarized, collide, compact_every):
     """Commits landed by the ingest's writer carry summaries: the applier decides from them, without its pass
-    over the events, where they cover the batch; a commit without one (older rpl_sql) sends it to the pass."""
-    calls = []
-    real = A.aggregate
+    over the events, where they cover the batch; a commit without one (older rpl_sql) sends it to the pass.
+    With compactions (`compact_every` commits), runs of commits are decided from the compactions' rollups."""
+    from rpl_sql.pipeline import writer as W
+
+    calls, decoded = [], []
+    real, real_shapes = A.aggregate, A.summarized_shapes
 
     def counted(ev, ch, sql):
         calls.append(ch.name)
         return real(ev, ch, sql)
+
+    def counted_shapes(commits):
+        decoded.append(len(commits))
+        return real_shapes(commits)
     monkeypatch.setattr(A, "aggregate", counted)
+    monkeypatch.setattr(A, "summarized_shapes", counted_shapes)
+    monkeypatch.setattr(W, "COMPACT_EVERY", compact_every)
     rewrote = colliding_key_hash(monkeypatch, caplog) if collide else None
     setup_server(warehouse)
     log = hostile_log(seed=31)
-    land_in_commits(warehouse, log, seed=31, unsummarized=unsummarized)
+    commits = land_in_commits(warehouse, log, seed=31, unsummarized=unsummarized)
     before = DeltaStore(warehouse).load().state
     report = apply(spark, warehouse, verify="all", batch_size=batch_size, engine=engine)
     check_against_reference(spark, warehouse, log, before)
+    if compact_every and batch_size is None:  # each channel's commits: by rollups of 3, and the rest
+        assert sum(decoded) < commits - 3
     assert rewrote is None or rewrote()
     assert sum(c.events for c in report.channels) == len(log.rows)
     assert (calls == []) == (not unsummarized)

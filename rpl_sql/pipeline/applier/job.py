@@ -202,9 +202,11 @@ class _Applier:
 
         after = state.channel(channel).applier.seq
         # the log's commits are read once a run, for the summaries and the source-filtered ranges
+        rollups: list = []
         self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
-                                                                     history=events_table.history) if v <= version]
-        landed = summarized(self._commits[channel], after)
+                                                                     history=events_table.history, rollups=rollups)
+                                  if v <= version]
+        landed = summarized(self._commits[channel], after, [(v, m) for v, m in rollups if v <= version])
         counts = [0, 0]  # batches and events done, by the batches' completions
         pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
 
@@ -242,7 +244,7 @@ class _Applier:
                 continue  # the events after the skipped ones, in this run
             else:
                 commits = landed.batch(pos, self.batch_size)
-                rec = self.batch(events, snap.files, state, ch, pos, version, commits, completed)
+                rec = self.batch(events, snap.files, state, ch, pos, version, landed.covered(commits), completed)
             if rec is None:
                 break
             pos = rec.end
