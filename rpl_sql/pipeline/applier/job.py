@@ -25,7 +25,7 @@ from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.storage.delta import archive
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem, write_applied
-from rpl_sql.pipeline.applier.batch_shapes import aggregate, decide_batch, summarized_shapes
+from rpl_sql.pipeline.applier.batch_shapes import aggregate, collector_paused, decide_batch, summarized_shapes
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
 from rpl_sql.pipeline.applier.local import LocalApplier
@@ -293,7 +293,7 @@ class _Applier:
             self._functions(state, ch.name)
         if commits:
             log.debug("channel '%s': seqs %d..%d from %d commit summaries", ch.name, lo + 1, hi, len(commits))
-        with timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name):
+        with timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name), collector_paused():
             shapes, gtids, (last_file, last_pos) = (summarized_shapes(commits) if commits
                                                     else aggregate(ev(), ch, sql))
         if not shapes:
@@ -306,7 +306,7 @@ class _Applier:
         bad = [s for s in shapes if s.kind.startswith("unknown:")]
         if bad:
             raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
-        with timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name):
+        with timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name), collector_paused():
             decide_batch(state, ch, [s for s in shapes if s.kind != "gtid"], sql, self.verify)
         dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
 
