@@ -122,8 +122,7 @@ class _Applier:
         self.warehouse = warehouse
         self.store = DeltaStore(warehouse)
         self.batch_size = batch_size
-        self.progress = progress
-        self.verify = verify
+        self.progress, self.verify = progress, verify
         self.events = events_path(warehouse)
         self.applied = applied_path(warehouse)
         self.commits = BatchCommits(self.store, self.applied)
@@ -202,11 +201,10 @@ class _Applier:
 
         after = state.channel(channel).applier.seq
         # the log's commits are read once a run, for the summaries and the source-filtered ranges
-        rollups: list = []
+        rollups: list = []  # a rollup after `version` still sums up its commits, which are before it
         self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
-                                                                     history=events_table.history, rollups=rollups)
-                                  if v <= version]
-        landed = summarized(self._commits[channel], after, [(v, m) for v, m in rollups if v <= version])
+                                  history=events_table.history, rollups=rollups) if v <= version]
+        landed = summarized(self._commits[channel], after, rollups)
         counts = [0, 0]  # batches and events done, by the batches' completions
         pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
 
