@@ -86,6 +86,7 @@ def aggregate(ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
     mysql_iv = {k: word_intervals(v) for k, v in words.items()}
     return out, GtidSet(mysql_iv, mariadb), last[1:]
 
+
 @contextlib.contextmanager
 def collector_paused():
     """Python's cyclic garbage collector paused: finding and deciding a batch's shapes allocates a Shape, an
