@@ -97,15 +97,14 @@ def rollup(summaries: list[Summary]) -> Summary | None:
     return Summary(summaries[0].first_seq, last.last_seq, encoded, gtids, last.last_file, last.last_pos)
 
 
-def parse(meta: dict[str, str], prefix: str = "") -> Summary | None:
-    """The summary in a commit's ingest metadata (keys without the ingest prefix; `prefix`: a rollup's), or
-    None when it has none."""
-    if prefix + SHAPES not in meta or prefix + "first_seq" not in meta:
+def parse(meta: dict[str, str]) -> Summary | None:
+    """The summary in a commit's ingest metadata, or a rollup's (keys without the prefixes), or None when it
+    has none."""
+    if SHAPES not in meta or "first_seq" not in meta:
         return None
-    pos = meta.get(prefix + LAST_POS)
-    return Summary(int(meta[prefix + "first_seq"]), int(meta[prefix + "last_seq"]), meta[prefix + SHAPES],
-                   GtidSet.parse(meta.get(prefix + GTIDS, "")), meta.get(prefix + LAST_FILE),
-                   int(pos) if pos else None)
+    pos = meta.get(LAST_POS)
+    return Summary(int(meta["first_seq"]), int(meta["last_seq"]), meta[SHAPES], GtidSet.parse(meta.get(GTIDS, "")),
+                   meta.get(LAST_FILE), int(pos) if pos else None)
 
 
 def merge(shapes: list[pa.Table]) -> pa.Table:
