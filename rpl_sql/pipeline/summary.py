@@ -46,16 +46,9 @@ class Summary:
         return pa.ipc.open_stream(base64.b64decode(self.encoded)).read_all()
 
 
-def summarize(table: pa.Table) -> dict[str, str]:
-    """The summary metadata of canonical event rows (with `seq`); {} when it cannot be carried (too many
-    shapes, or a GTID the applier would refuse: its own pass then reports it)."""
-    s = summary_of(table)
-    return {} if s is None else metadata(s)
-
-
 def summary_of(table: pa.Table, seqs: tuple[int, int] | None = None) -> Summary | None:
     """The Summary of canonical event rows (the first and last seq: `seqs`, else the rows'), or None when it
-    cannot be carried."""
+    cannot be carried (too many shapes, or a GTID the applier would refuse: its own pass then reports it)."""
     if table.num_rows == 0:
         return None
     gtids = _gtid_set(table.column("gtid"))

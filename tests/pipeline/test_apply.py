@@ -383,7 +383,8 @@ def test_commit_summaries_hold_the_shapes_gtids_and_last_position():
     log = hostile_log(seed=21)
     for ch in ("", "ch1", "ch2"):
         rows = [r for r in log.rows if r["channel"] == ch]
-        s = summary.parse({**summary.summarize(log.table(rows)), "first_seq": "1", "last_seq": str(len(rows))})
+        s = summary.parse({**summary.metadata(summary.summary_of(log.table(rows))), "first_seq": "1",
+                           "last_seq": str(len(rows))})
         want: dict = {}
         for r in rows:
             key = (r["event_type"], r["db_name"], r["table_name"], r["command"], r["default_db"],
@@ -399,8 +400,8 @@ def test_commit_summaries_hold_the_shapes_gtids_and_last_position():
         assert (s.last_file, s.last_pos) == (rows[-1]["binlog_file"], rows[-1]["binlog_pos"])
     # what the applier would refuse, or too much to carry: no summary (the applier's pass decides, or reports)
     bad = log.table([{**log.rows[0], "gtid": "0-x-1"}])
-    assert summary.summarize(bad) == {}
-    assert summary.summarize(log.table(log.rows[:1]))[summary.SHAPES]
+    assert summary.summary_of(bad) is None
+    assert summary.metadata(summary.summary_of(log.table(log.rows[:1])))[summary.SHAPES]
 
 
 def test_a_rollup_is_its_commits_summaries_merged():
@@ -429,7 +430,7 @@ def test_too_many_shapes_for_a_commit_go_without_a_summary(monkeypatch):
 
     log = hostile_log(seed=2)
     monkeypatch.setattr(summary, "MAX_ENCODED", 100)
-    assert summary.summarize(log.table()) == {}
+    assert summary.summary_of(log.table()) is None
 
 
 # ---------------------------------------------------------------- the applier, in-process
