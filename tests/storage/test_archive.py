@@ -342,3 +342,20 @@ def test_history_read_beside_an_archiver_labels_every_commit_with_its_version(tm
         for t in threads:
             t.join()
     assert not errors and reads > 20 and archive.archived_versions(path), (errors, reads)
+
+
+def test_a_commits_info_is_found_wherever_its_line_is(tmp_path):
+    """A commitInfo line in the form writers write it, first, is read without the lines after it (which here
+    are not JSON at all); one written otherwise (spaced, after another action) is still found."""
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text('{"commitInfo":{"operation":"WRITE"}}\nnot json\n')
+    (log / f"{1:020d}.json").write_text('{"add":{"path":"a"}}\n\n{ "commitInfo" : {"operation":"OPTIMIZE"}}\n')
+    (log / f"{2:020d}.json").write_text('{"add":{"path":"b"}}\n')
+    table = str(tmp_path / "t")
+    assert archive.read_commit_info(table, 0) == {"operation": "WRITE", "version": 0}
+    assert archive.read_commit_info(table, 1) == {"operation": "OPTIMIZE", "version": 1}
+    assert archive.read_commit_info(table, 2) == {"version": 2}
+    assert archive.read_commit_info(table, 3) is None
+    assert archive.commit_info(str(log / f"{1:020d}.json"), 1)["operation"] == "OPTIMIZE"
+    assert archive.commit_info(str(log / f"{3:020d}.json"), 3) is None

@@ -217,17 +217,34 @@ def commit_info(path: str, version: int) -> dict | None:
     """The commitInfo of the commit file at `path` (empty if it has none) with its "version"; None when the
     file is gone."""
     try:
-        lines = _lines(path)
+        return _info_at(path, version)
     except FileNotFoundError:
         return None
-    return _info(lines, version)
 
 
 def read_commit_info(table: str, version: int) -> dict | None:
     """`commit_info` of commit `version` wherever it is (as `read_commit` looks); None when it is in neither
     place."""
-    lines = _commit_lines(table, version)
-    return None if lines is None else _info(lines, version)
+    name = f"{version:020d}.json"
+    for where in (LOG, ARCHIVE):
+        try:
+            return _info_at(os.path.join(table, where, name), version)
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def _info_at(path: str, version: int) -> dict:
+    """`_info` of the commit file at `path`, read only up to its commitInfo line where that starts as writers
+    write it (first: an events compaction's commit holds thousands of lines after it)."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith('{"commitInfo":'):
+                return {**json.loads(line)["commitInfo"], "version": version}
+            if line.strip():
+                lines.append(line)
+    return _info(lines, version)
 
 
 def _info(lines: list[str], version: int) -> dict:
