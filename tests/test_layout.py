@@ -39,7 +39,7 @@ MAX_MODULE_LINES, MAX_CLASS_LINES = 500, 250
 # no other may pass the limits.
 OVERSIZED = {
     "rpl_sql/pipeline/replica/service.py": 587,
-    "_Applier": 311, "ReplicaTables": 290, "BinlogIngest": 386, "_Compiler": 357, "Session": 348, "Matchers": 289,
+    "_Applier": 280, "ReplicaTables": 290, "BinlogIngest": 386, "_Compiler": 357, "Session": 348, "Matchers": 289,
 }
 
 

@@ -30,7 +30,7 @@ from rpl_sql.server.applier_state import ApplyError, BatchRecord, applier_status
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, statement_event
 from rpl_sql.pipeline.applier import job as A
-from rpl_sql.pipeline.applier import apply
+from rpl_sql.pipeline.applier import apply, spark_write
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, app_id, derive_hits
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.filters.rules import TYPES, Filters
@@ -456,8 +456,8 @@ def colliding_key_hash(monkeypatch, caplog):
     batch again, joined on the key columns null-safe. Returns a check that it did."""
     from pyspark.sql import functions as F
 
-    monkeypatch.setattr(A, "_key_hash", lambda *cols: F.pmod(F.xxhash64(*cols), F.lit(2)))
-    caplog.set_level("INFO", logger=A.__name__)
+    monkeypatch.setattr(spark_write, "key_hash", lambda *cols: F.pmod(F.xxhash64(*cols), F.lit(2)))
+    caplog.set_level("INFO", logger=spark_write.__name__)
     return lambda: any("share a key hash" in r.getMessage() for r in caplog.records)
 
 

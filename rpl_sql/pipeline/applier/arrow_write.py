@@ -1,6 +1,6 @@
 """A batch's applied events written by pyarrow in the driver: the applier's `arrow` engine.
 
-The Spark job's write (`job._Applier._write`) without Spark: each event meets its shape's verdict by an exact
+The Spark engine's write (`spark_write`) without Spark: each event meets its shape's verdict by an exact
 key (no hash, so no collision path), and the kept events go to Parquet with `applied_db` and `decided_by`.
 With a local master the driver's machine does all the work either way, and pyarrow reads and writes these
 files about 2.7 times faster than Spark does (bench/bench_apply.py prints both copies); on a cluster the

@@ -19,7 +19,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
-import pyarrow as pa
 
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.storage.delta import archive
@@ -28,18 +27,19 @@ from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem, write_
 from rpl_sql.pipeline.applier.batch_shapes import aggregate, collector_paused, decide_batch, summarized_shapes
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
+from rpl_sql.pipeline.applier import spark_write
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress, timed
 from rpl_sql.pipeline.applier.tables_gate import NO_TABLES, TablesGate
-from rpl_sql.pipeline.applier.shapes import DATA_DIR, SHAPE_KEYS, Shape, batch_record, not_running, with_shape_key
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE, applied_path, events_path
+from rpl_sql.pipeline.applier.shapes import DATA_DIR, Shape, batch_record, not_running, with_shape_key
+from rpl_sql.pipeline.events import applied_path, events_path
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.ingest_position import SourceFilterConflictError, channel_commits
 from rpl_sql.filters.rules import FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.deltaread import DeltaFile
-from rpl_sql.spark.env import configured_master, local_spark, session_conf
+from rpl_sql.spark.env import configured_master, local_spark
 from rpl_sql.spark.functions import FunctionInstaller
 from rpl_sql.filters.state import Channel, ServerState, channel_key, is_gr_channel
 from rpl_sql.storage.store import DeltaStore, resolve_warehouse
@@ -104,9 +104,10 @@ class _WriteStage:
 class _Applier:
     """One applier run: per channel, batches of events decided in Spark, then the two commits (BatchCommits).
 
-    About 310 lines: the batch loop and the writes it orders (Spark's or pyarrow's, then the two commits on a
-    write stage that overlaps the next batch's deciding) share the run's snapshot, session, installed functions
-    and write stage; finding and deciding the shapes is `batch_shapes`, the replica tables `tables_gate`.
+    About 270 lines: the batch loop and the writes it orders (`spark_write`'s or `arrow_write`'s, then the two
+    commits on a write stage that overlaps the next batch's deciding) share the run's snapshot, session,
+    installed functions and write stage; finding and deciding the shapes is `batch_shapes`, the replica tables
+    `tables_gate`.
     """
 
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[ApplyProgress], None] | None,
@@ -345,52 +346,9 @@ class _Applier:
         return sum(n for b in batches for n in b.dropped.values()), hits, rules
 
     def _write(self, ev, shapes: list[Shape], rec: BatchRecord) -> list:
-        """Write the applied events (of all the batch's `shapes`) as Parquet under the applied table; the
-        delta-rs add actions for them.
-
-        Each event joins its shape's verdict on one 64-bit hash of the key columns, which Spark computes alike on
-        both sides (joined on three exact text keys instead, a channel's write took 0.6-0.9 s more). Two shapes
-        sharing a hash can only add rows (an event always meets its own shape), so a count above the record's
-        says so: the files are deleted and written again, joined on the key columns null-safe (slower, exact).
-        """
-        from pyspark.sql import functions as F
-
-        applied = [s for s in shapes if s.apply]
-        if not applied:
-            return []
-        keyed = with_shape_key(self.spark.createDataFrame(pa.table({
-            **{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(SHAPE_KEYS[:5])},
-            "tables": pa.array([s.tables if s.kind == "query" else None for s in applied], TABLES_TYPE),
-            "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
-            "decided_by": pa.array([s.decided_by for s in applied], pa.string())})))
-        cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
-                F.col(n) if n in ev.columns or EVENTS_SCHEMA.field(n).type != pa.string() else
-                F.lit(None).cast("string").alias(n)
-                for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it; a text
-        # column that events landed by an older rpl_sql lack (`columns`) is NULL, as it would have been
+        """`spark_write.write_applied` into this batch's directory; the add actions for the files."""
         rel_dir, target = self._target(rec)
-        for exact in (False, True):
-            if exact:
-                v = keyed.select(*[F.col(k).alias("v_" + k) for k in SHAPE_KEYS], "applied_db", "decided_by")
-                cond = [ev[k].eqNullSafe(v["v_" + k]) for k in SHAPE_KEYS]
-            else:
-                v = keyed.select(_key_hash(*SHAPE_KEYS).alias("v_h"), "applied_db", "decided_by")
-                cond = [_key_hash(*SHAPE_KEYS) == v["v_h"]]
-            out = ev.join(F.broadcast(v), cond, "inner").select(*cols, "applied_db", "decided_by")
-            with session_conf(self.spark, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-                                           "spark.sql.parquet.compression.codec": "snappy"}):
-                out.write.mode("errorifexists").parquet(target)
-            actions, rows = add_actions(target, rel_dir)
-            if rows == rec.applied:
-                return actions
-            if exact or rows < rec.applied:
-                break
-            log.info("channel '%s': shapes share a key hash; writing the batch again, joined on the key columns",
-                     rec.channel)
-            fs, base = filesystem(target)
-            fs.delete_dir(base)
-        raise ApplyError(f"wrote {rows} applied events, expected {rec.applied} (batch {rec.start + 1}..{rec.end}); "
-                         f"nothing committed", rec.channel)
+        return spark_write.write_applied(self.spark, ev, shapes, rec, rel_dir, target)
 
     def _target(self, rec: BatchRecord) -> tuple[str, str]:
         """(directory relative to the applied table, its full path) for a batch's new files."""
@@ -427,13 +385,6 @@ def engine_for(spark) -> str:
 def engine_for_master(master: str | None) -> str:
     """'arrow' on a local master; 'spark' on a cluster (or an unknown master), where the executors write."""
     return "arrow" if master is not None and master.startswith("local") else "spark"
-
-
-def _key_hash(*cols):
-    """The 64-bit key _write joins a shape's verdict on (a test makes it collide)."""
-    from pyspark.sql import functions as F
-
-    return F.xxhash64(*cols)
 
 
 def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[str] | None = None, *,
