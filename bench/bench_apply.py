@@ -158,6 +158,7 @@ def channel_events(channel: str, n_events: int, seed: int) -> pa.Table:
         "filter_db": _strings(db, dbs),
         "source": pa.array(["binlog"] * n_events, pa.string()),
         "columns": pa.nulls(n_events, pa.string()),
+        "shape_id": pa.nulls(n_events, pa.int32()),  # set by the compaction
     }
     return pa.table(cols, schema=EVENTS_SCHEMA)
 
@@ -434,14 +435,15 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
             shapes, _, _ = batch_shapes.summarized_shapes(landed.covered(landed.commits))
             batch_shapes.decide_batch(state, state.channel(ch), [s for s in shapes if s.kind != "gtid"], False,
                                       "auto")
-            todo.append((ch, snap.files, shapes))
+            todo.append((ch, snap.files, shapes, landed.rollups))
         return todo
 
     def write_all(todo: list) -> None:
         shutil.rmtree(out, ignore_errors=True)
-        for i, (ch, files, shapes) in enumerate(todo):
+        for i, (ch, files, shapes, rollups) in enumerate(todo):
             arrow_write.write_applied(files, ch, 0, None, shapes, os.path.join(out, str(i)),
-                                      arrow_write.pafs.LocalFileSystem(), threads=min(8, os.cpu_count() or 2))
+                                      arrow_write.pafs.LocalFileSystem(), threads=min(8, os.cpu_count() or 2),
+                                      rollups=rollups)
         shutil.rmtree(out, ignore_errors=True)
 
     for i in range(rounds):
@@ -451,7 +453,7 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
         print(f"rules/channel={r} round {i + 1}: deciding {w_dec:.2f}s ({c_dec:.1f} CPU s) = {w_dec / w_cp:.2f}x "
               f"pyarrow's copy; writing alone {w_wr:.2f}s ({c_wr:.1f} CPU s) = {w_wr / w_cp:.2f}x wall, "
               f"{c_wr / c_cp:.2f}x CPU; pyarrow's copy {w_cp:.2f}s ({c_cp:.1f} CPU s); "
-              f"{sum(len(s) for _, _, s in todo):,} shapes (load average {os.getloadavg()[0]:.1f})", flush=True)
+              f"{sum(len(s) for _, _, s, _ in todo):,} shapes (load average {os.getloadavg()[0]:.1f})", flush=True)
 
 
 @contextlib.contextmanager

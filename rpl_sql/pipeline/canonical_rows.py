@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from rpl_sql.filters.evaluate import TableRef
 from rpl_sql.language.lexer import redact
-from rpl_sql.pipeline.events import EVENTS_SCHEMA
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID
 from rpl_sql.pipeline.replica.columns import time_text
 
 _COLS = [f.name for f in EVENTS_SCHEMA]
@@ -116,6 +116,8 @@ class Batch:
                 arrays.append(_arr(c[name], "int64"))
             elif name == "event_time":
                 arrays.append(_arr(c[name], "int64").view(f.type))
+            elif name == SHAPE_ID:  # set by the ingest's compaction
+                arrays.append(pa.nulls(n, f.type))
             else:
                 arrays.append(_arr(c[name], "string"))
         return pa.Table.from_arrays(arrays, schema=EVENTS_SCHEMA)

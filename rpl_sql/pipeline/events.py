@@ -32,7 +32,11 @@ EVENTS_SCHEMA = pa.schema([
     ("filter_db", pa.string()),          # partition: db_name for rows, coalesce(default_db, '') for queries
     ("source", pa.string()),             # 'binlog' | 'debezium'
     ("columns", pa.string()),            # row events: the table map's columns as JSON (replica/columns.py)
+    # the event's row among the shapes of the rollup of the ingest compaction that wrote it (summary.py); NULL
+    # until a compaction: the applier's write takes each event's verdict by it instead of finding its shape
+    ("shape_id", pa.int32()),
 ])
+SHAPE_ID = "shape_id"
 PARTITION_BY = ["channel", "filter_db"]
 
 EVENT_TYPES = ("query", "write_rows", "update_rows", "delete_rows", "gtid")

@@ -25,7 +25,8 @@ from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.upkeep import compact_growing_table
 from rpl_sql.pipeline.ingest_position import (META, ChannelPosition, ConcurrentIngestError, app_id,
                                               committed_position, open_table)
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, events_path
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, SHAPE_ID, events_path
+from rpl_sql.pipeline.shape_index import ShapeIndex
 from rpl_sql.pipeline import summary as summaries_
 from rpl_sql.filters.state import channel_key
 
@@ -136,6 +137,8 @@ class EventsWriter:
         Raises ConcurrentIngestError when another writer advanced this channel: nothing of ours was committed.
         """
         n = table.num_rows
+        if SHAPE_ID not in table.column_names:  # set by the compaction, NULL until then
+            table = table.append_column(EVENTS_SCHEMA.field(SHAPE_ID), pa.nulls(n, pa.int32()))
         first, last = self.last_seq + 1, self.last_seq + n
         summary = summaries_.summary_of(table, (first, last))
         meta = {META + k: v for k, v in {**(summaries_.metadata(summary) if summary else {}), **metadata}.items()}
@@ -185,6 +188,7 @@ class EventsWriter:
             meta.update({key + "channel": self.channel, key + "first_seq": str(rolled.first_seq),
                          key + "last_seq": str(rolled.last_seq)})
             meta.update({key + k: v for k, v in summaries_.metadata(rolled).items()})
+            rows = _with_shape_ids(rows, rolled)
         try:
             # the default channel's partition value '' reads back NULL: the predicate must match both
             where = channel_predicate(self.channel)
@@ -208,6 +212,23 @@ class EventsWriter:
         if now != self.last_seq:
             raise ConcurrentIngestError(f"channel {self.channel!r}: another writer moved it to seq {now} "
                                    f"(this ingest was at {self.last_seq})") from cause
+
+
+def _with_shape_ids(rows: pa.Table, rolled: summaries_.Summary) -> pa.Table:
+    """`rows` with each one's row among `rolled`'s shapes (events.SHAPE_ID), which the applier's write takes its
+    verdict by; as they were (NULL ids: the applier finds their shapes by their columns) if some row has no
+    shape there, which a rollup of their own summaries cannot miss."""
+    try:
+        ids = ShapeIndex(rolled.shapes).rows(rows)
+    except ValueError as e:  # shapes that are not distinct: not a rollup this writer made
+        log.warning("events seqs %d..%d: no shape ids (%s)", rolled.first_seq, rolled.last_seq, e)
+        return rows
+    if ids.null_count:
+        log.warning("events seqs %d..%d: a row has no shape in its rollup; their shape ids stay NULL",
+                    rolled.first_seq, rolled.last_seq)
+        return rows
+    i = rows.schema.get_field_index(SHAPE_ID)
+    return rows.set_column(i, EVENTS_SCHEMA.field(SHAPE_ID), ids.cast(pa.int32()))
 
 
 def _added_bytes(path: str, version: int) -> int:

@@ -6,6 +6,7 @@ into which database, decided by which rule, and the COUNTERs.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 from pathlib import Path
@@ -15,10 +16,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from urllib.parse import unquote
 from dataclasses import replace
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings, strategies as st
 from deltalake import DeltaTable, write_deltalake
@@ -510,8 +513,10 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     With compactions (`compact_every` commits), runs of commits are decided from the compactions' rollups."""
     from rpl_sql.pipeline import writer as W
 
-    calls, decoded = [], []
-    real, real_shapes = A.aggregate, A.summarized_shapes
+    from rpl_sql.pipeline.applier import arrow_write
+
+    calls, decoded, by_id = [], [], []
+    real, real_shapes, real_by_ids = A.aggregate, A.summarized_shapes, arrow_write.Verdicts._by_ids
 
     def counted(ev, ch, sql):
         calls.append(ch.name)
@@ -520,8 +525,13 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     def counted_shapes(commits):
         decoded.append(len(commits))
         return real_shapes(commits)
+    def counted_ids(self, events):
+        got = real_by_ids(self, events)
+        by_id.append(0 if got is None else len(got))
+        return got
     monkeypatch.setattr(A, "aggregate", counted)
     monkeypatch.setattr(A, "summarized_shapes", counted_shapes)
+    monkeypatch.setattr(arrow_write.Verdicts, "_by_ids", counted_ids)
     monkeypatch.setattr(W, "COMPACT_EVERY", compact_every)
     rewrote = colliding_key_hash(monkeypatch, caplog) if collide else None
     setup_server(warehouse)
@@ -532,6 +542,8 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     check_against_reference(spark, warehouse, log, before)
     if compact_every and batch_size is None:  # each channel's commits: by rollups of 3, and the rest
         assert sum(decoded) < commits - 3
+    if compact_every and engine == "arrow":  # the compacted events' verdicts taken by their shape ids
+        assert sum(by_id) > len(log.rows) / 4
     assert rewrote is None or rewrote()
     assert sum(c.events for c in report.channels) == len(log.rows)
     assert (calls == []) == (not unsummarized)
@@ -545,6 +557,79 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     apply(spark, warehouse, verify="all", batch_size=batch_size, engine=engine)
     check_against_reference(spark, warehouse, log, before)
     assert calls == []
+
+
+def test_a_compaction_stores_each_events_row_among_its_rollups_shapes(tmp_path, monkeypatch):
+    """After the ingest's compaction every event carries `shape_id`, the row of its own shape (hostile names,
+    NULL against '') in the rollup that compaction recorded; events not compacted yet carry NULL."""
+    from rpl_sql.pipeline import summary, writer as W
+    from rpl_sql.pipeline.ingest_position import channel_commits
+    from rpl_sql.pipeline.shape_index import ShapeIndex
+
+    monkeypatch.setattr(W, "COMPACT_EVERY", 3)
+    wh = str(tmp_path / "wh")
+    setup_server(wh)
+    log = hostile_log(seed=37)
+    land_in_commits(wh, log, seed=37)
+    dt = DeltaTable(events_path(wh))
+    events = dt.to_pyarrow_table()
+    for ch in sorted({r["channel"] for r in log.rows}):
+        rollups: list = []
+        channel_commits(dt, ch, 0, rollups=rollups)
+        mine = events.filter(pc.equal(events.column("channel"), ch)) if ch else \
+            events.filter(pc.is_null(events.column("channel")))
+        ids = mine.column("shape_id").to_pylist()
+        seqs = mine.column("seq").to_pylist()
+        parsed = [summary.parse(m) for _, m in rollups]
+        assert parsed and all(r is not None for r in parsed)
+        for r in parsed:
+            inside = [i for i, q in enumerate(seqs) if r.first_seq <= q <= r.last_seq]
+            rows = mine.take(inside)
+            assert ShapeIndex(r.shapes).rows(rows).to_pylist() == rows.column("shape_id").to_pylist()
+        covered = {q for r in parsed for q in range(r.first_seq, r.last_seq + 1)}
+        assert all((i is None) == (q not in covered) for i, q in zip(ids, seqs))
+
+
+@pytest.mark.parametrize("damage", ["another shape", "past the rollup"])
+def test_shape_ids_that_lie_stop_the_apply_with_nothing_committed(tmp_path, monkeypatch, damage):
+    """An event whose shape id names another shape of its rollup, or none, is refused: its channel's batch is
+    not committed, its files are deleted, and its applier position stays."""
+    import pyarrow.parquet as pq
+
+    from rpl_sql.pipeline import writer as W
+
+    monkeypatch.setattr(W, "COMPACT_EVERY", 2)
+    wh = str(tmp_path / "wh")
+    setup_server(wh)
+    log = hostile_log(seed=43)
+    land_in_commits(wh, log, seed=43)
+    adds = pa.table(DeltaTable(events_path(wh)).get_add_actions(flatten=True)).to_pylist()
+    for add in adds:
+        path = os.path.join(events_path(wh), unquote(add["path"]))
+        t = pq.read_table(path)
+        ids = t.column("shape_id").to_pylist()
+        if None in ids or len(set(ids)) < 2:
+            continue
+        ids[0] = 10 ** 6 if damage == "past the rollup" else next(i for i in ids if i != ids[0])
+        pq.write_table(t.set_column(t.schema.get_field_index("shape_id"), "shape_id", pa.array(ids, pa.int32())),
+                       path)
+        channel = add["partition.channel"] or ""
+        break
+    else:
+        pytest.fail("no compacted file with two shapes")
+
+    def no_spark():
+        raise AssertionError("summarised events need no Spark")
+    with pytest.raises(ApplyError, match="shape id"):
+        apply(no_spark, wh, verify="all", engine="arrow")
+    assert DeltaStore(wh).load().state.channel(channel).applier.seq == 0
+    applied = applied_path(wh)
+    mine = ([r for r in applied_rows(None, wh) if r[0][0] == channel]
+            if os.path.exists(os.path.join(applied, "_delta_log")) else [])
+    assert mine == []
+    hashed = hashlib.sha1(channel.encode("utf-8")).hexdigest()[:12]
+    assert not os.path.exists(os.path.join(applied, "data", hashed)) or not any(
+        f.endswith(".parquet") for _, _, fs in os.walk(os.path.join(applied, "data", hashed)) for f in fs)
 
 
 def test_the_arrow_and_spark_engines_write_equal_applied_tables(spark, tmp_path):
@@ -921,7 +1006,7 @@ def test_arrow_engine_finds_each_events_own_shape(events, key_bits, dictionaries
     also when its keys are made dense after every column or some (key_bits 1, 3), and when the events' text
     columns come dictionary-encoded, in chunks with dictionaries of their own (as the engine reads them)."""
     from rpl_sql.pipeline.applier import arrow_write
-    from rpl_sql.pipeline.applier.arrow_write import ShapeIndex
+    from rpl_sql.pipeline.shape_index import ShapeIndex
     from rpl_sql.pipeline.events import TABLES_TYPE
 
     arrow_write.KEY_BITS = key_bits  # (hypothesis runs examples in one test call: no monkeypatch fixture)

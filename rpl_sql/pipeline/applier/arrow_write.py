@@ -11,27 +11,31 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, SHAPE_KEYS, Shape
-from rpl_sql.pipeline.events import TABLES_TYPE
-from rpl_sql.pipeline.summary import tables_key
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape
+from rpl_sql.pipeline.events import SHAPE_ID, TABLES_TYPE
+from rpl_sql.pipeline.summary import Summary
+from rpl_sql.server.applier_state import ApplyError
+from rpl_sql.pipeline.shape_index import PLAIN_KEYS, ShapeIndex
 from rpl_sql.spark.deltaread import DeltaFile
 
-_PLAIN = SHAPE_KEYS[:5]  # event_type, db_name, table_name, command, default_db
 ROWS_PER_FILE = 2_000_000  # a writer thread starts a new output file past this many rows
 # Events gathered from whole input files into one row group, at least. The writer holds a row group's
 # dictionary-encoded pages until it ends: at 256K rows the three channels' writes took 1.37x pyarrow's copy on
 # two threads, much of it the kernel's time for fresh pages; at 64K, 1.19x (docs/benchmarks.md, the applier)
 ROW_GROUP_ROWS = 64 * 1024
-KEY_BITS = 62  # ShapeIndex's keys stay below 2^KEY_BITS
+SAMPLE_EVERY = 1024  # Verdicts checks every SAMPLE_EVERY-th event's shape id against its columns
+KEY_COLUMNS = (*PLAIN_KEYS, "tables")
 # Text columns of few distinct values, read as the dictionaries their Parquet pages hold and written as such:
 # shapes are found through the dictionary, and filtering and writing move indices instead of strings (a
 # column whose values are mostly distinct, as statements and row images are, would be hashed to build one).
@@ -46,101 +50,108 @@ PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": ["channel", "seq
                    "store_schema": False}
 
 
-def _chunks(col) -> list[pa.Array]:
-    return col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-
-
-def _map(col, fn) -> pa.ChunkedArray:
-    """fn applied to each chunk of `col`, through its dictionary where it has one: fn(dictionary) taken by the
-    indices, NULL rows given fn(NULL) (one more entry past the dictionary's: one take, where an if_else over
-    every row made a column's codes cost half as much again)."""
-    out = []
-    for c in _chunks(col):
-        if not pa.types.is_dictionary(c.type):
-            out.append(fn(c))
-            continue
-        got, indices = fn(c.dictionary), c.indices
-        if indices.null_count:
-            got = pa.concat_arrays([got, fn(pa.nulls(1, c.type.value_type))])
-            indices = pc.fill_null(indices, len(c.dictionary))
-        out.append(got.take(indices))
-    if not out:
-        return pa.chunked_array([], fn(pa.array([], pa.string())).type)
-    return pa.chunked_array(out)
-
-
-def key_columns(table: pa.Table) -> list:
-    """The six shape-key columns of events (or shapes): the five plain ones and, for a statement, its tables as
-    summary.tables_key text (NULL for every other event, as the shapes group them)."""
-    query = _map(table.column("event_type"), lambda c: pc.fill_null(pc.equal(c, "query"), False))
-    tk = pc.if_else(query, tables_key(table.column("tables")), pa.scalar(None, pa.string()))
-    return [table.column(k) for k in _PLAIN] + [tk]
-
-
-class ShapeIndex:
-    """Shapes (a table of their key columns and `tables`) found again by events, by an integer key: each key
-    column's value becomes its place among the shapes' values of that column (NULL included, if a shape has
-    it; a value no shape has: NULL, which no key matches), folded into the key as a mixed-radix digit. When the
-    radix product would pass 2^KEY_BITS the key so far is made dense among the shapes' prefixes first, so it never
-    overflows whatever the names are. An exact key: no hash, so nothing can collide (a text key per event cost
-    2.7 times as much)."""
-
-    def __init__(self, shapes: pa.Table):
-        self._values: list[pa.Array] = []     # per column: the shapes' distinct values
-        self._dense: dict[int, pa.Array] = {}  # column -> the shapes' distinct keys through it, where made dense
-        codes = self._encode(key_columns(shapes), build=True)
-        keys = pc.unique(codes)
-        if len(keys) != shapes.num_rows:
-            raise ValueError("the shapes are not distinct")
-        self._keys = keys
-        self._row_of = pc.sort_indices(pc.index_in(codes, value_set=keys))  # a key's place -> its shape's row
-
-    def _encode(self, columns, build: bool) -> pa.Array:
-        key, bound = None, 1
-        for i, col in enumerate(columns):
-            if build:
-                self._values.append(pc.unique(col))
-            values = self._values[i]
-            if build and key is not None and bound * len(values) >= 1 << KEY_BITS:
-                self._dense[i] = pc.unique(key)
-            if i in self._dense:
-                key, bound = pc.index_in(key, value_set=self._dense[i]).cast(pa.int64()), len(self._dense[i])
-            code = _map(col, lambda c: pc.index_in(c, value_set=values).cast(pa.int64()))
-            key = code if key is None else pc.add(pc.multiply(key, len(values)), code)
-            bound *= len(values)
-        return key
-
-    def rows(self, events: pa.Table) -> pa.Array:
-        """Per event, the row of its shape; NULL where no shape has its key."""
-        return self._row_of.take(pc.index_in(self._encode(key_columns(events), build=False), value_set=self._keys))
-
-
 def verdicts(shapes: Sequence[Shape]) -> tuple[ShapeIndex, pa.Table]:
     """The applied shapes, indexed, and their applied_db and decided_by (dictionary-encoded) in the index's row
     order."""
     applied = [s for s in shapes if s.apply]
-    keys = pa.table({**{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(_PLAIN)},
+    keys = pa.table({**{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(PLAIN_KEYS)},
                      "tables": pa.array([s.tables if s.kind == "query" else None for s in applied], TABLES_TYPE)})
     return ShapeIndex(keys), pa.table({
         "applied_db": pa.array([s.applied_db for s in applied], pa.string()).dictionary_encode(),
         "decided_by": pa.array([s.decided_by for s in applied], pa.string()).dictionary_encode()})
 
 
-def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, index: ShapeIndex, lookup: pa.Table) -> pa.Table:
-    """The events of one file in (lo, hi] that a verdict applies, in WRITE_SCHEMA."""
+class Verdicts:
+    """Which applied shape each event is (`rows`), and that shape's applied_db and decided_by.
+
+    Where an ingest compaction stored each event's row among its rollup's shapes (`events.SHAPE_ID`) and the
+    applier knows that rollup, the event's verdict is taken by that id: finding every event's shape by its key
+    columns was what put the write above pyarrow's copy of the same files (docs/benchmarks.md, the applier).
+    Elsewhere (commits not compacted yet, events landed by an older rpl_sql) the shapes are found by `ShapeIndex`.
+    Ids are checked: each must lie within its rollup's shapes, a sample of each file's events (every
+    SAMPLE_EVERY-th and the last) must find the same shape by key (`check`, once for all files), and
+    `write_applied` requires each applied shape's count of written events to equal its count in the summaries;
+    else ApplyError, before anything is committed.
+    """
+
+    def __init__(self, shapes: Sequence[Shape], rollups: Sequence[Summary] = (), lo: int = 0, hi: int | None = None,
+                 channel: str = ""):
+        applied = [s for s in shapes if s.apply]
+        self.index, self.lookup = verdicts(applied)
+        self.counts = np.array([s.count for s in applied], np.int64)  # in the index's row order
+        self.channel = channel
+        mine = sorted((r for r in rollups if r.last_seq > lo and (hi is None or r.first_seq <= hi)),
+                      key=lambda r: r.first_seq)
+        if any(b.first_seq <= a.last_seq for a, b in zip(mine, mine[1:])):
+            mine = []  # rollups over the same events: which one an id refers to is not known, so none is used
+        luts = [pc.fill_null(self.index.rows(r.shapes).cast(pa.int64()), -1).to_numpy() for r in mine]
+        self._starts = np.array([r.first_seq for r in mine], np.int64)
+        self._ends = np.array([r.last_seq for r in mine], np.int64)
+        self._sizes = np.array([len(x) for x in luts], np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(self._sizes)[:-1]]).astype(np.int64)
+        self._lut = np.concatenate(luts) if luts else np.empty(0, np.int64)
+        self._lock = threading.Lock()
+        self._samples: list[tuple[pa.Table, np.ndarray, np.ndarray]] = []  # per file: sampled keys, rows, seqs
+
+    def rows(self, events: pa.Table) -> np.ndarray:
+        """Per event, the row of its applied shape in `lookup`; -1 where none applies."""
+        got = self._by_ids(events)
+        return pc.fill_null(self.index.rows(events).cast(pa.int64()), -1).to_numpy() if got is None else got
+
+    def _by_ids(self, events: pa.Table) -> np.ndarray | None:
+        if not len(self._starts) or SHAPE_ID not in events.column_names or not events.num_rows:
+            return None
+        sid = events.column(SHAPE_ID)
+        if sid.null_count:
+            return None
+        seq = events.column("seq").to_numpy()
+        r = np.searchsorted(self._starts, seq, side="right") - 1
+        if (r < 0).any() or (seq > self._ends[np.maximum(r, 0)]).any():
+            return None  # an event outside the rollups known: found by key
+        ids = sid.to_numpy()
+        bad = np.flatnonzero((ids < 0) | (ids >= self._sizes[r]))
+        if len(bad):
+            i = bad[0]
+            raise ApplyError(f"seq {seq[i]}: shape id {ids[i]} is not among the {self._sizes[r[i]]} shapes of the "
+                             f"ingest rollup of seqs {self._starts[r[i]]}..{self._ends[r[i]]}", self.channel)
+        rows = self._lut[self._offsets[r] + ids]
+        pick = np.r_[np.arange(0, len(rows), SAMPLE_EVERY), len(rows) - 1]
+        sample = (events.select(KEY_COLUMNS).take(pick), rows[pick], seq[pick])
+        with self._lock:
+            self._samples.append(sample)
+        return rows
+
+    def check(self) -> None:
+        """The sampled events' shapes, found by their columns, must be the ones their ids named: ApplyError if not."""
+        with self._lock:
+            samples, self._samples = self._samples, []
+        if not samples:
+            return
+        by_key = pc.fill_null(self.index.rows(pa.concat_tables([k for k, _, _ in samples])).cast(pa.int64()),
+                              -1).to_numpy()
+        by_id, seqs = np.concatenate([r for _, r, _ in samples]), np.concatenate([q for _, _, q in samples])
+        wrong = np.flatnonzero(by_key != by_id)
+        if len(wrong):
+            raise ApplyError(f"seq {seqs[wrong[0]]}: its shape id names another shape than its columns do (an "
+                             f"ingest rollup's ids disagree with the events); nothing applied", self.channel)
+
+
+def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdicts) -> tuple[pa.Table, np.ndarray]:
+    """The events of one file in (lo, hi] that a verdict applies, in WRITE_SCHEMA; and each applied shape's count
+    of them."""
     fs, path = filesystem(f.path)
     with fs.open_input_file(path) as fh:
         pf = pq.ParquetFile(fh, read_dictionary=DICTIONARY_READ)
-        t = pf.read(columns=[n for n in APPLIED_SCHEMA.names if n in pf.schema_arrow.names])
+        t = pf.read(columns=[n for n in (*APPLIED_SCHEMA.names, SHAPE_ID) if n in pf.schema_arrow.names])
     seq = t.column("seq")
     keep = pc.greater(seq, lo) if hi is None else pc.and_(pc.greater(seq, lo), pc.less_equal(seq, hi))
     if not pc.all(keep).as_py():
         t = t.filter(keep)
-    idx = index.rows(t)
-    if idx.null_count:
-        hit = pc.is_valid(idx)
-        t, idx = t.filter(hit), pc.drop_null(idx)
-    n = t.num_rows
+    idx = found.rows(t)
+    hit = idx >= 0
+    if not hit.all():
+        t, idx = t.filter(pa.array(hit)), idx[hit]
+    n, taken = t.num_rows, pa.array(idx)
     filter_db = dict(f.partition).get("filter_db")
     out = []
     for field in WRITE_SCHEMA:
@@ -150,13 +161,14 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, index: ShapeIn
         elif name == "filter_db":
             col = _repeat("" if filter_db is None else filter_db, n)
         elif name in ("applied_db", "decided_by"):
-            col = lookup.column(name).take(idx)
+            col = found.lookup.column(name).take(taken)
         elif name in t.column_names:
             col = t.column(name).cast(field.type)
         else:  # a column events landed by an older rpl_sql lack: NULL, as it would have been
             col = pa.nulls(n, field.type)
         out.append(col)
-    return pa.Table.from_arrays(out, schema=WRITE_SCHEMA)
+    counts = np.bincount(idx, minlength=len(found.counts))
+    return pa.Table.from_arrays(out, schema=WRITE_SCHEMA), counts
 
 
 def _repeat(value: str, n: int) -> pa.DictionaryArray:
@@ -171,23 +183,26 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
 
 
 def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | None, shapes: Sequence[Shape],
-                  target_dir: str, fs: pafs.FileSystem, threads: int = 2) -> int:
+                  target_dir: str, fs: pafs.FileSystem, threads: int = 2, rollups: Sequence[Summary] = ()) -> int:
     """Write the applied events among `files` (the channel's, seq in (lo, hi]) under `target_dir` on `fs`; the
-    number of rows written.
+    number of rows written (`rollups`: the ingest rollups known, whose shape ids the events may carry).
 
     The files, in seq order, are split into `threads` runs, each written by its own thread into files of up
-    to ROWS_PER_FILE rows (pyarrow releases the GIL while it reads, computes and writes)."""
+    to ROWS_PER_FILE rows (pyarrow releases the GIL while it reads, computes and writes). Raises ApplyError,
+    leaving what it wrote, when an event's shape id lies (`Verdicts`) or an applied shape got another count of
+    events than the summaries give it."""
     if not any(s.apply for s in shapes):
         return 0
-    index, lookup = verdicts(shapes)
+    found = Verdicts(shapes, rollups, lo, hi, channel)
     todo = sorted((f for f in files if _overlaps(f, lo, hi)), key=lambda f: f.min_values.get("seq") or 0)
     if not todo:
         return 0
     fs.create_dir(target_dir, recursive=True)
     runs = [todo[i * len(todo) // threads:(i + 1) * len(todo) // threads] for i in range(threads)]
 
-    def write_run(i: int, run: list[DeltaFile]) -> int:
-        written, in_file, part, writer, held = 0, 0, 0, None, []
+    def write_run(i: int, run: list[DeltaFile]) -> np.ndarray:
+        in_file, part, writer, held = 0, 0, None, []
+        counts = np.zeros(len(found.counts), np.int64)
 
         def flush() -> None:
             nonlocal writer, part, in_file
@@ -206,24 +221,31 @@ def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | N
 
         try:
             for f in run:
-                t = _applied(f, channel, lo, hi, index, lookup)
+                t, got = _applied(f, channel, lo, hi, found)
                 if t.num_rows == 0:
                     continue
+                counts += got
                 held.append(t)
-                written += t.num_rows
                 if sum(x.num_rows for x in held) >= ROW_GROUP_ROWS:
                     flush()
             flush()
         finally:
             if writer is not None:
                 writer.close()
-        return written
+        return counts
 
     runs = [r for r in runs if r]
     if len(runs) == 1:
-        return write_run(0, runs[0])
-    with ThreadPoolExecutor(len(runs), thread_name_prefix="rpl_sql-arrow-write") as pool:
-        return sum(pool.map(write_run, range(len(runs)), runs))
+        counts = write_run(0, runs[0])
+    else:
+        with ThreadPoolExecutor(len(runs), thread_name_prefix="rpl_sql-arrow-write") as pool:
+            counts = sum(pool.map(write_run, range(len(runs)), runs))
+    found.check()
+    if not np.array_equal(counts, found.counts):
+        i = int(np.flatnonzero(counts != found.counts)[0])
+        raise ApplyError(f"wrote {counts[i]} events of an applied shape the summaries count {found.counts[i]} of "
+                         f"(batch {lo + 1}..{'' if hi is None else hi}); nothing committed", channel)
+    return int(counts.sum())
 
 
 def _overlaps(f: DeltaFile, lo: int, hi: int | None) -> bool:

@@ -130,6 +130,7 @@ class _Applier:
         self._config_key = None
         self._installer: FunctionInstaller | None = None
         self._commits: dict[str, list[tuple[int, dict]]] = {}  # per channel: its ingest commits this run
+        self._rollups: dict[str, list[Summary]] = {}  # per channel: the ingest rollups among them (shape ids)
         self.tables = tables or NO_TABLES
         self.behind = _WriteStage()
 
@@ -206,6 +207,7 @@ class _Applier:
         self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
                                   history=events_table.history, rollups=rollups) if v <= version]
         landed = summarized(self._commits[channel], after, rollups)
+        self._rollups[channel] = list(landed.rollups)
         counts = [0, 0]  # batches and events done, by the batches' completions
         pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
 
@@ -362,8 +364,12 @@ class _Applier:
             return []
         rel_dir, target = self._target(rec)
         fs, base = filesystem(target)
-        rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs,
-                             threads=min(8, os.cpu_count() or 2))
+        try:
+            rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs,
+                                 threads=min(8, os.cpu_count() or 2), rollups=self._rollups.get(rec.channel, ()))
+        except ApplyError:
+            fs.delete_dir(base)
+            raise
         actions, written = add_actions(target, rel_dir)
         if rows != rec.applied or written != rows:
             fs.delete_dir(base)

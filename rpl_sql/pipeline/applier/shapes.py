@@ -29,7 +29,7 @@ from rpl_sql.filters.evaluate import (
     statement_event,
     statement_event_of,
 )
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES, SHAPE_ID
 from rpl_sql.filters.rules import TYPES, Filters, FilterType, Matching, first_pair, fold, tally_rule_hits
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,8 @@ T = FilterType
 META_KEY = "rpl_sql.apply"
 DATA_DIR = "data"  # applied files live under <applied table>/data/<channel hash>/<end seq>-<uuid>/
 TABLES_DDL = "array<struct<db:string,name:string,updating:boolean>>"
-APPLIED_SCHEMA = pa.schema(list(EVENTS_SCHEMA) + [("applied_db", pa.string()), ("decided_by", pa.string())])
+APPLIED_SCHEMA = pa.schema([f for f in EVENTS_SCHEMA if f.name != SHAPE_ID]
+                        + [("applied_db", pa.string()), ("decided_by", pa.string())])
 _TABLE_LABELS = frozenset({T.DO_TABLE.value, T.IGNORE_TABLE.value, T.WILD_DO_TABLE.value, T.WILD_IGNORE_TABLE.value})
 VERIFY_BUDGET = 1_000_000  # evaluator rule checks spent verifying shapes per batch (verify='auto')
 VERIFY_MAX_SHAPES = 4096

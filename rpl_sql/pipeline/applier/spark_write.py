@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem
 from rpl_sql.pipeline.applier.shapes import SHAPE_KEYS, Shape, with_shape_key
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, TABLES_TYPE
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID, TABLES_TYPE
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.spark.env import session_conf
 
@@ -40,8 +40,9 @@ def write_applied(spark, ev, shapes: list[Shape], rec: BatchRecord, rel_dir: str
     cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
             F.col(n) if n in ev.columns or EVENTS_SCHEMA.field(n).type != pa.string() else
             F.lit(None).cast("string").alias(n)
-            for n in EVENTS_SCHEMA.names]  # '' reads back NULL from a Delta partition: restore it; a text
-    # column that events landed by an older rpl_sql lack (`columns`) is NULL, as it would have been
+            for n in EVENTS_SCHEMA.names if n != SHAPE_ID]  # '' reads back NULL from a Delta partition:
+    # restore it; a text column that events landed by an older rpl_sql lack (`columns`) is NULL, as it would
+    # have been
     for exact in (False, True):
         if exact:
             v = keyed.select(*[F.col(k).alias("v_" + k) for k in SHAPE_KEYS], "applied_db", "decided_by")
