@@ -19,7 +19,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
-
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.storage.delta import archive
 from rpl_sql.errors import MySQLError
