@@ -82,12 +82,15 @@ def rollup(summaries: list[Summary]) -> Summary | None:
     None when they are not consecutive or the merged shapes are too many to carry."""
     if not summaries or any(b.first_seq != a.last_seq + 1 for a, b in zip(summaries, summaries[1:])):
         return None
-    encoded = _encode(merge([s.shapes for s in summaries]))
+    shapes = merge([s.shapes for s in summaries])
+    encoded = _encode(shapes)
     if len(encoded) > MAX_ENCODED:
         return None
     gtids = functools.reduce(GtidSet.union, (s.gtids for s in summaries), GtidSet())
     last = summaries[-1]
-    return Summary(summaries[0].first_seq, last.last_seq, encoded, gtids, last.last_file, last.last_pos)
+    rolled = Summary(summaries[0].first_seq, last.last_seq, encoded, gtids, last.last_file, last.last_pos)
+    rolled.__dict__["shapes"] = shapes  # the rows `encoded` holds (the compaction indexes its events by them)
+    return rolled
 
 
 def parse(meta: dict[str, str]) -> Summary | None:
