@@ -428,6 +428,32 @@ def test_a_rollup_is_its_commits_summaries_merged():
             assert summary.rollup([summary.summary_of(log.table(p)) for p in (parts[0], parts[2])]) is None
 
 
+_NAMES = st.sampled_from(HOSTILE + ["t", "db2"])
+_TABLE_LISTS = st.one_of(st.none(), st.lists(st.tuples(st.none() | _NAMES, _NAMES, st.none() | st.booleans()),
+                                             max_size=4))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TABLE_LISTS, min_size=1, max_size=12), st.integers(0, 4), st.integers(0, 3))
+def test_statement_tables_read_from_arrow_are_the_events_tables(lists, cut, skip):
+    """summarized_shapes reads each statement's tables straight from Arrow (one TableRef per distinct table):
+    the same TableRefs as from the rows one by one, and tables_array gives the events table's lists back, NULL
+    kept, whatever the chunks and slices (a NULL `updating` reads as False, as the evaluator takes it)."""
+    from rpl_sql.pipeline.applier.batch_shapes import table_refs
+    from rpl_sql.pipeline.applier.shapes import Shape, refs_of, tables_array
+    from rpl_sql.pipeline.events import TABLES_TYPE
+
+    rows = [None if x is None else [{"db": d, "name": n, "updating": u} for d, n, u in x] for x in lists]
+    whole = pa.array([[{"db": "x", "name": "y", "updating": True}]] * skip + rows, TABLES_TYPE).slice(skip)
+    cut = min(cut, len(rows))
+    arr = pa.chunked_array([whole.slice(0, cut), whole.slice(cut)], TABLES_TYPE)
+    got = table_refs(arr)
+    assert got == table_refs(whole) == [refs_of(r) for r in rows]
+    shapes = [Shape(("query", None, None, "INSERT", "d", None), refs, 1, 1, 1) for refs in got]
+    assert tables_array(shapes).to_pylist() == [
+        None if r is None else [dict(t, updating=bool(t["updating"])) for t in r] for r in rows]
+
+
 def test_too_many_shapes_for_a_commit_go_without_a_summary(monkeypatch):
     from rpl_sql.pipeline import summary
 

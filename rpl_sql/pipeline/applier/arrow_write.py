@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape
-from rpl_sql.pipeline.events import SHAPE_ID, TABLES_TYPE
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, tables_array
+from rpl_sql.pipeline.events import SHAPE_ID
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.pipeline.shape_index import PLAIN_KEYS, ShapeIndex
@@ -55,7 +55,7 @@ def verdicts(shapes: Sequence[Shape]) -> tuple[ShapeIndex, pa.Table]:
     order."""
     applied = [s for s in shapes if s.apply]
     keys = pa.table({**{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(PLAIN_KEYS)},
-                     "tables": pa.array([s.tables if s.kind == "query" else None for s in applied], TABLES_TYPE)})
+                     "tables": tables_array(applied)})
     return ShapeIndex(keys), pa.table({
         "applied_db": pa.array([s.applied_db for s in applied], pa.string()).dictionary_encode(),
         "decided_by": pa.array([s.decided_by for s in applied], pa.string()).dictionary_encode()})

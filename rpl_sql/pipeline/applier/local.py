@@ -23,7 +23,7 @@ from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.storage.delta.scan import Followed, read_range
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.commits import BatchCommits
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record, decide_shapes
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, batch_record, decide_shapes, refs_of
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, applied_path, events_path
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
 from rpl_sql.pipeline.ingest_position import SourceFilterConflictError, committed_position
@@ -134,7 +134,7 @@ class LocalApplier:
                    cols["default_db"][i], _tables_key(tables) if cols["event_type"][i] == "query" else None)
             sh = shapes.get(key)
             if sh is None:
-                sh = shapes[key] = Shape(key, tables, 0, s, s)
+                sh = shapes[key] = Shape(key, refs_of(tables), 0, s, s)
             sh.count += 1
             sh.max_seq = s
             which.append(sh)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import pyarrow as pa
@@ -22,14 +22,14 @@ from rpl_sql.filters.evaluate import (
     XA_UNCOUNTED,
     Decider,
     RowEvent,
+    TableRef,
     decide,
     decision_key,
     hit_rules,
     rewrite_db,
     statement_event,
-    statement_event_of,
 )
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES, SHAPE_ID
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES, SHAPE_ID, TABLES_TYPE
 from rpl_sql.filters.rules import TYPES, Filters, FilterType, Matching, first_pair, fold, tally_rule_hits
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ APPLIED_SCHEMA = pa.schema([f for f in EVENTS_SCHEMA if f.name != SHAPE_ID]
 _TABLE_LABELS = frozenset({T.DO_TABLE.value, T.IGNORE_TABLE.value, T.WILD_DO_TABLE.value, T.WILD_IGNORE_TABLE.value})
 VERIFY_BUDGET = 1_000_000  # evaluator rule checks spent verifying shapes per batch (verify='auto')
 VERIFY_MAX_SHAPES = 4096
+_KINDS = {**{et: "row" for et in ROW_EVENT_TYPES}, "query": "query", "gtid": "gtid"}
 
 
 def not_running(channel: str) -> MySQLError:
@@ -128,10 +129,10 @@ def decision_columns(channel: str) -> list:
 @dataclass
 class Shape:
     """One distinct decision input of a batch (the raw key columns, the last a text equal only for equal table
-    lists: Spark's to_json(tables) or summary.tables_key), its count and verdict."""
+    lists: Spark's to_json(tables) or summary.tables_key), a statement's tables, its count and verdict."""
 
     key: tuple
-    tables: list | None
+    tables: tuple[TableRef, ...] | None
     count: int
     min_seq: int
     max_seq: int
@@ -140,31 +141,39 @@ class Shape:
     applied_db: str | None = None
     hits: tuple[FilterType, ...] = ()
     rule_hits: tuple = ()  # evaluate.hit_rules: the rule behind each hit
+    kind: str = field(init=False)  # row, query, gtid or unknown:<event_type>
+    db: str | None = field(init=False)  # what the database rules judge: the table's or the default database
 
-    @property
-    def kind(self) -> str:
+    def __post_init__(self):  # kind and db set once: read several times a shape, they cost deciding a tenth
         et = self.key[0]
-        return "row" if et in ROW_EVENT_TYPES else et if et in ("query", "gtid") else f"unknown:{et}"
-
-    @property
-    def db(self) -> str | None:
-        """What the database rules judge: the table's database (rows) or the default database (statements)."""
-        return self.key[1] if self.kind == "row" else self.key[4]
+        self.kind = _KINDS.get(et) or f"unknown:{et}"
+        self.db = self.key[1] if self.kind == "row" else self.key[4]
 
     def event(self):
         if self.kind == "row":
             return RowEvent(self.key[1], self.key[2])
-        return statement_event_of(self.key[3], self.key[4], self.tables)
+        return statement_event(self.key[3], self.key[4], self.tables or ())
 
     def describe(self) -> str:
         et, db, table, cmd, ddb, _ = self.key
         if self.kind == "row":
             return f"{et} event on {db!r}.{table!r}"
         if self.kind == "query":
-            names = [f"{t['db']!r}.{t['name']!r}" if t.get("db") is not None else repr(t["name"])
-                     for t in self.tables or ()]
+            names = [f"{t.db!r}.{t.name!r}" if t.db is not None else repr(t.name) for t in self.tables or ()]
             return f"{cmd or 'OTHER'} statement (default db {ddb!r}, tables [{', '.join(names)}])"
         return f"event_type {et!r}"
+
+
+def refs_of(tables) -> tuple[TableRef, ...] | None:
+    """A statement's tables as the events table and Spark hold them (dicts or rows with db, name and updating)
+    as Shape.tables holds them."""
+    return None if tables is None else tuple(TableRef(t["db"], t["name"], bool(t["updating"])) for t in tables)
+
+
+def tables_array(shapes: Sequence["Shape"]) -> pa.Array:
+    """The shapes' tables as the events table's `tables` column (NULL but for statements)."""
+    return pa.array([[(t.db, t.name, t.updating) for t in s.tables]
+                     if s.kind == "query" and s.tables is not None else None for s in shapes], TABLES_TYPE)
 
 
 def reference(channel: str, filters: Filters, s: "Shape", matching: Matching | int, event=None,

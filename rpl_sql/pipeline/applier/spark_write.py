@@ -10,8 +10,8 @@ import logging
 import pyarrow as pa
 
 from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem
-from rpl_sql.pipeline.applier.shapes import SHAPE_KEYS, Shape, with_shape_key
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID, TABLES_TYPE
+from rpl_sql.pipeline.applier.shapes import SHAPE_KEYS, Shape, tables_array, with_shape_key
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.spark.env import session_conf
 
@@ -34,7 +34,7 @@ def write_applied(spark, ev, shapes: list[Shape], rec: BatchRecord, rel_dir: str
         return []
     keyed = with_shape_key(spark.createDataFrame(pa.table({
         **{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(SHAPE_KEYS[:5])},
-        "tables": pa.array([s.tables if s.kind == "query" else None for s in applied], TABLES_TYPE),
+        "tables": tables_array(applied),
         "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
         "decided_by": pa.array([s.decided_by for s in applied], pa.string())})))
     cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
