@@ -163,7 +163,9 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
         elif name in ("applied_db", "decided_by"):
             col = found.lookup.column(name).take(taken)
         elif name in t.column_names:
-            col = t.column(name).cast(field.type)
+            col = t.column(name)
+            if col.type != field.type:  # a call less per column where none is needed: each waits for the GIL
+                col = col.cast(field.type)
         else:  # a column events landed by an older rpl_sql lack: NULL, as it would have been
             col = pa.nulls(n, field.type)
         out.append(col)
