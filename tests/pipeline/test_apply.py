@@ -438,7 +438,7 @@ _TABLE_LISTS = st.one_of(st.none(), st.lists(st.tuples(st.none() | _NAMES, _NAME
 def test_statement_tables_read_from_arrow_are_the_events_tables(lists, cut, skip):
     """summarized_shapes reads each statement's tables straight from Arrow (one TableRef per distinct table):
     the same TableRefs as from the rows one by one, and tables_array gives the events table's lists back, NULL
-    kept, whatever the chunks and slices (a NULL `updating` reads as False, as the evaluator takes it)."""
+    kept, whatever the chunks and slices (a NULL `updating` too: Spark's write joins the events by their lists)."""
     from rpl_sql.pipeline.applier.batch_shapes import table_refs
     from rpl_sql.pipeline.applier.shapes import Shape, refs_of, tables_array
     from rpl_sql.pipeline.events import TABLES_TYPE
@@ -450,8 +450,7 @@ def test_statement_tables_read_from_arrow_are_the_events_tables(lists, cut, skip
     got = table_refs(arr)
     assert got == table_refs(whole) == [refs_of(r) for r in rows]
     shapes = [Shape(("query", None, None, "INSERT", "d", None), refs, 1, 1, 1) for refs in got]
-    assert tables_array(shapes).to_pylist() == [
-        None if r is None else [dict(t, updating=bool(t["updating"])) for t in r] for r in rows]
+    assert tables_array(shapes).to_pylist() == rows
 
 
 def test_too_many_shapes_for_a_commit_go_without_a_summary(monkeypatch):

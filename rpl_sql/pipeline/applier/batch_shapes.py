@@ -130,15 +130,15 @@ def summarized_shapes(commits: tuple[Summary, ...]) -> tuple[list[Shape], GtidSe
 
 
 def table_refs(tables: pa.ChunkedArray | pa.Array) -> list[tuple[TableRef, ...] | None]:
-    """Each list of tables as TableRefs (NULL: None), one TableRef per distinct (db, name, updating): making one
-    per entry cost a batch of 46,000 shapes as much as deciding them."""
+    """Each list of tables as TableRefs (NULL: None), as `refs_of` makes them, one TableRef per distinct (db,
+    name, updating): making one per entry cost a batch of 46,000 shapes as much as deciding them."""
     tables = tables.combine_chunks() if isinstance(tables, pa.ChunkedArray) else tables
     offsets = tables.offsets.to_pylist()
     entries = tables.values.slice(offsets[0], offsets[-1] - offsets[0])
     made: dict[tuple, TableRef] = {}
     refs = [made.get(k) or made.setdefault(k, TableRef(*k)) for k in zip(
         entries.field("db").to_pylist(), entries.field("name").to_pylist(),
-        pc.fill_null(entries.field("updating"), False).to_pylist())]
+        entries.field("updating").to_pylist())]
     base = offsets[0]
     return [tuple(refs[a - base:b - base]) if ok else None
             for a, b, ok in zip(offsets, offsets[1:], tables.is_valid().to_pylist())]

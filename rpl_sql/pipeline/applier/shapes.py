@@ -166,8 +166,9 @@ class Shape:
 
 def refs_of(tables) -> tuple[TableRef, ...] | None:
     """A statement's tables as the events table and Spark hold them (dicts or rows with db, name and updating)
-    as Shape.tables holds them."""
-    return None if tables is None else tuple(TableRef(t["db"], t["name"], bool(t["updating"])) for t in tables)
+    as Shape.tables holds them: as they are (a NULL `updating`, which the evaluator takes as false, stays NULL,
+    so the write finds the events by the same lists)."""
+    return None if tables is None else tuple(TableRef(t["db"], t["name"], t["updating"]) for t in tables)
 
 
 def tables_array(shapes: Sequence["Shape"]) -> pa.Array:
