@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, tables_array
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, key_table
 from rpl_sql.pipeline.events import SHAPE_ID
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError
@@ -50,17 +50,6 @@ PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": ["channel", "seq
                    "store_schema": False}
 
 
-def verdicts(shapes: Sequence[Shape]) -> tuple[ShapeIndex, pa.Table]:
-    """The applied shapes, indexed, and their applied_db and decided_by (dictionary-encoded) in the index's row
-    order."""
-    applied = [s for s in shapes if s.apply]
-    keys = pa.table({**{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(PLAIN_KEYS)},
-                     "tables": tables_array(applied)})
-    return ShapeIndex(keys), pa.table({
-        "applied_db": pa.array([s.applied_db for s in applied], pa.string()).dictionary_encode(),
-        "decided_by": pa.array([s.decided_by for s in applied], pa.string()).dictionary_encode()})
-
-
 class Verdicts:
     """Which applied shape each event is (`rows`), and that shape's applied_db and decided_by.
 
@@ -77,14 +66,17 @@ class Verdicts:
     def __init__(self, shapes: Sequence[Shape], rollups: Sequence[Summary] = (), lo: int = 0, hi: int | None = None,
                  channel: str = ""):
         applied = [s for s in shapes if s.apply]
-        self.index, self.lookup = verdicts(applied)
+        self.index = ShapeIndex(key_table(applied))
+        self.lookup = pa.table({  # applied_db and decided_by, dictionary-encoded, in the index's row order
+            "applied_db": pa.array([s.applied_db for s in applied], pa.string()).dictionary_encode(),
+            "decided_by": pa.array([s.decided_by for s in applied], pa.string()).dictionary_encode()})
         self.counts = np.array([s.count for s in applied], np.int64)  # in the index's row order
         self.channel = channel
         mine = sorted((r for r in rollups if r.last_seq > lo and (hi is None or r.first_seq <= hi)),
                       key=lambda r: r.first_seq)
         if any(b.first_seq <= a.last_seq for a, b in zip(mine, mine[1:])):
             mine = []  # rollups over the same events: which one an id refers to is not known, so none is used
-        luts = [pc.fill_null(self.index.rows(r.shapes).cast(pa.int64()), -1).to_numpy() for r in mine]
+        luts = [self._by_key(r.shapes) for r in mine]
         self._starts = np.array([r.first_seq for r in mine], np.int64)
         self._ends = np.array([r.last_seq for r in mine], np.int64)
         self._sizes = np.array([len(x) for x in luts], np.int64)
@@ -96,7 +88,11 @@ class Verdicts:
     def rows(self, events: pa.Table) -> np.ndarray:
         """Per event, the row of its applied shape in `lookup`; -1 where none applies."""
         got = self._by_ids(events)
-        return pc.fill_null(self.index.rows(events).cast(pa.int64()), -1).to_numpy() if got is None else got
+        return self._by_key(events) if got is None else got
+
+    def _by_key(self, table: pa.Table) -> np.ndarray:
+        """Per row of `table` (events or shapes), the row of its applied shape found by its columns; -1 if none."""
+        return pc.fill_null(self.index.rows(table).cast(pa.int64()), -1).to_numpy()
 
     def _by_ids(self, events: pa.Table) -> np.ndarray | None:
         if not len(self._starts) or SHAPE_ID not in events.column_names or not events.num_rows:
@@ -127,8 +123,7 @@ class Verdicts:
             samples, self._samples = self._samples, []
         if not samples:
             return
-        by_key = pc.fill_null(self.index.rows(pa.concat_tables([k for k, _, _ in samples])).cast(pa.int64()),
-                              -1).to_numpy()
+        by_key = self._by_key(pa.concat_tables([k for k, _, _ in samples]))
         by_id, seqs = np.concatenate([r for _, r, _ in samples]), np.concatenate([q for _, _, q in samples])
         wrong = np.flatnonzero(by_key != by_id)
         if len(wrong):

@@ -177,6 +177,13 @@ def tables_array(shapes: Sequence["Shape"]) -> pa.Array:
                      if s.kind == "query" and s.tables is not None else None for s in shapes], TABLES_TYPE)
 
 
+def key_table(shapes: Sequence["Shape"]) -> pa.Table:
+    """The shapes' key columns as the events table holds them (the five plain ones and `tables`): what a write
+    finds each event's shape by."""
+    return pa.table({**{k: pa.array([s.key[i] for s in shapes], pa.string()) for i, k in enumerate(SHAPE_KEYS[:5])},
+                     "tables": tables_array(shapes)})
+
+
 def reference(channel: str, filters: Filters, s: "Shape", matching: Matching | int, event=None,
               decider: Decider | None = None):
     """The evaluator's decision of shape `s` (of `event`, its event, when built already; by `decider`, the

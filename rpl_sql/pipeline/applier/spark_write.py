@@ -10,7 +10,7 @@ import logging
 import pyarrow as pa
 
 from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem
-from rpl_sql.pipeline.applier.shapes import SHAPE_KEYS, Shape, tables_array, with_shape_key
+from rpl_sql.pipeline.applier.shapes import SHAPE_KEYS, Shape, key_table, with_shape_key
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.spark.env import session_conf
@@ -32,11 +32,10 @@ def write_applied(spark, ev, shapes: list[Shape], rec: BatchRecord, rel_dir: str
     applied = [s for s in shapes if s.apply]
     if not applied:
         return []
-    keyed = with_shape_key(spark.createDataFrame(pa.table({
-        **{k: pa.array([s.key[i] for s in applied], pa.string()) for i, k in enumerate(SHAPE_KEYS[:5])},
-        "tables": tables_array(applied),
-        "applied_db": pa.array([s.applied_db for s in applied], pa.string()),
-        "decided_by": pa.array([s.decided_by for s in applied], pa.string())})))
+    verdicts = key_table(applied) \
+        .append_column("applied_db", pa.array([s.applied_db for s in applied], pa.string())) \
+        .append_column("decided_by", pa.array([s.decided_by for s in applied], pa.string()))
+    keyed = with_shape_key(spark.createDataFrame(verdicts))
     cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
             F.col(n) if n in ev.columns or EVENTS_SCHEMA.field(n).type != pa.string() else
             F.lit(None).cast("string").alias(n)
