@@ -645,8 +645,12 @@ def test_shape_ids_that_lie_stop_the_apply_with_nothing_committed(tmp_path, monk
 
     def no_spark():
         raise AssertionError("summarised events need no Spark")
+    turns, write = [], A.write_applied
+    monkeypatch.setattr(A, "write_applied", lambda *a, **k: turns.append(sys.getswitchinterval()) or write(*a, **k))
+    before = sys.getswitchinterval()
     with pytest.raises(ApplyError, match="shape id"):
         apply(no_spark, wh, verify="all", engine="arrow")
+    assert turns and turns == pytest.approx([A.GIL_TURN] * len(turns)) and sys.getswitchinterval() == before
     assert DeltaStore(wh).load().state.channel(channel).applier.seq == 0
     applied = applied_path(wh)
     mine = ([r for r in applied_rows(None, wh) if r[0][0] == channel]
@@ -655,6 +659,24 @@ def test_shape_ids_that_lie_stop_the_apply_with_nothing_committed(tmp_path, monk
     hashed = hashlib.sha1(channel.encode("utf-8")).hexdigest()[:12]
     assert not os.path.exists(os.path.join(applied, "data", hashed)) or not any(
         f.endswith(".parquet") for _, _, fs in os.walk(os.path.join(applied, "data", hashed)) for f in fs)
+
+
+def test_short_gil_turns_end_with_the_last_apply_that_needs_them():
+    """Applies in two threads, ending in either order: the switch interval is short while any runs and the
+    caller's own once none does."""
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.002)
+        for order in ((0, 1), (1, 0)):
+            runs = [A._short_gil_turns(), A._short_gil_turns()]
+            for r in runs:
+                r.__enter__()
+            for i in order:
+                assert sys.getswitchinterval() == pytest.approx(A.GIL_TURN)
+                runs[i].__exit__(None, None, None)
+            assert sys.getswitchinterval() == pytest.approx(0.002)
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_the_arrow_and_spark_engines_write_equal_applied_tables(spark, tmp_path):
