@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from rpl_sql.errors import MySQLError
 from rpl_sql.filters.evaluate import (COMMANDS, DATABASE_COMMANDS, LABELS, TRANSACTION_CONTROL, Decision, RowEvent,
-                              Decider, StatementEvent, TableRef, decide, decision_key, hit_rules, rewrite_db,
-                              statement_event)
+                              DROP_TEMPORARY_IF_EXISTS, Decider, StatementEvent, TableRef, decide, decision_key,
+                              hit_rules, rewrite_db, statement_decision_key, statement_event)
 from rpl_sql.filters.rules import TABLE_TYPES, Filters, FilterType, Matching, fold
 
 T = FilterType
@@ -938,6 +938,21 @@ def test_events_of_one_decision_key_get_one_decision(f, pair, lctn):
         db = decide(f, b, lctn, mode=mode)
         assert db == da
         assert hit_rules(f, b, db, lctn) == hit_rules(f, a, da, lctn)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.none(), st.sampled_from(sorted(COMMANDS | {"", "OTHER"})),
+                 st.sampled_from(["DROP_TRIGGER", DROP_TEMPORARY_IF_EXISTS]), name)
+       .flatmap(lambda c: st.sampled_from([c, c.lower(), c.title()]) if c else st.just(c)),
+       st.one_of(st.none(), name),
+       st.lists(st.builds(TableRef, st.one_of(st.none(), name), name, st.sampled_from([True, False, None])),
+                max_size=3))
+def test_a_statements_key_without_its_event_is_its_events_key(command, default_db, tables):
+    """The applier keys each statement shape by `statement_decision_key`, building the event only for a key not
+    decided yet: it must be the event's own key (DROP_TRIGGER and DROP TEMPORARY's pseudo-command included,
+    any case, hostile names, a NULL updating flag as the events may hold it)."""
+    assert statement_decision_key(command, default_db, tables) == \
+        decision_key(statement_event(command, default_db, tables))
 
 
 tiny_tref = st.builds(TableRef, st.sampled_from([None, "a"]), st.sampled_from(["a", "b"]), st.booleans())

@@ -434,6 +434,21 @@ _TABLE_LISTS = st.one_of(st.none(), st.lists(st.tuples(st.none() | _NAMES, _NAME
 
 
 @settings(max_examples=200, deadline=None)
+@given(st.sampled_from([*ROW_EVENT_TYPES, "query"]), st.none() | _NAMES, st.none() | _NAMES,
+       st.none() | st.sampled_from(sorted(COMMANDS | {DROP_TEMPORARY_IF_EXISTS})).map(str.lower) | _NAMES,
+       st.none() | _NAMES, _TABLE_LISTS)
+def test_a_shapes_decision_key_is_its_events(et, db, table, command, default_db, tables):
+    """decide_shapes keys a shape without building its event (only a key not decided yet gets one): the key
+    must be the event's, for row and statement shapes alike."""
+    from rpl_sql.filters.evaluate import decision_key
+    from rpl_sql.pipeline.applier.shapes import Shape
+
+    refs = None if tables is None else tuple(TableRef(*t) for t in tables)
+    s = Shape((et, db, table, command, default_db, None), refs, 1, 1, 1)
+    assert s.decision_key() == decision_key(s.event())
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.lists(_TABLE_LISTS, min_size=1, max_size=12), st.integers(0, 4), st.integers(0, 3))
 def test_statement_tables_read_from_arrow_are_the_events_tables(lists, cut, skip):
     """summarized_shapes reads each statement's tables straight from Arrow (one TableRef per distinct table):

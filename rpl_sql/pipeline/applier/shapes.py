@@ -24,9 +24,9 @@ from rpl_sql.filters.evaluate import (
     RowEvent,
     TableRef,
     decide,
-    decision_key,
     hit_rules,
     rewrite_db,
+    statement_decision_key,
     statement_event,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES, SHAPE_ID, TABLES_TYPE
@@ -154,6 +154,12 @@ class Shape:
             return RowEvent(self.key[1], self.key[2])
         return statement_event(self.key[3], self.key[4], self.tables or ())
 
+    def decision_key(self) -> tuple:
+        """decision_key(self.event()), without the event."""
+        if self.kind == "row":
+            return ("row", self.key[1], self.key[2], False)
+        return statement_decision_key(self.key[3], self.key[4], self.tables or ())
+
     def describe(self) -> str:
         et, db, table, cmd, ddb, _ = self.key
         if self.kind == "row":
@@ -205,10 +211,10 @@ def decide_shapes(channel: str, filters: Filters, shapes: Sequence["Shape"], mat
     decided: dict[tuple, tuple] = {}
     applied_db: dict[str | None, str | None] = {}
     for s in shapes:
-        event = s.event()
-        key = decision_key(event)
+        key = s.decision_key()
         got = decided.get(key)
         if got is None:
+            event = s.event()
             d = reference(channel, filters, s, matching, event, decider)
             got = decided[key] = (d.apply, d.decided_by, d.hits, hit_rules(filters, event, d, lctn) if d.hits else ())
         s.apply, s.decided_by, s.hits, s.rule_hits = got
