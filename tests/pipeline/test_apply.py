@@ -33,7 +33,7 @@ from rpl_sql.server.applier_state import ApplyError, BatchRecord, applier_status
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, RowEvent, TableRef, decide, statement_event
 from rpl_sql.pipeline.applier import job as A
-from rpl_sql.pipeline.applier import apply, spark_write
+from rpl_sql.pipeline.applier import apply, arrow_write, spark_write
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, app_id, derive_hits
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, ROW_EVENT_TYPES, applied_path, events_path
 from rpl_sql.filters.rules import TYPES, Filters
@@ -660,12 +660,13 @@ def test_shape_ids_that_lie_stop_the_apply_with_nothing_committed(tmp_path, monk
 
     def no_spark():
         raise AssertionError("summarised events need no Spark")
-    turns, write = [], A.write_applied
-    monkeypatch.setattr(A, "write_applied", lambda *a, **k: turns.append(sys.getswitchinterval()) or write(*a, **k))
+    turns, applied = [], arrow_write._applied
+    monkeypatch.setattr(arrow_write, "_applied", lambda *a: turns.append(sys.getswitchinterval()) or applied(*a))
     before = sys.getswitchinterval()
     with pytest.raises(ApplyError, match="shape id"):
         apply(no_spark, wh, verify="all", engine="arrow")
-    assert turns and turns == pytest.approx([A.GIL_TURN] * len(turns)) and sys.getswitchinterval() == before
+    assert turns and turns == pytest.approx([arrow_write.GIL_TURN] * len(turns))  # while the write threads run
+    assert sys.getswitchinterval() == before
     assert DeltaStore(wh).load().state.channel(channel).applier.seq == 0
     applied = applied_path(wh)
     mine = ([r for r in applied_rows(None, wh) if r[0][0] == channel]
@@ -676,18 +677,18 @@ def test_shape_ids_that_lie_stop_the_apply_with_nothing_committed(tmp_path, monk
         f.endswith(".parquet") for _, _, fs in os.walk(os.path.join(applied, "data", hashed)) for f in fs)
 
 
-def test_short_gil_turns_end_with_the_last_apply_that_needs_them():
-    """Applies in two threads, ending in either order: the switch interval is short while any runs and the
+def test_short_gil_turns_end_with_the_last_write_that_needs_them():
+    """Writes in two threads, ending in either order: the switch interval is short while any runs and the
     caller's own once none does."""
     before = sys.getswitchinterval()
     try:
         sys.setswitchinterval(0.002)
         for order in ((0, 1), (1, 0)):
-            runs = [A._short_gil_turns(), A._short_gil_turns()]
+            runs = [arrow_write._short_gil_turns(), arrow_write._short_gil_turns()]
             for r in runs:
                 r.__enter__()
             for i in order:
-                assert sys.getswitchinterval() == pytest.approx(A.GIL_TURN)
+                assert sys.getswitchinterval() == pytest.approx(arrow_write.GIL_TURN)
                 runs[i].__exit__(None, None, None)
             assert sys.getswitchinterval() == pytest.approx(0.002)
     finally:

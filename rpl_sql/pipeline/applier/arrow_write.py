@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -48,6 +50,35 @@ WRITE_SCHEMA = pa.schema([pa.field(f.name, _TEXT_DICT) if f.name in DICTIONARY_R
 # sixth of the write); no Arrow schema, so readers see the dictionary columns as the strings they are
 PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": ["channel", "seq", "event_time"],
                    "store_schema": False}
+
+
+GIL_TURN = 0.0001  # seconds a thread may hold the GIL while another waits (Python's default: 0.005)
+_turns_lock = threading.Lock()
+_turns_users = 0
+_turns_before = 0.0
+
+
+@contextmanager
+def _short_gil_turns():
+    """Python's switch interval set to GIL_TURN while writes run (the caller's back when the last one ends).
+
+    The write threads call pyarrow some thirty times a file, and each call lets the GIL go; while the driver
+    decides the next batch in pure Python, each of them waited a whole default interval (5 ms) to get it back:
+    one channel's write ran 6-15x slower beside a looping thread, 1.3-2.3x with 0.1 ms turns
+    (docs/benchmarks.md, the applier)."""
+    global _turns_users, _turns_before
+    with _turns_lock:
+        if _turns_users == 0:
+            _turns_before = sys.getswitchinterval()
+            sys.setswitchinterval(min(_turns_before, GIL_TURN))
+        _turns_users += 1
+    try:
+        yield
+    finally:
+        with _turns_lock:
+            _turns_users -= 1
+            if _turns_users == 0:
+                sys.setswitchinterval(_turns_before)
 
 
 class Verdicts:
@@ -232,11 +263,12 @@ def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | N
         return counts
 
     runs = [r for r in runs if r]
-    if len(runs) == 1:
-        counts = write_run(0, runs[0])
-    else:
-        with ThreadPoolExecutor(len(runs), thread_name_prefix="rpl_sql-arrow-write") as pool:
-            counts = sum(pool.map(write_run, range(len(runs)), runs))
+    with _short_gil_turns():
+        if len(runs) == 1:
+            counts = write_run(0, runs[0])
+        else:
+            with ThreadPoolExecutor(len(runs), thread_name_prefix="rpl_sql-arrow-write") as pool:
+                counts = sum(pool.map(write_run, range(len(runs)), runs))
     found.check()
     if not np.array_equal(counts, found.counts):
         i = int(np.flatnonzero(counts != found.counts)[0])

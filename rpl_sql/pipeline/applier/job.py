@@ -13,11 +13,8 @@ import functools
 import hashlib
 import logging
 import os
-import sys
-import threading
 import time
 import uuid
-from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Iterable
@@ -51,34 +48,6 @@ log = logging.getLogger(__name__)
 ENGINES = ("auto", "arrow", "spark")  # who writes the applied events: pyarrow in the driver, or Spark
 
 # ---------------------------------------------------------------- the job
-
-GIL_TURN = 0.0001  # seconds a thread may hold the GIL while another waits (Python's default: 0.005)
-_turns_lock = threading.Lock()
-_turns_users = 0
-_turns_before = 0.0
-
-
-@contextmanager
-def _short_gil_turns():
-    """Python's switch interval set to GIL_TURN while applies run (restored when the last one ends).
-
-    The write threads call pyarrow some thirty times a file, and each call lets the GIL go; while the driver
-    decides in pure Python, each of them waited a whole default interval (5 ms) to get it back: one channel's
-    write ran 6-8x slower beside a looping thread, 1.3-2.3x with 0.1 ms turns (docs/benchmarks.md)."""
-    global _turns_users, _turns_before
-    with _turns_lock:
-        if _turns_users == 0:
-            _turns_before = sys.getswitchinterval()
-            sys.setswitchinterval(min(_turns_before, GIL_TURN))
-        _turns_users += 1
-    try:
-        yield
-    finally:
-        with _turns_lock:
-            _turns_users -= 1
-            if _turns_users == 0:
-                sys.setswitchinterval(_turns_before)
-
 
 class _LogOnce:
     """The run's events table, whose log windows (channel_commits reads growing ones) are read once for all
@@ -467,20 +436,19 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
         events_table = _LogOnce(archive.open_table(job.events))
     except TableNotFoundError:
         events_table = None
-    with _short_gil_turns():
-        try:
-            for n in names:
-                rep = reports[n]
-                ch = state.channel(n)
-                if not ch.sql_running:
-                    rep.status, rep.note = "not running", "START REPLICA SQL_THREAD to apply"
-                    continue
-                if events_table is None:
-                    rep.status = "no events"
-                    continue
-                job.run_channel(n, rep, events_table)
-        finally:
-            job.behind.close()
+    try:
+        for n in names:
+            rep = reports[n]
+            ch = state.channel(n)
+            if not ch.sql_running:
+                rep.status, rep.note = "not running", "START REPLICA SQL_THREAD to apply"
+                continue
+            if events_table is None:
+                rep.status = "no events"
+                continue
+            job.run_channel(n, rep, events_table)
+    finally:
+        job.behind.close()
     return ApplyReport(list(reports.values()), time.perf_counter() - t0)
 
 
