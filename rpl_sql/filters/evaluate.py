@@ -442,12 +442,8 @@ def statement_decision_key(command: str | None, default_db: str | None,
     """decision_key(statement_event(command, default_db, tables)) without building the event: the batch
     applier keys tens of thousands of statements a batch, most of them decided already, and building each
     one's event took as long as deciding the rest."""
-    cmd = (command or "OTHER").upper()
-    if cmd == DROP_TEMPORARY_IF_EXISTS:
-        return _statement_key("DROP_TABLE", default_db, tables, True, False, None)
-    if cmd == "DROP_TRIGGER":
-        return _statement_key(cmd, default_db, (), False, False, tables[0] if tables else None)
-    return _statement_key(cmd, default_db, tables, False, False, None)
+    cmd, tables, drop_temporary_if_exists, trigger_table = _statement_fields(command, tables)
+    return _statement_key(cmd, default_db, tables, drop_temporary_if_exists, False, trigger_table)
 
 
 def _statement_key(cmd: str, default_db: str | None, tables, drop_temporary_if_exists: bool,
@@ -471,13 +467,20 @@ def statement_event(command: str, default_db: str | None,
     from table rules) and `DROP_TRIGGER`, whose `tables` hold the trigger's table as known on the
     replica (empty: the trigger does not exist there, so the statement is skipped).
     """
+    cmd, tables, drop_temporary_if_exists, trigger_table = _statement_fields(command, tables)
+    return StatementEvent(cmd, default_db, tables, drop_temporary_if_exists=drop_temporary_if_exists,
+                          trigger_table=trigger_table)
+
+
+def _statement_fields(command: str | None, tables) -> tuple:
+    """The command, tables, drop_temporary_if_exists and trigger_table of `statement_event`'s arguments."""
     cmd = (command or "OTHER").upper()
     tables = tuple(tables)
     if cmd == DROP_TEMPORARY_IF_EXISTS:
-        return StatementEvent("DROP_TABLE", default_db, tables, drop_temporary_if_exists=True)
+        return "DROP_TABLE", tables, True, None
     if cmd == "DROP_TRIGGER":
-        return StatementEvent(cmd, default_db, (), trigger_table=tables[0] if tables else None)
-    return StatementEvent(cmd, default_db, tables)
+        return cmd, (), False, tables[0] if tables else None
+    return cmd, tables, False, None
 
 
 def statement_event_of(command: str | None, default_db: str | None, tables) -> StatementEvent:

@@ -24,6 +24,7 @@ from rpl_sql.filters.evaluate import (
     RowEvent,
     TableRef,
     decide,
+    decision_key,
     hit_rules,
     rewrite_db,
     statement_decision_key,
@@ -155,9 +156,9 @@ class Shape:
         return statement_event(self.key[3], self.key[4], self.tables or ())
 
     def decision_key(self) -> tuple:
-        """decision_key(self.event()), without the event."""
+        """decision_key(self.event()); a statement's without its event."""
         if self.kind == "row":
-            return ("row", self.key[1], self.key[2], False)
+            return decision_key(self.event())
         return statement_decision_key(self.key[3], self.key[4], self.tables or ())
 
     def describe(self) -> str:
