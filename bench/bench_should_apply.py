@@ -7,6 +7,7 @@
     .venv/bin/python bench/bench_should_apply.py --cold-ab c027deb --sizes 10000 --rounds 3  # setup, fresh JVMs
     .venv/bin/python bench/bench_should_apply.py --java-opts=-XX:+UseG1GC   # Java 17's default collector
     .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db, statements too
+    .venv/bin/python bench/bench_should_apply.py --functions --statement-columns --no-udf   # args as columns
     .venv/bin/python bench/bench_should_apply.py --run-length 8 --property-ab rpl_sql.rowcode.noLastRow  # A/B
     .venv/bin/python bench/bench_should_apply.py --spark-sql-ab 17e8b30 --sizes 100,10000   # in the spark-sql shell
 
@@ -120,6 +121,32 @@ def ensure_data(spark, rows: int, run_length: int = 1, names: str = "words", lay
                   ).write.mode("overwrite").parquet(str(path))
         print(f"generated {rows:,} rows in {time.time() - t:.1f}s -> {path}")
     return str(path)
+
+
+def ensure_statement_data(spark, path: str) -> str:
+    """The rows at `path` as statements whose arguments are columns, as an events table holds them: `command`
+    (INSERT, UPDATE, DELETE or REPLACE, drawn by the table's name, so a statement repeats as its row does),
+    `default_db` and `tables` (the row's table, unqualified and updated), written once beside them."""
+    out = path.replace(".parquet", "_statements.parquet")
+    if not (Path(out) / "_SUCCESS").exists():
+        spark.read.parquet(path).selectExpr(
+            "channel", "element_at(array('INSERT', 'UPDATE', 'DELETE', 'REPLACE'), pmod(hash(table_name, 7), 4) + 1)"
+            " AS command", "db_name AS default_db",
+            "array(named_struct('db', CAST(NULL AS STRING), 'name', table_name, 'updating', true)) AS tables"
+        ).write.mode("overwrite").parquet(out)
+    return out
+
+
+# the statement forms over ensure_statement_data's columns, beside a scan that hashes the same columns
+COLUMN_STATEMENTS = {
+    "bare": "SELECT count_if(hash(channel, command, default_db, tables) <> 0) FROM evs",
+    "should_apply_statement (columns)":
+        "SELECT count_if(should_apply_statement(channel, command, default_db, tables)) FROM evs",
+    "should_apply_statement WHERE (columns)":
+        "SELECT count(*) FROM evs WHERE should_apply_statement(channel, command, default_db, tables)",
+    "filter_decided_by_statement (columns)":
+        "SELECT count_if(filter_decided_by_statement(channel, command, default_db, tables) = 'DEFAULT') FROM evs",
+}
 
 
 def split(total: int, weights: dict) -> dict:
@@ -662,6 +689,9 @@ def main(argv=None) -> None:
     ap.add_argument("--functions", action="store_true",
                     help="also filter_decided_by, rewrite_db and the statement forms (each row as an INSERT into its "
                          "table), SELECT and WHERE forms, beside the bare scan")
+    ap.add_argument("--statement-columns", action="store_true",
+                    help="also the statement forms with every argument a column (command, default_db, tables, as "
+                         "an events table holds them), beside a scan hashing those columns")
     ap.add_argument("--jvm", choices=["auto", "off"], default="auto",
                     help="auto: the JVM table code past the size limit, as rpl_sql.register decides; off: the SQL")
     ap.add_argument("--spark-sql", action="store_true", help="the real spark-sql shell running the exported script "
@@ -698,6 +728,8 @@ def main(argv=None) -> None:
     ev = spark.read.parquet(path)
     ev.createOrReplaceTempView("ev")
     ev.limit(udf_rows).createOrReplaceTempView("ev_udf")
+    if args.statement_columns:
+        spark.read.parquet(ensure_statement_data(spark, path)).createOrReplaceTempView("evs")
     meter = Meter(spark)
     bare_q = "SELECT count_if(hash(channel, db_name, table_name) <> 0) FROM ev"
     spark.sql(bare_q).collect()  # warm-up
@@ -757,6 +789,11 @@ def main(argv=None) -> None:
             assert m[t]["result"] == m[k]["result"], (t, m[t]["result"], m[k]["result"])
         if "should_apply WHERE" in m:
             assert m["should_apply WHERE"]["result"] == applied, (m["should_apply WHERE"]["result"], applied)
+        if args.statement_columns:
+            cols = interleaved(spark, meter, COLUMN_STATEMENTS, args.repeat, args.warm)
+            m.update({k: v for k, v in cols.items() if k != "bare"})
+            if "should_apply_statement" in m:  # the command is another DML one: the same verdicts
+                assert m["should_apply_statement (columns)"]["result"] == m["should_apply_statement"]["result"]
         bare_w, bare_c = m["bare"]["wall"], m["bare"]["cpu"]
         fn_w, fn_c = m["should_apply"]["wall"], m["should_apply"]["cpu"]
         where_w = m["should_apply WHERE"]["wall"] if "should_apply WHERE" in m else float("nan")
@@ -809,9 +846,10 @@ def main(argv=None) -> None:
               f"{x['where_w']:.2f} ({x['m'].get('should_apply WHERE', {}).get('ratio', float('nan')):.2f}x) | "
               f"{x['udf_w']:.1f} ({x['udf_c']:.1f}) | "
               f"{x['udf_w'] / x['fn_w']:.1f} / {x['udf_c'] / x['fn_c']:.1f} |")
-    if args.functions:
+    if args.functions or args.statement_columns:
         names = [k for k in table[0]["m"] if k != "bare"]
-        print("\nratios to the bare scan, wall / CPU (medians of the per-round ratios)\n")
+        print("\nratios to the bare scan, wall / CPU (medians of the per-round ratios; the (columns) forms to a "
+              "scan hashing their columns)\n")
         print("| rules/channel | " + " | ".join(names) + " |")
         print("|---|" + "---|" * len(names))
         for x in table:
