@@ -660,8 +660,9 @@ def test_shape_ids_that_lie_stop_the_apply_with_nothing_committed(tmp_path, monk
 
     def no_spark():
         raise AssertionError("summarised events need no Spark")
-    turns, applied = [], arrow_write._applied
-    monkeypatch.setattr(arrow_write, "_applied", lambda *a: turns.append(sys.getswitchinterval()) or applied(*a))
+    turns, read_applied = [], arrow_write._applied
+    monkeypatch.setattr(arrow_write, "_applied",
+                        lambda *a: turns.append(sys.getswitchinterval()) or read_applied(*a))
     before = sys.getswitchinterval()
     with pytest.raises(ApplyError, match="shape id"):
         apply(no_spark, wh, verify="all", engine="arrow")
