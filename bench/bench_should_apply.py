@@ -8,6 +8,8 @@
     .venv/bin/python bench/bench_should_apply.py --java-opts=-XX:+UseG1GC   # Java 17's default collector
     .venv/bin/python bench/bench_should_apply.py --functions --no-udf   # filter_decided_by, rewrite_db, statements too
     .venv/bin/python bench/bench_should_apply.py --functions --statement-columns --no-udf   # args as columns
+    .venv/bin/python bench/bench_should_apply.py --statement-columns --no-udf --no-where \
+        --property-ab rpl_sql.jvm.statementsNotAsRows   # statements looked up by shape, or by the statement memo
     .venv/bin/python bench/bench_should_apply.py --run-length 8 --property-ab rpl_sql.rowcode.noLastRow  # A/B
     .venv/bin/python bench/bench_should_apply.py --spark-sql-ab 17e8b30 --sizes 100,10000   # in the spark-sql shell
 
@@ -790,7 +792,13 @@ def main(argv=None) -> None:
         if "should_apply WHERE" in m:
             assert m["should_apply WHERE"]["result"] == applied, (m["should_apply WHERE"]["result"], applied)
         if args.statement_columns:
-            cols = interleaved(spark, meter, COLUMN_STATEMENTS, args.repeat, args.warm)
+            col_queries = dict(COLUMN_STATEMENTS)
+            col_twins = ({f"{k} [{args.property_ab}]": k for k in col_queries if k != "bare"}
+                         if args.property_ab else {})
+            col_queries.update({t: (col_queries[k], args.property_ab) for t, k in col_twins.items()})
+            cols = interleaved(spark, meter, col_queries, args.repeat, args.warm)
+            for t, k in col_twins.items():
+                assert cols[t]["result"] == cols[k]["result"], (t, cols[t]["result"], cols[k]["result"])
             m.update({k: v for k, v in cols.items() if k != "bare"})
             if "should_apply_statement" in m:  # the command is another DML one: the same verdicts
                 assert m["should_apply_statement (columns)"]["result"] == m["should_apply_statement"]["result"]

@@ -1069,7 +1069,53 @@ def test_a_statement_call_of_constant_command_and_table_is_looked_up_as_a_row(sp
             assert not bad, (how, CONSTANT_CALLS[i], bad[:3])
             assert {r.l for r in got} > {None}
         assert "rplRowCode" in plans["constant", i] and "rplStatements" not in plans["constant", i]
-        assert "rplStatements" in plans["column", i] and "rplRowCode" not in plans["column", i]
+        assert "rplShapes" in plans["column", i] and "rplRowCode" not in plans["column", i]
+
+
+def test_one_table_statements_from_columns_are_looked_up_by_their_shape(spark, monkeypatch):
+    """A one-table statement whose command, table db or updating flag come from columns (an events table's
+    statements; the tables a column or written in the call) is looked up in the row memo of its (command, table
+    db, flag): that memo must tell apart commands and table dbs that differ only in their middle bytes (past the
+    words a short name is), keep every shape's answers apart in one task and the tasks that take over, and leave
+    to the statement memo what it cannot take: past the shapes, commands and table dbs it keeps (270 shapes
+    here), a NULL command, other numbers of tables."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
+    long_a, long_b = "aaaaaaaa_1_bbbbbbbb", "aaaaaaaa_2_bbbbbbbb"
+    state = state_of(0, default=F(do_table=[f"{long_a}.t1", "db.t1"], wild_ignore=["%.t3%"]),
+                     ch1=F(ignore_db=["x"], wild_do=[f"{long_b}.%", "db.t%"], rewrite=[("src", "db")]))
+    commands = ["INSERT", "update", DROP_TEMPORARY_IF_EXISTS, DROP_TEMPORARY_IF_EXISTS.replace("TAB", "TXB"),
+                "DROP_TRIGGER", "CREATE_DB", "", None]
+    assert len(DROP_TEMPORARY_IF_EXISTS) > 16
+    dbs = [None, "", "db", "x", long_a, long_b] + [f"d{i:02d}" for i in range(30)]
+    rnd = random.Random(11)
+    rows = [(c, cmd, d, [(tdb, t, u)]) for c in ("", "ch1", None) for cmd in commands for d in ("db", "src", "x", None)
+            for tdb in dbs for t in ("t1", "T1", "t30", None) for u in (True, False, None) if rnd.random() < 0.35]
+    rows += [(c, "INSERT", "db", ts) for c in ("", "ch1") for ts in ([], None, [("db", "t1", True)] * 2)]
+    rows = rows * 2
+    rnd.shuffle(rows)
+    register(spark, state, jvm="expression")
+    df = spark.createDataFrame(rows, f"c string, cmd string, d string, ts {TABLES_T}").selectExpr(
+        "*", "try_element_at(ts, 1).db AS tdb", "try_element_at(ts, 1).name AS t",
+        "try_element_at(ts, 1).updating AS u")
+    inline = "array(named_struct('db', tdb, 'name', t, 'updating', u))"
+    spark.conf.set("spark.sql.codegen.fallback", "false")  # generated code that does not compile fails here
+    try:
+        for tables, parts in (("ts", 1), ("ts", 1), ("ts", 3), (inline, 1)):
+            q = df.coalesce(parts).selectExpr("c", "cmd", "d", "ts",
+                                              f"should_apply_statement(c, cmd, d, {tables}) AS v",
+                                              f"filter_decided_by_statement(c, cmd, d, {tables}) AS l")
+            plan = str(spark._jvm.PythonSQLUtils.explainString(q._jdf.queryExecution(), "codegen"))
+            assert "rplShapes" in plan and "rplStatements" in plan
+            got = q.collect()
+            assert len(got) == len(rows)
+            bad = [(r.c, r.cmd, r.d, r.ts, r.v, r.l) for r in got if (r.v, r.l) != expect_statement(
+                state, r.c, r.cmd, r.d, None if r.ts is None else [tuple(t) for t in r.ts])
+                   and (tables == "ts" or r.ts and len(r.ts) == 1)]
+            assert not bad, f"{len(bad)} mismatches ({tables}, {parts} tasks), first: {bad[:3]}"
+            assert {r.l for r in got} >= {"REPLICATE_DO_TABLE", "REPLICATE_WILD_IGNORE_TABLE",
+                                          "REPLICATE_WILD_DO_TABLE", "REPLICATE_IGNORE_DB", "DEFAULT", None}
+    finally:
+        spark.conf.unset("spark.sql.codegen.fallback")
 
 
 def test_sessions_started_by_rpl_sql_jit_compile_huge_methods(spark):

@@ -13,7 +13,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * should_apply_statement(channel, 'INSERT', db, array(named_struct('db', NULL, 'name', t, 'updating', true))):
  * its answer depends on the raw channel, default db and table name alone, so a RowCodeMemo keeps it as it keeps
  * a row's code, at the cost of should_apply's lookup (a statement memo's one-table codes cost 0.3-0.5x a bare
- * scan more: a prefix's probe, a second db's id, the array's unpacking).
+ * scan more: a prefix's probe, a second db's id, the array's unpacking). Where they come from columns, each
+ * (command, table db, flag) met gets one of these (StatementShapes).
  */
 final class OneTableStatement implements RowCodeMemo.Decider {
   private static final long serialVersionUID = 1L;
@@ -43,8 +44,14 @@ final class OneTableStatement implements RowCodeMemo.Decider {
     if (bound == null || !command.foldable() || !table[0].foldable() || !table[2].foldable()) {
       return null;
     }
+    Object flag = table[2].eval(InternalRow.empty());
+    return of(spec, bound, (UTF8String) command.eval(InternalRow.empty()),
+        (UTF8String) table[0].eval(InternalRow.empty()), flag == null ? 2 : (Boolean) flag ? (byte) 1 : 0);
+  }
+
+  /** The decider for the statements of command `cmd`, table db `tableDb` and flag `updating` (2: NULL), or null. */
+  static OneTableStatement of(String spec, Expression[] bound, UTF8String cmd, UTF8String tableDb, byte updating) {
     // KeyBinding binds any literal equal to the command's to the command: here it is that literal again
-    UTF8String cmd = (UTF8String) command.eval(InternalRow.empty());
     Expression[] ref = {new BoundReference(1, DataTypes.StringType, true)};
     Expression[] lit = {Literal.create(cmd, DataTypes.StringType)};
     Expression[] key = new Expression[3];
@@ -59,8 +66,7 @@ final class OneTableStatement implements RowCodeMemo.Decider {
     if (n == null ? e != null : !n.equals(e)) {
       return null;
     }
-    Object flag = table[2].eval(InternalRow.empty());
-    return new OneTableStatement(spec, key, cmd, (UTF8String) table[0].eval(InternalRow.empty()), flag == null ? 2 : (Boolean) flag ? (byte) 1 : 0);
+    return new OneTableStatement(spec, key, cmd, tableDb, updating);
   }
 
   /** True where every BoundReference in `e` is of ordinal `i`. */

@@ -74,10 +74,10 @@ public final class RowCode extends SpecExpression {
     String miss = null;
     if (missed == null) {  // the lookup function decides a miss itself: less code here, where every byte counts
       String mfn = ctx.freshName("rplMiss");
-      miss = ctx.addNewFunction(mfn, missFunction(mfn, ref), false);
+      miss = ctx.addNewFunction(mfn, missFunction(mfn, ref, false), false);
     }
     String fn = ctx.freshName("rplLookup");
-    String lookup = ctx.addNewFunction(fn, lookupFunction(fn, ref, w, miss), false);
+    String lookup = ctx.addNewFunction(fn, lookupFunction(fn, ref, w, miss, false), false);
     String code = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
         + "boolean " + ev.isNull() + " = true;\n"
         + "int " + ev.value() + " = -1;\n"
@@ -95,9 +95,12 @@ public final class RowCode extends SpecExpression {
   }
 
   /** A nullable name's object, offset and length, with length `nullLength` where it is NULL. */
-  private static String parts(ExprCode e, String nullLength) {
-    String s = e.value().toString();
-    String n = e.isNull().toString();
+  static String parts(ExprCode e, String nullLength) {
+    return parts(e.value().toString(), e.isNull().toString(), nullLength);
+  }
+
+  /** The object, offset and length of the string `s`, NULL where `n` is true, then of length `nullLength`. */
+  static String parts(String s, String n, String nullLength) {
     return n + " ? null : " + s + ".getBaseObject(), " + n + " ? 0L : " + s + ".getBaseOffset(), "
         + n + " ? " + nullLength + " : " + s + ".numBytes()";
   }
@@ -107,16 +110,30 @@ public final class RowCode extends SpecExpression {
   }
 
   private static final String PARAMS = "Object cb, long co, int cn, Object kb, long ko, int kn, Object tb, long to, int tn";
+  private static final String MEMO_PARAMS = "java.util.function.IntUnaryOperator m, long[] w, ";
+
+  /**
+   * The name of a generated function that looks a row up as the lookup function below does, in the memo and
+   * scratch passed as its first two arguments (a memo chosen for each row, as StatementShapes chooses one); that
+   * memo decides a miss.
+   */
+  static String lookupInMemoPassed(CodegenContext ctx) {
+    String mfn = ctx.freshName("rplMiss");
+    String miss = ctx.addNewFunction(mfn, missFunction(mfn, "m", true), false);
+    String fn = ctx.freshName("rplLookup");
+    return ctx.addNewFunction(fn, lookupFunction(fn, "m", "w", miss, true), false);
+  }
 
   /**
    * The generated function that writes a row's names into scratch (as RowCodeMemo.fill) and looks them up; a
    * miss goes to the function `miss` if there is one, else returns MISS.
    */
-  private static String lookupFunction(String name, String ref, String w, String miss) {
+  private static String lookupFunction(String name, String ref, String w, String miss, boolean passed) {
     String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.WORDS * 8;
-    String missed = miss == null ? String.valueOf(RowCodeMemo.MISS) : miss + "(cb, co, cn, kb, ko, kn, tb, to, tn)";
-    return "private int " + name + "(" + PARAMS + ") {\n"
-        + "  long[] w = " + w + ";\n"
+    String missed = miss == null ? String.valueOf(RowCodeMemo.MISS)
+        : miss + "(" + (passed ? "m, " : "") + "cb, co, cn, kb, ko, kn, tb, to, tn)";
+    return "private int " + name + "(" + (passed ? MEMO_PARAMS : "") + PARAMS + ") {\n"
+        + (passed ? "" : "  long[] w = " + w + ";\n")
         + "  if ((long) cn + kn + Math.max(tn, 0) > " + RowCodeMemo.NAME_BYTES + ") {\n"
         + "    w[" + (RowCodeMemo.WORDS - 1) + "] = " + RowCodeMemo.UNKEPT + "L;\n"
         + "    return " + missed + ";\n"
@@ -143,9 +160,9 @@ public final class RowCode extends SpecExpression {
   }
 
   /** The generated function that hands a missed row's raw names to the memo (key scratch: lengths, bytes). */
-  private static String missFunction(String name, String ref) {
+  private static String missFunction(String name, String ref, boolean passed) {
     String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.KEY_WORDS * 8;
-    return "private int " + name + "(" + PARAMS + ") {\n"
+    return "private int " + name + "(" + (passed ? "java.util.function.IntUnaryOperator m, " : "") + PARAMS + ") {\n"
         + "  long[] ks = (long[]) ((java.util.function.IntFunction) " + ref + ").apply(cn + kn + Math.max(tn, 0));\n"
         + "  ks[0] = cn;\n"
         + "  ks[1] = kn;\n"

@@ -19,7 +19,9 @@ import org.apache.spark.sql.types.DataTypes;
  * statement's whole code as a Catalyst expression (StatementMemo.decide has the steps), where the compiled SQL
  * walks the tables with higher-order functions, which Spark interprets: 15-25x the bare scan for a one-table
  * statement per row. The last three arguments are computed as the SQL computes them ('OTHER' for a NULL or
- * empty command), by the memo from the first three and only for a statement it has not seen.
+ * empty command), by the memo from the first three and only for a statement it has not seen. A one-table
+ * statement is looked up as a row is: by the row memo of its constant command, table db and flag
+ * (OneTableStatement), or where those come from columns, of the ones each row has (StatementShapes).
  */
 public final class StatementCode extends SpecExpression {
   private static final long serialVersionUID = 1L;
@@ -61,31 +63,151 @@ public final class StatementCode extends SpecExpression {
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
     Expression[] key = KeyBinding.bind(Arrays.copyOfRange(args, 0, 3), Arrays.copyOfRange(args, 4, 7));
     Expression[][] fields = Boolean.getBoolean(NOT_IN_PLACE_PROPERTY) ? null : fields(tables());
-    OneTableStatement one = fields == null || fields.length != 1 || Boolean.getBoolean(NOT_AS_ROW_PROPERTY)
+    boolean asRows = !Boolean.getBoolean(NOT_AS_ROW_PROPERTY);
+    OneTableStatement one = fields == null || fields.length != 1 || !asRows
         ? null : OneTableStatement.of(spec, key, args[1], fields[0]);
     if (one != null) {
       return RowCode.lookup(ctx, ev, new Expression[] {args[0], args[2], fields[0][1]},
           new RowCodeMemo(spec, key, one), true, null);
     }
+    // every argument's code first, where it runs for every row: a column is read where its first reference is
+    // generated, and both the shapes' lookup and the statement memo below read them
+    StringBuilder code = new StringBuilder();
+    ExprCode[] a = new ExprCode[3];
+    for (int i = 0; i < 3; i++) {  // where the key is not bound, the memo gets it computed instead of the raw three
+      a[i] = args[key == null ? 4 + i : i].genCode(ctx);
+      code.append(a[i].code()).append("\n");
+    }
+    ExprCode tables = null;
+    ExprCode[][] f = null;
+    if (fields == null) {
+      tables = tables().genCode(ctx);
+      code.append(tables.code()).append("\n");
+    } else {
+      f = new ExprCode[fields.length][3];
+      for (int k = 0; k < f.length; k++) {
+        for (int j = 0; j < 3; j++) {
+          f[k][j] = fields[k][j].genCode(ctx);
+          code.append(f[k][j].code()).append("\n");
+        }
+      }
+    }
+    code.append("int ").append(ev.value()).append(" = -1;\n");
+    String memo = memoCode(ctx, key, a, tables, f, ev.value().toString());
+    code.append(key != null && asRows && (f == null || f.length == 1)
+        ? shapesCode(ctx, key, a, tables, f, ev.value().toString(), memo) : memo);
+    code.append("boolean ").append(ev.isNull()).append(" = ").append(ev.value()).append(" < 0;\n");
+    return ev.copy(new CodeBlock(seq(code.toString()), seq()), ev.isNull(), ev.value());
+  }
+
+  /** Code that hands the arguments `a` and the tables to a statement memo and sets `value` to its code. */
+  private String memoCode(CodegenContext ctx, Expression[] key, ExprCode[] a, ExprCode tables, ExprCode[][] f,
+      String value) {
     StatementMemo memo = new StatementMemo(spec, key);
     String ref = ctx.addReferenceObj("rplStatements", memo, "java.util.function.IntUnaryOperator");
-    String a = ctx.addReferenceObj("rplStatementArgs", memo.arguments(), "Object[]");
+    String arr = ctx.addReferenceObj("rplStatementArgs", memo.arguments(), "Object[]");
     StringBuilder code = new StringBuilder();
-    for (int i = 0; i < 4; i++) {  // where the key is not bound, the memo gets it computed instead of the raw three
-      if (i == 3 && fields != null) {
-        String tables = tablesInPlace(ctx, fields, code);
-        code.append(a).append("[3] = ").append(tables).append(";\n");
-        continue;
-      }
-      Expression x = i == 3 ? tables() : args[key == null && i < 3 ? 4 + i : i];
-      ExprCode e = x.genCode(ctx);
-      String v = x.dataType().equals(DataTypes.IntegerType) ? "Integer.valueOf(" + e.value() + ")" : e.value().toString();
-      code.append(e.code()).append("\n").append(a).append("[").append(i).append("] = ").append(e.isNull())
-          .append(" ? null : ").append(v).append(";\n");
+    for (int i = 0; i < 3; i++) {
+      boolean index = args[key == null ? 4 + i : i].dataType().equals(DataTypes.IntegerType);
+      String v = index ? "Integer.valueOf(" + a[i].value() + ")" : a[i].value().toString();
+      code.append(arr).append("[").append(i).append("] = ").append(a[i].isNull()).append(" ? null : ").append(v)
+          .append(";\n");
     }
-    code.append("int ").append(ev.value()).append(" = ").append(ref).append(".applyAsInt(0);\n")
-        .append("boolean ").append(ev.isNull()).append(" = ").append(ev.value()).append(" < 0;\n");
-    return ev.copy(new CodeBlock(seq(code.toString()), seq()), ev.isNull(), ev.value());
+    String t = f != null ? tablesInPlace(ctx, f, code) : tables.isNull() + " ? null : " + tables.value();
+    code.append(arr).append("[3] = ").append(t).append(";\n")
+        .append(value).append(" = ").append(ref).append(".applyAsInt(0);\n");
+    return code.toString();
+  }
+
+  /**
+   * Code that looks a one-table statement up in the row memo of its command, table db and flag
+   * (StatementShapes) and sets `value` to its code, else runs `memo`: for a statement of other tables, a NULL
+   * channel or command, or a shape the shapes do not take.
+   */
+  private String shapesCode(CodegenContext ctx, Expression[] key, ExprCode[] a, ExprCode tables, ExprCode[][] f,
+      String value, String memo) {
+    StatementShapes shapes = new StatementShapes(spec, key);
+    String ref = ctx.addReferenceObj("rplShapes", shapes, "java.util.function.IntUnaryOperator");
+    String memos = ctx.addReferenceObj("rplShapeMemos", shapes.memos(), "java.util.function.IntUnaryOperator[]");
+    String scratches = ctx.addReferenceObj("rplShapeScratches", shapes.scratches(), "long[][]");
+    String shape = shapeFunction(ctx, ctx.addReferenceObj("rplShapeScratch", shapes.scratch(), "long[]"), ref);
+    String lookup = RowCode.lookupInMemoPassed(ctx);
+    String s = ctx.freshName("shape");
+    String tdb = ctx.freshName("tableDb");
+    String name = ctx.freshName("tableName");
+    String flag = ctx.freshName("updating");
+    StringBuilder code = new StringBuilder();
+    code.append("int ").append(s).append(" = -1;\n")
+        .append("if (!").append(a[0].isNull()).append(" && !").append(a[1].isNull()).append(") {\n");
+    if (f != null) {
+      code.append("  {\n")
+          .append("    UTF8String ").append(tdb).append(" = ").append(f[0][0].isNull()).append(" ? null : ")
+          .append(f[0][0].value()).append(";\n")
+          .append("    UTF8String ").append(name).append(" = ").append(f[0][1].isNull()).append(" ? null : ")
+          .append(f[0][1].value()).append(";\n")
+          .append("    int ").append(flag).append(" = ").append(f[0][2].isNull()).append(" ? 2 : ")
+          .append(f[0][2].value()).append(" ? 1 : 0;\n");
+    } else {
+      String t = ctx.freshName("table");
+      String v = tables.value().toString();
+      code.append("  if (!").append(tables.isNull()).append(" && ").append(v).append(".numElements() == 1 && !")
+          .append(v).append(".isNullAt(0)) {\n")
+          .append("    InternalRow ").append(t).append(" = ").append(v).append(".getStruct(0, 3);\n")
+          .append("    UTF8String ").append(tdb).append(" = ").append(t).append(".isNullAt(0) ? null : ")
+          .append(t).append(".getUTF8String(0);\n")
+          .append("    UTF8String ").append(name).append(" = ").append(t).append(".isNullAt(1) ? null : ")
+          .append(t).append(".getUTF8String(1);\n")
+          .append("    int ").append(flag).append(" = ").append(t).append(".isNullAt(2) ? 2 : ").append(t)
+          .append(".getBoolean(2) ? 1 : 0;\n");
+    }
+    code.append("    ").append(s).append(" = ").append(shape).append("(").append(RowCode.parts(a[1].value().toString()))
+        .append(", ").append(RowCode.parts(tdb, tdb + " == null", "-1")).append(", ").append(flag).append(");\n")
+        .append("    if (").append(s).append(" >= 0) {\n")
+        .append("      ").append(value).append(" = ").append(lookup).append("(").append(memos).append("[").append(s)
+        .append("], ").append(scratches).append("[").append(s).append("], ")
+        .append(RowCode.parts(a[0].value().toString())).append(", ").append(RowCode.parts(a[2], "0")).append(", ")
+        .append(RowCode.parts(name, name + " == null", "-1")).append(");\n")
+        .append("    }\n")
+        .append("  }\n")
+        .append("}\n")
+        .append("if (").append(s).append(" < 0) {\n").append(memo).append("}\n");
+    return code.toString();
+  }
+
+  /**
+   * The generated function that writes a statement's shape into the shapes' scratch `w` (StatementShapes has
+   * the layout) and answers its index from `ref`, writing the names' bytes for a shape not known yet.
+   */
+  private static String shapeFunction(CodegenContext ctx, String w, String ref) {
+    String name = ctx.freshName("rplShape");
+    String at = "Platform.LONG_ARRAY_OFFSET + " + StatementShapes.WORDS * 8;
+    String copy = "    Platform.copyMemory(mb, mo, w, " + at + ", mn);\n"
+        + "    if (dn > 0) {\n"
+        + "      Platform.copyMemory(db, dbo, w, " + at + " + mn, dn);\n"
+        + "    }\n";
+    String body = "private int " + name + "(Object mb, long mo, int mn, Object db, long dbo, int dn, int updating) {\n"
+        + "  if (mn + Math.max(dn, 0) > " + StatementShapes.NAME_BYTES + ") {\n"
+        + "    return -1;\n"
+        + "  }\n"
+        + "  long[] w = " + w + ";\n"
+        + RowCode.words("mb", "mo", "mn", 0)
+        + "  if (dn < 0) {\n"
+        + "    w[2] = 0L;\n"
+        + "    w[3] = 0L;\n"
+        + "  } else {\n"
+        + RowCode.words("db", "dbo", "dn", 2)
+        + "  }\n"
+        + "  w[" + (StatementShapes.WORDS - 1) + "] = (long) mn << 32 | (long) (dn + 1) << 2 | updating;\n"
+        + "  boolean copied = mn > " + RowCodeMemo.SHORT + " || dn > " + RowCodeMemo.SHORT + ";\n"
+        + "  if (copied) {\n" + copy + "  }\n"
+        + "  int s = " + ref + ".applyAsInt(0);\n"
+        + "  if (s == " + StatementShapes.MISS + ") {\n"
+        + "    if (!copied) {\n" + copy + "    }\n"
+        + "    s = " + ref + ".applyAsInt(1);\n"
+        + "  }\n"
+        + "  return s;\n"
+        + "}\n";
+    return ctx.addNewFunction(name, body, false);
   }
 
   /**
@@ -112,16 +234,16 @@ public final class StatementCode extends SpecExpression {
    * Code that writes each row's table fields into one array of rows made here, and that array's name: Spark's
    * own code for array(named_struct(...)) allocates both for every row, which cost about a fifth of a bare scan.
    */
-  private static String tablesInPlace(CodegenContext ctx, Expression[][] fields, StringBuilder code) {
+  private static String tablesInPlace(CodegenContext ctx, ExprCode[][] fields, StringBuilder code) {
     GenericInternalRow[] rows = new GenericInternalRow[fields.length];
     for (int k = 0; k < rows.length; k++) {
       rows[k] = new GenericInternalRow(3);
       String r = ctx.addReferenceObj("rplTable", rows[k], GenericInternalRow.class.getName());
       for (int j = 0; j < 3; j++) {
-        ExprCode e = fields[k][j].genCode(ctx);
+        ExprCode e = fields[k][j];
         String v = j == 2 ? "Boolean.valueOf(" + e.value() + ")" : e.value().toString();
-        code.append(e.code()).append("\n").append(r).append(".update(").append(j).append(", ").append(e.isNull())
-            .append(" ? null : ").append(v).append(");\n");
+        code.append(r).append(".update(").append(j).append(", ").append(e.isNull()).append(" ? null : ").append(v)
+            .append(");\n");
       }
     }
     return ctx.addReferenceObj("rplTables", new GenericArrayData((Object[]) rows), GenericArrayData.class.getName());

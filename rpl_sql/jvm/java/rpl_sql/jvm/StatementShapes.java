@@ -1,0 +1,119 @@
+package rpl_sql.jvm;
+
+import java.io.Serializable;
+import java.util.function.IntUnaryOperator;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * One-table statements whose command, table db or updating flag come from columns, as an events table holds
+ * them: each distinct (command, table db, flag), a "shape", gets a RowCodeMemo of its own over (channel,
+ * default db, table name) that decides as OneTableStatement does for a call of constant shape. A row then costs
+ * its shape's lookup (the ids of two short names) and a row code's, where the statement memo's one-table codes
+ * cost five names' ids and Spark's string objects (1.46-1.69x the bare scan, against 1.15-1.30x for a
+ * constant call). A copy is deserialised per task, so this object is never used by two threads; each shape's
+ * memo hands what it learned to the JVM's next task as any RowCodeMemo does.
+ *
+ * <p>Generated code writes the shape into scratch() (the command's and table db's words, as RowCodeMemo.first
+ * and last, then their lengths and the flag, then their bytes where one passes SHORT) and calls applyAsInt(0);
+ * on MISS it writes their bytes and calls applyAsInt(1). Either answers the shape's index in memos() and
+ * scratches(), or -1: the statement memo decides (a shape OneTableStatement does not take, or past the
+ * shapes, commands or dbs kept).
+ */
+public final class StatementShapes implements IntUnaryOperator, Serializable {
+  private static final long serialVersionUID = 1L;
+  /** applyAsInt(0)'s answer for a shape not known yet. */
+  static final int MISS = -2;
+  static final int SHAPES_MAX = 64;
+  static final int COMMANDS_MAX = 32;
+  static final int DBS_MAX = 64;
+  /** Scratch longs before the names' bytes: command and table db words (2 each), then lens(). */
+  static final int WORDS = 5;
+  /** The bytes of a command and table db scratch holds; a longer shape is the statement memo's. */
+  static final int NAME_BYTES = 512;
+  private final String spec;
+  private final Expression[] key;
+  private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
+  private final IntUnaryOperator[] memos = new IntUnaryOperator[SHAPES_MAX];
+  private final long[][] scratches = new long[SHAPES_MAX][];
+  private transient NameIds commands;
+  private transient NameIds dbs;
+  /** By command id, table db id + 1 (0: NULL), flag: the shape's index + 2, 1 for none, 0 not known yet. */
+  private transient byte[] shapes;
+  private transient int count;
+
+  /** `key`: the raw (channel, command, default db) key expressions (KeyBinding), as OneTableStatement.of takes. */
+  StatementShapes(String spec, Expression[] key) {
+    this.spec = spec;
+    this.key = key.clone();
+  }
+
+  public long[] scratch() {
+    return scratch;
+  }
+
+  /** Each shape's memo, by index; generated code looks a row up in the one applyAsInt names. */
+  public IntUnaryOperator[] memos() {
+    return memos;
+  }
+
+  /** Each shape's memo's scratch, by index. */
+  public long[][] scratches() {
+    return scratches;
+  }
+
+  /** The lengths word: the command's length, the table db's (-1 for NULL) and the flag (0, 1, 2 for NULL). */
+  static long lens(int commandLength, int dbLength, int updating) {
+    return (long) commandLength << 32 | (long) (dbLength + 1) << 2 | updating;
+  }
+
+  /** 0: the index of the shape in scratch, or MISS; 1: the same, a new shape made from its bytes. */
+  @Override
+  public int applyAsInt(int what) {
+    if (shapes == null) {
+      commands = new NameIds(COMMANDS_MAX);
+      dbs = new NameIds(DBS_MAX);
+      shapes = new byte[COMMANDS_MAX * (DBS_MAX + 1) * 3];
+    }
+    long[] w = scratch;
+    long lens = w[WORDS - 1];
+    int cn = (int) (lens >>> 32);
+    int dn = ((int) (lens >>> 2) & 0x3FFFFFFF) - 1;
+    int updating = (int) lens & 3;
+    long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
+    boolean add = what != 0;
+    int c = add ? commands.add(w[0], w[1], cn, w, at) : commands.find(w[0], w[1], cn, w, at);
+    int d = dn < 0 ? 0 : (add ? dbs.add(w[2], w[3], dn, w, at + cn) : dbs.find(w[2], w[3], dn, w, at + cn)) + 1;
+    if (c < 0 || d <= 0 && dn >= 0) {
+      return add ? -1 : MISS;
+    }
+    int s = (c * (DBS_MAX + 1) + d) * 3 + updating;
+    int e = shapes[s];
+    if (e != 0 || !add) {
+      return e - 2;  // MISS where e is 0
+    }
+    int v = shape(UTF8String.fromBytes(bytes(w, at, cn)), dn < 0 ? null : UTF8String.fromBytes(bytes(w, at + cn, dn)),
+        (byte) updating);
+    shapes[s] = (byte) (v + 2);
+    return v;
+  }
+
+  /** The new shape's index, its memo made; -1 where OneTableStatement does not take it or SHAPES_MAX are made. */
+  private int shape(UTF8String command, UTF8String tableDb, byte updating) {
+    OneTableStatement d = count >= SHAPES_MAX ? null : OneTableStatement.of(spec, key, command, tableDb, updating);
+    if (d == null) {
+      return -1;
+    }
+    RowCodeMemo m = new RowCodeMemo(spec, key, d);
+    memos[count] = m;
+    scratches[count] = m.scratch();
+    return count++;
+  }
+
+  private static byte[] bytes(long[] w, long at, int n) {
+    byte[] b = new byte[n];
+    Platform.copyMemory(w, at, b, Platform.BYTE_ARRAY_OFFSET, n);
+    return b;
+  }
+}
