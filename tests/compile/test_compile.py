@@ -1046,8 +1046,9 @@ def test_the_jvm_statement_memo_keeps_apart_statements_that_differ_in_one_argume
 def test_a_statement_call_of_constant_command_and_table_is_looked_up_as_a_row(spark, monkeypatch):
     """should_apply_statement(c, 'INSERT', d, array(named_struct('db', NULL, 'name', t, 'updating', true))) and
     the other CONSTANT_CALLS: the generated code looks (channel, default db, table) up in a row memo, as
-    should_apply does; a command from a column keeps the statement memo. All answer as the reference (a NULL
-    default db as ''), where the table's db and updating flag change the answer."""
+    should_apply does, also where the default db cannot be NULL; a command from a column is looked up by its
+    shape. All answer as the reference (a NULL default db as ''), where the table's db and updating flag
+    change the answer."""
     monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
     state = state_of(0, default=F(do_table=["db.t1", "Σ.t1"], wild_ignore=["db.t3%"], ignore_table=["a'b.t1"]),
                      ch1=F(ignore_db=["x"], wild_do=["x') OR true --.%", "db.t%"]))
@@ -1055,20 +1056,24 @@ def test_a_statement_call_of_constant_command_and_table_is_looked_up_as_a_row(sp
     rows = [(c, d, t, cmd) for c in ("", "ch1", "nope", None) for d in ("db", "x", "", None, "Σ")
             for t in ("t1", "t30", "T1", None) for cmd in ("INSERT", "update")]
     df = spark.createDataFrame(rows * 3, "c string, d string, t string, cmd string")
+    # a default db that cannot be NULL: the optimiser drops the SQL's coalesce(default_db, '') from the key
+    df = df.selectExpr("c", "d", "t", "cmd", "nvl(d, 'x') AS dn")
+    assert not df.schema["dn"].nullable
     plans = {}
     for i, (cmd, db, u) in enumerate(CONSTANT_CALLS):
         table = (f"array(named_struct('db', {'CAST(NULL AS STRING)' if db is None else _lit(db)}, 'name', t, "
                  f"'updating', {'CAST(NULL AS BOOLEAN)' if u is None else _lit(u)}))")
-        for how, c in (("constant", _lit(cmd)), ("column", "cmd")):
-            q = df.selectExpr("c", "d", "t", "cmd", f"should_apply_statement(c, {c}, d, {table}) AS v",
-                              f"filter_decided_by_statement(c, {c}, d, {table}) AS l")
+        for how, c, d in (("constant", _lit(cmd), "d"), ("column", "cmd", "d"), ("not null", _lit(cmd), "dn")):
+            q = df.selectExpr("c", f"{d} AS d", "t", "cmd", f"should_apply_statement(c, {c}, {d}, {table}) AS v",
+                              f"filter_decided_by_statement(c, {c}, {d}, {table}) AS l")
             plans[how, i] = str(spark._jvm.PythonSQLUtils.explainString(q._jdf.queryExecution(), "codegen"))
             got = q.collect()
-            bad = [r for r in got if (r.v, r.l) != expect_statement(state, r.c, cmd if how == "constant" else r.cmd,
+            bad = [r for r in got if (r.v, r.l) != expect_statement(state, r.c, r.cmd if how == "column" else cmd,
                                                                     r.d, [(db, r.t, u)])]
             assert not bad, (how, CONSTANT_CALLS[i], bad[:3])
             assert {r.l for r in got} > {None}
-        assert "rplRowCode" in plans["constant", i] and "rplStatements" not in plans["constant", i]
+        for how in ("constant", "not null"):
+            assert "rplRowCode" in plans[how, i] and "rplStatements" not in plans[how, i], how
         assert "rplShapes" in plans["column", i] and "rplRowCode" not in plans["column", i]
 
 

@@ -18,12 +18,12 @@ from tests.pipeline.test_apply import check_against_reference, land, mixed_log, 
 from tests.pipeline.replica.test_replica_service import (PHASE_1, caught_up, fresh_pair, servers,  # noqa: F401
                                                          start_service, status)
 from tests.pipeline.replica.test_replica import _normal, _ours
-from tests.spark.test_spark_sql_cli import (FILTER_QUERY, ROW_EVENTS, SETUP, byte_order, cell, export,
-                                            expected_functions, function_sections, run_spark_sql, script_literal,
-                                            wheel_venv)
+from tests.spark.test_spark_sql_cli import (FILTER_QUERY, ROW_EVENTS, SETUP, STATEMENT_EVENTS, byte_order, cell,
+                                            export, expected_functions, function_sections, run_spark_sql,
+                                            script_literal, wheel_venv)
 
 from rpl_sql import Session
-from rpl_sql.filters.evaluate import RowEvent, decide
+from rpl_sql.filters.evaluate import RowEvent, StatementEvent, TableRef, decide
 from rpl_sql.spark.env import (DEFAULT_MASTER, HUGE_METHODS_FLAG, THROUGHPUT_GC_FLAG, session_settings,
                                spark_defaults)
 from rpl_sql.storage.store import DeltaStore
@@ -144,6 +144,40 @@ def spread_want(session: Session, rows: int = 300000) -> list[list[str]]:
     return want
 
 
+# one-table statements; those of one command and flag differ in their table's db (ch1 ignores db1.tmp%)
+ONE_TABLE_STATEMENTS = [e for e in STATEMENT_EVENTS if len(e[3]) == 1] + [
+    ("ch1", "UPDATE", "db1", (TableRef("db2", "tmp_1"),)), ("ch1", "UPDATE", "db1", (TableRef(None, "tmp_1"),)),
+    ("ch1", "update", "db2", (TableRef(None, "tmp_1"),))]
+
+
+def statement_spread_query(rows: int = 300000) -> str:
+    """The one-table statement events over `rows` rows in six partitions, every argument a column (the JVM looks
+    them up by their command, table db and flag on each executor): counts per event of what
+    should_apply_statement answers."""
+    n = len(ONE_TABLE_STATEMENTS)
+
+    def pick(values) -> str:
+        items = ", ".join("CAST(NULL AS STRING)" if v is None else script_literal(v) for v in values)
+        return f"element_at(array({items}), CAST(id % {n} AS INT) + 1)"
+
+    e = ONE_TABLE_STATEMENTS
+    return (f"SELECT i, count(*), count_if(should_apply_statement(c, cmd, d, array(named_struct('db', tdb, 'name', t, "
+            f"'updating', true)))) FROM (SELECT /*+ REPARTITION(6) */ id % {n} AS i, {pick(x[0] for x in e)} AS c, "
+            f"{pick(x[1] for x in e)} AS cmd, {pick(x[2] for x in e)} AS d, {pick(x[3][0].db for x in e)} AS tdb, "
+            f"{pick(x[3][0].name for x in e)} AS t FROM range({rows})) GROUP BY i ORDER BY i")
+
+
+def statement_spread_want(session: Session, rows: int = 300000) -> list[list[str]]:
+    """statement_spread_query's rows as the reference evaluator has them."""
+    n, want = len(ONE_TABLE_STATEMENTS), []
+    for i, (c, cmd, ddb, tables) in enumerate(ONE_TABLE_STATEMENTS):
+        dec = decide(session.state.channel(c).filters, StatementEvent(cmd, ddb, tables),
+                     session.state.lower_case_table_names, session.state.filter_mode)
+        count = len(range(i, rows, n))
+        want.append([str(i), str(count), str(count if dec.apply else 0)])
+    return want
+
+
 @pytest.mark.spark
 def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
     """A wheel installed in a new virtual environment: its `rpl-sql` exports, and the real spark-sql shell runs
@@ -161,12 +195,15 @@ def test_a_wheel_in_spark_sql_on_the_cluster(cluster, tmp_path):
     assert re.search(r"FUNCTION should_apply\(.* THEN rpl_sql__jrc\(", text)
     spread = spread_query()
     apps = cluster.apps()
-    got, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY), ("spread", spread)] + function_sections(),
+    got, _ = run_spark_sql(tmp_path, init, [("filters", FILTER_QUERY), ("spread", spread),
+                                            ("statement_spread", statement_spread_query())] + function_sections(),
                            python=python, master=cluster.url)
     assert got["filters"] == byte_order([[cell(v) for v in r] for r in session.filters()])
     assert [got["rows"], got["statements"]] == list(expected_functions(session.state))
     want = spread_want(session)
     assert got["spread"] == want
+    assert got["statement_spread"] == statement_spread_want(session)
+    assert {r[2] for r in got["statement_spread"]} > {"0"}  # some applied, some not
     (app,) = new_apps(cluster, apps)
     assert cluster.executor_workers(app["id"]) == [0, 1]
 

@@ -37,20 +37,25 @@ final class OneTableStatement implements RowCodeMemo.Decider {
   /**
    * The decider for the call's raw (channel, command, default db) key expressions `key` and the table's db, name
    * and updating expressions `table`, or null where the command, the table's db or its flag is not a constant,
-   * or the default db's key reads more than the default db or tells NULL from '' (generated code hands a NULL
-   * default db to the memo as '').
+   * or the default db's key reads more than the default db or, where the default db can be NULL
+   * (`nullableDb`), tells NULL from '' (generated code hands a NULL default db to the memo as '').
    */
-  static OneTableStatement of(String spec, Expression[] bound, Expression command, Expression[] table) {
+  static OneTableStatement of(String spec, Expression[] bound, Expression command, Expression[] table,
+      boolean nullableDb) {
     if (bound == null || !command.foldable() || !table[0].foldable() || !table[2].foldable()) {
       return null;
     }
     Object flag = table[2].eval(InternalRow.empty());
     return of(spec, bound, (UTF8String) command.eval(InternalRow.empty()),
-        (UTF8String) table[0].eval(InternalRow.empty()), flag == null ? 2 : (Boolean) flag ? (byte) 1 : 0);
+        (UTF8String) table[0].eval(InternalRow.empty()), flag == null ? 2 : (Boolean) flag ? (byte) 1 : 0, nullableDb);
   }
 
-  /** The decider for the statements of command `cmd`, table db `tableDb` and flag `updating` (2: NULL), or null. */
-  static OneTableStatement of(String spec, Expression[] bound, UTF8String cmd, UTF8String tableDb, byte updating) {
+  /**
+   * The decider for the statements of command `cmd`, table db `tableDb` and flag `updating` (2: NULL), or null
+   * as above. (An optimiser drops the SQL's coalesce(default_db, '') where the default db cannot be NULL.)
+   */
+  static OneTableStatement of(String spec, Expression[] bound, UTF8String cmd, UTF8String tableDb, byte updating,
+      boolean nullableDb) {
     // KeyBinding binds any literal equal to the command's to the command: here it is that literal again
     Expression[] ref = {new BoundReference(1, DataTypes.StringType, true)};
     Expression[] lit = {Literal.create(cmd, DataTypes.StringType)};
@@ -61,8 +66,8 @@ final class OneTableStatement implements RowCodeMemo.Decider {
     if (!readsOnly(key[2], 2)) {
       return null;
     }
-    Object n = key[2].eval(new GenericInternalRow(new Object[3]));
-    Object e = key[2].eval(new GenericInternalRow(new Object[] {null, null, UTF8String.EMPTY_UTF8}));
+    Object n = nullableDb ? key[2].eval(new GenericInternalRow(new Object[3])) : null;
+    Object e = nullableDb ? key[2].eval(new GenericInternalRow(new Object[] {null, null, UTF8String.EMPTY_UTF8})) : null;
     if (n == null ? e != null : !n.equals(e)) {
       return null;
     }

@@ -65,7 +65,7 @@ public final class StatementCode extends SpecExpression {
     Expression[][] fields = Boolean.getBoolean(NOT_IN_PLACE_PROPERTY) ? null : fields(tables());
     boolean asRows = !Boolean.getBoolean(NOT_AS_ROW_PROPERTY);
     OneTableStatement one = fields == null || fields.length != 1 || !asRows
-        ? null : OneTableStatement.of(spec, key, args[1], fields[0]);
+        ? null : OneTableStatement.of(spec, key, args[1], fields[0], args[2].nullable());
     if (one != null) {
       return RowCode.lookup(ctx, ev, new Expression[] {args[0], args[2], fields[0][1]},
           new RowCodeMemo(spec, key, one), true, null);
@@ -126,7 +126,7 @@ public final class StatementCode extends SpecExpression {
    */
   private String shapesCode(CodegenContext ctx, Expression[] key, ExprCode[] a, ExprCode tables, ExprCode[][] f,
       String value, String memo) {
-    StatementShapes shapes = new StatementShapes(spec, key);
+    StatementShapes shapes = new StatementShapes(spec, key, args[2].nullable());
     String ref = ctx.addReferenceObj("rplShapes", shapes, "java.util.function.IntUnaryOperator");
     String memos = ctx.addReferenceObj("rplShapeMemos", shapes.memos(), "java.util.function.IntUnaryOperator[]");
     String scratches = ctx.addReferenceObj("rplShapeScratches", shapes.scratches(), "long[][]");

@@ -34,6 +34,7 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
   static final int NAME_BYTES = 512;
   private final String spec;
   private final Expression[] key;
+  private final boolean nullableDb;
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
   private final IntUnaryOperator[] memos = new IntUnaryOperator[SHAPES_MAX];
   private final long[][] scratches = new long[SHAPES_MAX][];
@@ -43,10 +44,14 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
   private transient byte[] shapes;
   private transient int count;
 
-  /** `key`: the raw (channel, command, default db) key expressions (KeyBinding), as OneTableStatement.of takes. */
-  StatementShapes(String spec, Expression[] key) {
+  /**
+   * `key`: the raw (channel, command, default db) key expressions (KeyBinding); `nullableDb`: whether the default
+   * db can be NULL; both as OneTableStatement.of takes them.
+   */
+  StatementShapes(String spec, Expression[] key, boolean nullableDb) {
     this.spec = spec;
     this.key = key.clone();
+    this.nullableDb = nullableDb;
   }
 
   public long[] scratch() {
@@ -101,7 +106,7 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
 
   /** The new shape's index, its memo made; -1 where OneTableStatement does not take it or SHAPES_MAX are made. */
   private int shape(UTF8String command, UTF8String tableDb, byte updating) {
-    OneTableStatement d = count >= SHAPES_MAX ? null : OneTableStatement.of(spec, key, command, tableDb, updating);
+    OneTableStatement d = count >= SHAPES_MAX ? null : OneTableStatement.of(spec, key, command, tableDb, updating, nullableDb);
     if (d == null) {
       return -1;
     }
