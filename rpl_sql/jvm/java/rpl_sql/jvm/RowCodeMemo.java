@@ -65,6 +65,7 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   private final String spec;
   private final Expression[] key;
   private final Decider decider;
+  private final boolean pooled;
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
   private transient long[] keyScratch;
   private transient TableRules rules;
@@ -118,9 +119,18 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
 
   /** A memo of other codes of three names: `decider` decides a miss's raw names, `key` only tells memos apart. */
   RowCodeMemo(String spec, Expression[] key, Decider decider) {
+    this(spec, key, decider, true);
+  }
+
+  /**
+   * As above; `pooled` false: what it learns is not handed to the JVM's next task by this class, as where the
+   * memo object itself is handed on (StatementShapes), which then must not share it with a memo of this pool.
+   */
+  RowCodeMemo(String spec, Expression[] key, Decider decider, boolean pooled) {
     this.spec = spec;
     this.key = key == null ? null : key.clone();
     this.decider = decider;
+    this.pooled = pooled;
     TableRules.of(spec);  // a bad spec fails here, on the driver
   }
 
@@ -141,7 +151,8 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     sizeMax = Long.getLong(CODE_BYTES_PROPERTY, 32L << 20);
     long max = sizeMax;
     String id = spec + "\u0000" + Arrays.toString(key) + (decider == null ? "" : "\u0000" + decider.id());
-    Learned from = key == null  // a key over the names alone: the same names, the same codes
+    // not pooled: the memo itself is handed on; a key over the names alone: the same names, the same codes
+    Learned from = key == null || !pooled
         ? new Learned(max)
         : POOL.take(id, got -> got.sizeMax == max, () -> new Learned(max),
             learned -> {

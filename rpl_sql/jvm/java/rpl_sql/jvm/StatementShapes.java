@@ -1,6 +1,7 @@
 package rpl_sql.jvm;
 
 import java.io.Serializable;
+import java.util.Arrays;
 import java.util.function.IntUnaryOperator;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.unsafe.Platform;
@@ -12,8 +13,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * default db, table name) that decides as OneTableStatement does for a call of constant shape. A row then costs
  * its shape's lookup (the ids of two short names) and a row code's, where the statement memo's one-table codes
  * cost five names' ids and Spark's string objects (a median 1.50x the bare scan, and 4.7x its allocation,
- * against 1.29x and about the bare scan's by shape). A copy is deserialised per task, so this object is never used by two threads; each shape's
- * memo hands what it learned to the JVM's next task as any RowCodeMemo does.
+ * against 1.29x and about the bare scan's by shape). A copy is deserialised per task, so this object is never
+ * used by two threads; what its shapes learned, their memos included, goes to the JVM's next task of the same
+ * spec and key (Learned).
  *
  * <p>Generated code writes the shape into scratch() (the command's and table db's words, as RowCodeMemo.first
  * and last, then their lengths and the flag, then their bytes where one passes SHORT) and calls applyAsInt(0);
@@ -38,11 +40,22 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
   private final IntUnaryOperator[] memos = new IntUnaryOperator[SHAPES_MAX];
   private final long[][] scratches = new long[SHAPES_MAX][];
-  private transient NameIds commands;
-  private transient NameIds dbs;
-  /** By command id, table db id + 1 (0: NULL), flag: the shape's index + 2, 1 for none, 0 not known yet. */
-  private transient byte[] shapes;
-  private transient int count;
+  /** Shapes' learned names, ids and memos between tasks, by spec and key (one pool id for all the shapes). */
+  private static final TaskPool<Learned> POOL = new TaskPool<>();
+  private transient Learned learned;
+
+  /**
+   * What a task's shapes learned, handed to the JVM's next task of the same spec and key when it ends: the
+   * shapes' memos too (made unpooled), so a query of many commands takes one of TaskPool's ids, not one a shape.
+   */
+  static final class Learned {
+    final NameIds commands = new NameIds(COMMANDS_MAX);
+    final NameIds dbs = new NameIds(DBS_MAX);
+    /** By command id, table db id + 1 (0: NULL), flag: the shape's index + 2, 1 for none, 0 not known yet. */
+    final byte[] shapes = new byte[COMMANDS_MAX * (DBS_MAX + 1) * 3];
+    final RowCodeMemo[] memos = new RowCodeMemo[SHAPES_MAX];
+    int count;
+  }
 
   /**
    * `key`: the raw (channel, command, default db) key expressions (KeyBinding); `nullableDb`: whether the default
@@ -76,11 +89,15 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
   /** 0: the index of the shape in scratch, or MISS; 1: the same, a new shape made from its bytes. */
   @Override
   public int applyAsInt(int what) {
-    if (shapes == null) {
-      commands = new NameIds(COMMANDS_MAX);
-      dbs = new NameIds(DBS_MAX);
-      shapes = new byte[COMMANDS_MAX * (DBS_MAX + 1) * 3];
+    if (learned == null) {
+      learned = POOL.take(spec + "\u0000" + Arrays.toString(key) + "\u0000" + nullableDb, got -> true, Learned::new,
+          got -> { });
+      for (int i = 0; i < learned.count; i++) {
+        memos[i] = learned.memos[i];
+        scratches[i] = learned.memos[i].scratch();
+      }
     }
+    Learned l = learned;
     long[] w = scratch;
     long lens = w[WORDS - 1];
     int cn = (int) (lens >>> 32);
@@ -88,32 +105,35 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
     int updating = (int) lens & 3;
     long at = Platform.LONG_ARRAY_OFFSET + WORDS * 8;
     boolean add = what != 0;
-    int c = add ? commands.add(w[0], w[1], cn, w, at) : commands.find(w[0], w[1], cn, w, at);
-    int d = dn < 0 ? 0 : (add ? dbs.add(w[2], w[3], dn, w, at + cn) : dbs.find(w[2], w[3], dn, w, at + cn)) + 1;
+    int c = add ? l.commands.add(w[0], w[1], cn, w, at) : l.commands.find(w[0], w[1], cn, w, at);
+    int d = dn < 0 ? 0 : (add ? l.dbs.add(w[2], w[3], dn, w, at + cn) : l.dbs.find(w[2], w[3], dn, w, at + cn)) + 1;
     if (c < 0 || d <= 0 && dn >= 0) {
       return add ? -1 : MISS;
     }
     int s = (c * (DBS_MAX + 1) + d) * 3 + updating;
-    int e = shapes[s];
+    int e = l.shapes[s];
     if (e != 0 || !add) {
       return e - 2;  // MISS where e is 0
     }
     int v = shape(UTF8String.fromBytes(bytes(w, at, cn)), dn < 0 ? null : UTF8String.fromBytes(bytes(w, at + cn, dn)),
         (byte) updating);
-    shapes[s] = (byte) (v + 2);
+    l.shapes[s] = (byte) (v + 2);
     return v;
   }
 
   /** The new shape's index, its memo made; -1 where OneTableStatement does not take it or SHAPES_MAX are made. */
   private int shape(UTF8String command, UTF8String tableDb, byte updating) {
-    OneTableStatement d = count >= SHAPES_MAX ? null : OneTableStatement.of(spec, key, command, tableDb, updating, nullableDb);
+    Learned l = learned;
+    OneTableStatement d = l.count >= SHAPES_MAX ? null
+        : OneTableStatement.of(spec, key, command, tableDb, updating, nullableDb);
     if (d == null) {
       return -1;
     }
-    RowCodeMemo m = new RowCodeMemo(spec, key, d);
-    memos[count] = m;
-    scratches[count] = m.scratch();
-    return count++;
+    RowCodeMemo m = new RowCodeMemo(spec, key, d, false);
+    l.memos[l.count] = m;
+    memos[l.count] = m;
+    scratches[l.count] = m.scratch();
+    return l.count++;
   }
 
   private static byte[] bytes(long[] w, long at, int n) {
