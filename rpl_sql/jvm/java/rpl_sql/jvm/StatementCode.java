@@ -1,6 +1,8 @@
 package rpl_sql.jvm;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.CreateArray;
@@ -93,27 +95,60 @@ public final class StatementCode extends SpecExpression {
       }
     }
     code.append("int ").append(ev.value()).append(" = -1;\n");
-    String memo = memoCode(ctx, key, a, tables, f, ev.value().toString());
-    code.append(key != null && asRows && (f == null || f.length == 1)
-        ? shapesCode(ctx, key, a, tables, f, ev.value().toString(), memo) : memo);
-    code.append("boolean ").append(ev.isNull()).append(" = ").append(ev.value()).append(" < 0;\n");
+    // the memo's arguments as objects, null for NULL: the first three, then the tables or each table's fields
+    List<String> objects = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      boolean index = args[key == null ? 4 + i : i].dataType().equals(DataTypes.IntegerType);
+      objects.add(object(a[i], index ? "Integer.valueOf(" + a[i].value() + ")" : a[i].value().toString()));
+    }
+    if (f == null) {
+      objects.add(object(tables, tables.value().toString()));
+    } else {
+      for (ExprCode[] table : f) {
+        for (int j = 0; j < 3; j++) {
+          objects.add(object(table[j], j == 2 ? "Boolean.valueOf(" + table[j].value() + ")" : table[j].value().toString()));
+        }
+      }
+    }
+    String value = ev.value().toString();
+    if (key != null && asRows && (f == null || f.length == 1)) {
+      // the statement memo's code in a function of its own: the code a row runs stays small for the JIT
+      String[] params = new String[objects.size()];
+      StringBuilder decl = new StringBuilder();
+      for (int i = 0; i < params.length; i++) {
+        params[i] = "o" + i;
+        decl.append(i == 0 ? "" : ", ").append("Object o").append(i);
+      }
+      String fn = ctx.freshName("rplStatementMemo");
+      fn = ctx.addNewFunction(fn, "private int " + fn + "(" + decl + ") {\n  int v;\n"
+          + memoCode(ctx, key, params, f != null, "v") + "  return v;\n}\n", false);
+      code.append(shapesCode(ctx, key, a, tables, f, value,
+          value + " = " + fn + "(" + String.join(", ", objects) + ");\n"));
+    } else {
+      code.append(memoCode(ctx, key, objects.toArray(new String[0]), f != null, value));
+    }
+    code.append("boolean ").append(ev.isNull()).append(" = ").append(value).append(" < 0;\n");
     return ev.copy(new CodeBlock(seq(code.toString()), seq()), ev.isNull(), ev.value());
   }
 
-  /** Code that hands the arguments `a` and the tables to a statement memo and sets `value` to its code. */
-  private String memoCode(CodegenContext ctx, Expression[] key, ExprCode[] a, ExprCode tables, ExprCode[][] f,
-      String value) {
+  /** `v`, the value of `e`, as an object: null where `e` is NULL. */
+  private static String object(ExprCode e, String v) {
+    return e.isNull() + " ? null : " + v;
+  }
+
+  /**
+   * Code that hands a statement memo its arguments `o` (objects, null for NULL: the first three, then the tables,
+   * or each table's db, name and flag where `inPlace`) and sets `value` to its code.
+   */
+  private String memoCode(CodegenContext ctx, Expression[] key, String[] o, boolean inPlace, String value) {
     StatementMemo memo = new StatementMemo(spec, key);
     String ref = ctx.addReferenceObj("rplStatements", memo, "java.util.function.IntUnaryOperator");
     String arr = ctx.addReferenceObj("rplStatementArgs", memo.arguments(), "Object[]");
     StringBuilder code = new StringBuilder();
     for (int i = 0; i < 3; i++) {
-      boolean index = args[key == null ? 4 + i : i].dataType().equals(DataTypes.IntegerType);
-      String v = index ? "Integer.valueOf(" + a[i].value() + ")" : a[i].value().toString();
-      code.append(arr).append("[").append(i).append("] = ").append(a[i].isNull()).append(" ? null : ").append(v)
-          .append(";\n");
+      code.append(arr).append("[").append(i).append("] = ").append(o[i]).append(";\n");
     }
-    String t = f != null ? tablesInPlace(ctx, f, code) : tables.isNull() + " ? null : " + tables.value();
+    String t = inPlace ? tablesInPlace(ctx, Arrays.copyOfRange(o, 3, o.length), code) : o[3];
     code.append(arr).append("[3] = ").append(t).append(";\n")
         .append(value).append(" = ").append(ref).append(".applyAsInt(0);\n");
     return code.toString();
@@ -231,19 +266,17 @@ public final class StatementCode extends SpecExpression {
   }
 
   /**
-   * Code that writes each row's table fields into one array of rows made here, and that array's name: Spark's
+   * Code that writes each row's table fields (`fields`: objects, null for NULL, three a table) into one array of
+   * rows made here, and that array's name: Spark's
    * own code for array(named_struct(...)) allocates both for every row, which cost about a fifth of a bare scan.
    */
-  private static String tablesInPlace(CodegenContext ctx, ExprCode[][] fields, StringBuilder code) {
-    GenericInternalRow[] rows = new GenericInternalRow[fields.length];
+  private static String tablesInPlace(CodegenContext ctx, String[] fields, StringBuilder code) {
+    GenericInternalRow[] rows = new GenericInternalRow[fields.length / 3];
     for (int k = 0; k < rows.length; k++) {
       rows[k] = new GenericInternalRow(3);
       String r = ctx.addReferenceObj("rplTable", rows[k], GenericInternalRow.class.getName());
       for (int j = 0; j < 3; j++) {
-        ExprCode e = fields[k][j];
-        String v = j == 2 ? "Boolean.valueOf(" + e.value() + ")" : e.value().toString();
-        code.append(r).append(".update(").append(j).append(", ").append(e.isNull()).append(" ? null : ").append(v)
-            .append(");\n");
+        code.append(r).append(".update(").append(j).append(", ").append(fields[3 * k + j]).append(");\n");
       }
     }
     return ctx.addReferenceObj("rplTables", new GenericArrayData((Object[]) rows), GenericArrayData.class.getName());
