@@ -12,8 +12,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * them: each distinct (command, table db, flag), a "shape", gets a RowCodeMemo of its own over (channel,
  * default db, table name) that decides as OneTableStatement does for a call of constant shape. A row then costs
  * its shape's lookup (the ids of two short names) and a row code's, where the statement memo's one-table codes
- * cost five names' ids and Spark's string objects (a median 1.50x the bare scan, and 4.7x its allocation,
- * against 1.29x and about the bare scan's by shape). A copy is deserialised per task, so this object is never
+ * cost five names' ids and Spark's string objects (1.37-1.70x the bare scan and 4.7x its allocation, against
+ * 1.10-1.30x and about the bare scan's by shape, in one run). A copy is deserialised per task, so this object is never
  * used by two threads; what its shapes learned, their memos included, goes to the JVM's next task of the same
  * spec and key (Learned).
  *
