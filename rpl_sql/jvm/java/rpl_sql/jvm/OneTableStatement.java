@@ -1,5 +1,6 @@
 package rpl_sql.jvm;
 
+import java.util.Objects;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -66,9 +67,8 @@ final class OneTableStatement implements RowCodeMemo.Decider {
     if (!readsOnly(key[2], 2)) {
       return null;
     }
-    Object n = nullableDb ? key[2].eval(new GenericInternalRow(new Object[3])) : null;
-    Object e = nullableDb ? key[2].eval(new GenericInternalRow(new Object[] {null, null, UTF8String.EMPTY_UTF8})) : null;
-    if (n == null ? e != null : !n.equals(e)) {
+    if (nullableDb && !Objects.equals(key[2].eval(new GenericInternalRow(new Object[3])),
+        key[2].eval(new GenericInternalRow(new Object[] {null, null, UTF8String.EMPTY_UTF8})))) {
       return null;
     }
     return new OneTableStatement(spec, key, cmd, tableDb, updating);
