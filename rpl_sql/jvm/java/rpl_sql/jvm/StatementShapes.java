@@ -30,7 +30,10 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
   static final int SHAPES_MAX = 64;
   static final int COMMANDS_MAX = 32;
   static final int DBS_MAX = 64;
-  /** Scratch longs before the names' bytes: command and table db words (2 each), then lens(). */
+  /**
+   * Scratch longs before the names' bytes: command and table db words (2 each), then the lengths word: the
+   * command's length << 32 | (the table db's length + 1, 0 for NULL) << 2 | the flag (0, 1, 2 for NULL).
+   */
   static final int WORDS = 5;
   /** The bytes of a command and table db scratch holds; a longer shape is the statement memo's. */
   static final int NAME_BYTES = 512;
@@ -79,11 +82,6 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
   /** Each shape's memo's scratch, by index. */
   public long[][] scratches() {
     return scratches;
-  }
-
-  /** The lengths word: the command's length, the table db's (-1 for NULL) and the flag (0, 1, 2 for NULL). */
-  static long lens(int commandLength, int dbLength, int updating) {
-    return (long) commandLength << 32 | (long) (dbLength + 1) << 2 | updating;
   }
 
   /** 0: the index of the shape in scratch, or MISS; 1: the same, a new shape made from its bytes. */
