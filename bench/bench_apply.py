@@ -433,15 +433,14 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
             rollups: list = []
             landed = summarized(channel_commits(dt, ch, 0, history=history, rollups=rollups), 0, rollups)
             shapes, _, _ = batch_shapes.summarized_shapes(landed.covered(landed.commits))
-            batch_shapes.decide_batch(state, state.channel(ch), [s for s in shapes if s.kind != "gtid"], False,
-                                      "auto")
+            shapes.decide(ch, state.channel(ch).filters, state.matching)
             todo.append((ch, snap.files, shapes, landed.rollups))
         return todo
 
     def write_all(todo: list) -> None:
         shutil.rmtree(out, ignore_errors=True)
         for i, (ch, files, shapes, rollups) in enumerate(todo):
-            arrow_write.write_applied(files, ch, 0, None, shapes, os.path.join(out, str(i)),
+            arrow_write.write_applied(files, ch, 0, None, shapes.applied(), os.path.join(out, str(i)),
                                       arrow_write.pafs.LocalFileSystem(), threads=min(8, os.cpu_count() or 2),
                                       rollups=rollups)
         shutil.rmtree(out, ignore_errors=True)

@@ -449,23 +449,24 @@ def test_a_shapes_decision_key_is_its_events(et, db, table, command, default_db,
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(_TABLE_LISTS, min_size=1, max_size=12), st.integers(0, 4), st.integers(0, 3))
-def test_statement_tables_read_from_arrow_are_the_events_tables(lists, cut, skip):
-    """summarized_shapes reads each statement's tables straight from Arrow (one TableRef per distinct table):
-    the same TableRefs as from the rows one by one, and tables_array gives the events table's lists back, NULL
-    kept, whatever the chunks and slices (a NULL `updating` too: Spark's write joins the events by their lists)."""
-    from rpl_sql.pipeline.applier.batch_shapes import table_refs
-    from rpl_sql.pipeline.applier.shapes import Shape, refs_of, tables_array
-    from rpl_sql.pipeline.events import TABLES_TYPE
+@given(st.lists(_TABLE_LISTS, min_size=1, max_size=12), st.integers(0, 4))
+def test_statement_tables_read_from_arrow_are_the_events_tables(lists, cut):
+    """ShapeTable reads each statement's tables from the merged summaries, whatever their chunks: the same
+    TableRefs as from the rows one by one, and tables_array gives the events table's lists back, NULL kept (a
+    NULL `updating` too: Spark's write joins the events by their lists)."""
+    from rpl_sql.pipeline.applier.shape_table import ShapeTable
+    from rpl_sql.pipeline.applier.shapes import refs_of, tables_array
+    from rpl_sql.pipeline.summary import SHAPES_SCHEMA
 
     rows = [None if x is None else [{"db": d, "name": n, "updating": u} for d, n, u in x] for x in lists]
-    whole = pa.array([[{"db": "x", "name": "y", "updating": True}]] * skip + rows, TABLES_TYPE).slice(skip)
+    shapes = pa.Table.from_pylist([{"event_type": "query", "command": "INSERT", "default_db": "d", "tables": r,
+                                    "n": 1, "lo": i + 1, "hi": i + 1} for i, r in enumerate(rows)], SHAPES_SCHEMA)
     cut = min(cut, len(rows))
-    arr = pa.chunked_array([whole.slice(0, cut), whole.slice(cut)], TABLES_TYPE)
-    got = table_refs(arr)
-    assert got == table_refs(whole) == [refs_of(r) for r in rows]
-    shapes = [Shape(("query", None, None, "INSERT", "d", None), refs, 1, 1, 1) for refs in got]
-    assert tables_array(shapes).to_pylist() == rows
+    table = ShapeTable(pa.concat_tables([shapes.slice(0, cut), shapes.slice(cut)]))
+    got = table.shapes(range(len(table)))
+    by_lo = {s.min_seq: s for s in got}
+    assert [by_lo[i + 1].tables for i in range(len(rows))] == [refs_of(r) for r in rows]
+    assert tables_array([by_lo[i + 1] for i in range(len(rows))]).to_pylist() == rows
 
 
 def test_too_many_shapes_for_a_commit_go_without_a_summary(monkeypatch):

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, Shape, key_table
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, AppliedShapes
 from rpl_sql.pipeline.events import SHAPE_ID
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError
@@ -94,14 +94,12 @@ class Verdicts:
     else ApplyError, before anything is committed.
     """
 
-    def __init__(self, shapes: Sequence[Shape], rollups: Sequence[Summary] = (), lo: int = 0, hi: int | None = None,
+    def __init__(self, applied: AppliedShapes, rollups: Sequence[Summary] = (), lo: int = 0, hi: int | None = None,
                  channel: str = ""):
-        applied = [s for s in shapes if s.apply]
-        self.index = ShapeIndex(key_table(applied))
+        self.index = ShapeIndex(applied.keys)
         self.lookup = pa.table({  # applied_db and decided_by, dictionary-encoded, in the index's row order
-            "applied_db": pa.array([s.applied_db for s in applied], pa.string()).dictionary_encode(),
-            "decided_by": pa.array([s.decided_by for s in applied], pa.string()).dictionary_encode()})
-        self.counts = np.array([s.count for s in applied], np.int64)  # in the index's row order
+            "applied_db": applied.applied_db.dictionary_encode(), "decided_by": applied.decided_by.dictionary_encode()})
+        self.counts = applied.counts  # in the index's row order
         self.channel = channel
         mine = sorted((r for r in rollups if r.last_seq > lo and (hi is None or r.first_seq <= hi)),
                       key=lambda r: r.first_seq)
@@ -210,18 +208,18 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(path)
 
 
-def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | None, shapes: Sequence[Shape],
+def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | None, applied: AppliedShapes,
                   target_dir: str, fs: pafs.FileSystem, threads: int = 2, rollups: Sequence[Summary] = ()) -> int:
-    """Write the applied events among `files` (the channel's, seq in (lo, hi]) under `target_dir` on `fs`; the
-    number of rows written (`rollups`: the ingest rollups known, whose shape ids the events may carry).
+    """Write the events among `files` (the channel's, seq in (lo, hi]) of the `applied` shapes under `target_dir`
+    on `fs`; the number of rows written (`rollups`: the ingest rollups known, whose shape ids the events may carry).
 
     The files, in seq order, are split into `threads` runs, each written by its own thread into files of up
     to ROWS_PER_FILE rows (pyarrow releases the GIL while it reads, computes and writes). Raises ApplyError,
     leaving what it wrote, when an event's shape id lies (`Verdicts`) or an applied shape got another count of
     events than the summaries give it."""
-    if not any(s.apply for s in shapes):
+    if not len(applied):
         return 0
-    found = Verdicts(shapes, rollups, lo, hi, channel)
+    found = Verdicts(applied, rollups, lo, hi, channel)
     todo = sorted((f for f in files if _overlaps(f, lo, hi)), key=lambda f: f.min_values.get("seq") or 0)
     if not todo:
         return 0

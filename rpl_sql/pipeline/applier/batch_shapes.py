@@ -7,17 +7,15 @@ import functools
 import gc
 from typing import Iterable
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from rpl_sql.compile import LABELS, TRUE_CODES
-from rpl_sql.filters.evaluate import Decision, TableRef, hit_rules, rewrite_db
+from rpl_sql.filters.evaluate import Decision, hit_rules, rewrite_db
 from rpl_sql.filters.rules import TYPES
 from rpl_sql.filters.state import Channel, ServerState
 from rpl_sql.pipeline.applier.shapes import (SHAPE_KEYS, VERIFY_BUDGET, VERIFY_MAX_SHAPES, Shape, decide_shapes,
                                              decision_columns, derive_hits, reference, refs_of,
                                              shape_frame)
-from rpl_sql.pipeline.summary import Summary, merge, tables_key
+from rpl_sql.pipeline.applier.shape_table import ShapeTable
+from rpl_sql.pipeline.summary import Summary, merge
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.server.gtid_set import GtidSet, merge_intervals
 
@@ -102,46 +100,12 @@ def collector_paused():
             gc.enable()
 
 
-def summarized_shapes(commits: tuple[Summary, ...]) -> tuple[list[Shape], GtidSet, tuple]:
-    """What `aggregate` finds, from the commits' summaries, undecided (`decide_batch` asks the evaluator: for 46,000
-    shapes that took half the time of a Spark query over the compiled functions, which also had the
-    evaluator name the rule of every hit): their shapes merged in Arrow, their GTID sets' union and the last
-    commit's position. No Spark: the applier's write joins computes the key hashes on both of its sides."""
-    merged = merge([c.shapes for c in commits])
-    query = pc.fill_null(pc.equal(merged.column("event_type"), "query"), False)
-    tables = merged.column("tables")
-    tkeys = pc.if_else(query, tables_key(tables), pa.scalar(None, pa.string()))
-    cols = [merged.column(k).to_pylist() for k in ("event_type", "db_name", "table_name", "command",
-                                                    "default_db", "n", "lo", "hi")]
-    cols.insert(5, table_refs(pc.if_else(query, tables, pa.scalar(None, tables.type))))
-    rows = zip(*cols, tkeys.to_pylist())
-    if not pc.any(pc.and_(pc.invert(query), pc.is_valid(tables))).as_py():  # merged by these very keys
-        return ([Shape((et, db, tbl, cmd, ddb, tk), tables, n, lo, hi)
-                 for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in rows], *_gtids_and_end(commits))
-    out: dict[tuple, Shape] = {}  # grouped by SHAPE_KEYS, as shape_frame groups (a row event's tables: NULL)
-    for et, db, tbl, cmd, ddb, tables, n, lo, hi, tk in rows:
-        key = (et, db, tbl, cmd, ddb, tk)
-        s = out.get(key)
-        if s is None:
-            out[key] = Shape(key, tables, n, lo, hi)
-        else:
-            s.count, s.min_seq, s.max_seq = s.count + n, min(s.min_seq, lo), max(s.max_seq, hi)
-    return list(out.values()), *_gtids_and_end(commits)
-
-
-def table_refs(tables: pa.ChunkedArray | pa.Array) -> list[tuple[TableRef, ...] | None]:
-    """Each list of tables as TableRefs (NULL: None), as `refs_of` makes them, one TableRef per distinct (db,
-    name, updating): making one per entry cost a batch of 46,000 shapes as much as deciding them."""
-    tables = tables.combine_chunks() if isinstance(tables, pa.ChunkedArray) else tables
-    offsets = tables.offsets.to_pylist()
-    entries = tables.values.slice(offsets[0], offsets[-1] - offsets[0])
-    made: dict[tuple, TableRef] = {}
-    refs = [made.get(k) or made.setdefault(k, TableRef(*k)) for k in zip(
-        entries.field("db").to_pylist(), entries.field("name").to_pylist(),
-        entries.field("updating").to_pylist())]
-    base = offsets[0]
-    return [tuple(refs[a - base:b - base]) if ok else None
-            for a, b, ok in zip(offsets, offsets[1:], tables.is_valid().to_pylist())]
+def summarized_shapes(commits: tuple[Summary, ...]) -> tuple[ShapeTable, GtidSet, tuple]:
+    """What `aggregate` finds, from the commits' summaries, undecided (`ShapeTable.decide` asks the evaluator, one
+    shape of each class: for 46,000 shapes that took half the time of a Spark query over the compiled
+    functions, which also had the evaluator name the rule of every hit): their shapes merged in Arrow, their
+    GTID sets' union and the last commit's position. No Spark."""
+    return ShapeTable(merge([c.shapes for c in commits])), *_gtids_and_end(commits)
 
 
 def _gtids_and_end(commits: tuple[Summary, ...]) -> tuple[GtidSet, tuple]:

@@ -30,7 +30,8 @@ from rpl_sql.pipeline.applier import spark_write
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress, timed
 from rpl_sql.pipeline.applier.tables_gate import NO_TABLES, TablesGate
-from rpl_sql.pipeline.applier.shapes import DATA_DIR, Shape, batch_record, not_running, with_shape_key
+from rpl_sql.pipeline.applier.shapes import (DATA_DIR, AppliedShapes, applied_shapes, batch_record, not_running,
+                                             with_shape_key)
 from rpl_sql.pipeline.events import applied_path, events_path
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
@@ -296,28 +297,34 @@ class _Applier:
         with timed("shapes + verdicts + gtids" if sql else "shapes + gtids", ch.name), collector_paused():
             shapes, gtids, (last_file, last_pos) = (summarized_shapes(commits) if commits
                                                     else aggregate(ev(), ch, sql))
-        if not shapes:
+        if not len(shapes):
             return None
-        total = sum(s.count for s in shapes)
-        first, last = min(s.min_seq for s in shapes), max(s.max_seq for s in shapes)
+        total, first, last = (shapes.span() if commits else
+                              (sum(s.count for s in shapes), min(s.min_seq for s in shapes),
+                               max(s.max_seq for s in shapes)))
         if first != lo + 1 or last - lo != total:
             raise ApplyError(f"events {lo + 1}..{last} are not gapless ({total} events, first seq {first}): "
                              f"ingest must write seq 1, 2, 3, ... per channel", ch.name)
-        bad = [s for s in shapes if s.kind.startswith("unknown:")]
-        if bad:
-            raise ApplyError(f"seq {bad[0].min_seq}: unknown {bad[0].describe()}", ch.name)
+        bad = shapes.unknown() if commits else next((s for s in shapes if s.kind.startswith("unknown:")), None)
+        if bad is not None:
+            raise ApplyError(f"seq {bad.min_seq}: unknown {bad.describe()}", ch.name)
         with timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name), collector_paused():
-            decide_batch(state, ch, [s for s in shapes if s.kind != "gtid"], sql, self.verify)
+            if commits:  # by classes of equal decisions, one shape of each decided by the evaluator
+                shapes.decide(ch.name, ch.filters, state.matching)
+            else:
+                decide_batch(state, ch, [s for s in shapes if s.kind != "gtid"], sql, self.verify)
+        tallies, applied = ((shapes.tallies(), shapes.applied) if commits
+                            else (shapes, functools.partial(applied_shapes, shapes)))
         dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
 
-        rec = batch_record(ch, shapes, settled, settled_rules, channel=ch.name, start=lo, end=last, events=total,
+        rec = batch_record(ch, tallies, settled, settled_rules, channel=ch.name, start=lo, end=last, events=total,
                            gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
                            source_dropped=dropped)
 
         def write_and_commit() -> None:
             with timed("write", ch.name):
-                actions = (self._write_arrow(files, shapes, rec) if self.engine == "arrow"
-                           else self._write(ev(), shapes, rec))
+                actions = (self._write_arrow(files, applied(), rec) if self.engine == "arrow"
+                           else self._write(ev(), applied(), rec))
             with timed("commit applied", ch.name):
                 self.commits.commit_applied(rec, actions)
             self.tables.gate(rec)
@@ -346,10 +353,10 @@ class _Applier:
             raise ApplyError(str(e), ch.name) from None
         return sum(n for b in batches for n in b.dropped.values()), hits, rules
 
-    def _write(self, ev, shapes: list[Shape], rec: BatchRecord) -> list:
+    def _write(self, ev, applied: AppliedShapes, rec: BatchRecord) -> list:
         """`spark_write.write_applied` into this batch's directory; the add actions for the files."""
         rel_dir, target = self._target(rec)
-        return spark_write.write_applied(self.spark, ev, shapes, rec, rel_dir, target)
+        return spark_write.write_applied(self.spark, ev, applied, rec, rel_dir, target)
 
     def _target(self, rec: BatchRecord) -> tuple[str, str]:
         """(directory relative to the applied table, its full path) for a batch's new files."""
@@ -357,14 +364,14 @@ class _Applier:
         rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
         return rel_dir, f"{self.applied.rstrip('/')}/{rel_dir}"
 
-    def _write_arrow(self, files: tuple[DeltaFile, ...], shapes: list[Shape], rec: BatchRecord) -> list:
+    def _write_arrow(self, files: tuple[DeltaFile, ...], applied: AppliedShapes, rec: BatchRecord) -> list:
         """`_write` by pyarrow in this process (arrow_write); the add actions for the files."""
         if not rec.applied:
             return []
         rel_dir, target = self._target(rec)
         fs, base = filesystem(target)
         try:
-            rows = write_applied(files, rec.channel, rec.start, rec.end, shapes, base, fs,
+            rows = write_applied(files, rec.channel, rec.start, rec.end, applied, base, fs,
                                  threads=min(8, os.cpu_count() or 2), rollups=self._rollups.get(rec.channel, ()))
         except ApplyError:
             fs.delete_dir(base)

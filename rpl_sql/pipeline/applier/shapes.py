@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from rpl_sql.server.applier_state import ApplyError, BatchRecord, slot_signature
@@ -191,6 +192,28 @@ def key_table(shapes: Sequence["Shape"]) -> pa.Table:
                      "tables": tables_array(shapes)})
 
 
+@dataclass(frozen=True)
+class AppliedShapes:
+    """The shapes a batch applies, as its write finds events by them: their key columns and `tables` (as
+    `key_table` gives them), and each one's applied_db, decided_by and count of events, in one row order."""
+
+    keys: pa.Table
+    applied_db: pa.Array
+    decided_by: pa.Array
+    counts: np.ndarray
+
+    def __len__(self) -> int:
+        return self.keys.num_rows
+
+
+def applied_shapes(shapes: Sequence["Shape"]) -> AppliedShapes:
+    """The AppliedShapes of decided Shapes."""
+    applied = [s for s in shapes if s.apply]
+    return AppliedShapes(key_table(applied), pa.array([s.applied_db for s in applied], pa.string()),
+                         pa.array([s.decided_by for s in applied], pa.string()),
+                         np.array([s.count for s in applied], np.int64))
+
+
 def reference(channel: str, filters: Filters, s: "Shape", matching: Matching | int, event=None,
               decider: Decider | None = None):
     """The evaluator's decision of shape `s` (of `event`, its event, when built already; by `decider`, the
@@ -225,9 +248,10 @@ def decide_shapes(channel: str, filters: Filters, shapes: Sequence["Shape"], mat
 
 
 def batch_record(ch, shapes, settled: dict, settled_rules: dict | None = None, **fields) -> BatchRecord:
-    """The record of a decided batch: COUNTER and per-rule hits and verdicts summed over its shapes (plus
-    `settled` / `settled_rules`, the hits of events dropped at the source), the channel's filter signatures, the
-    time, and `fields` (channel, start, end, events, gtids, last_file, last_pos, events_version, source_dropped)."""
+    """The record of a decided batch: COUNTER and per-rule hits and verdicts summed over its shapes or their
+    `shape_table.Tally`s (plus `settled` / `settled_rules`, the hits of events dropped at the source), the
+    channel's filter signatures, the time, and `fields` (channel, start, end, events, gtids, last_file, last_pos,
+    events_version, source_dropped)."""
     counts: dict[str, int] = {t.value: n for t, n in settled.items()}
     rules: dict[FilterType, dict] = {t: dict(per) for t, per in (settled_rules or {}).items()}
     by_rule: dict[str, list[int]] = {}

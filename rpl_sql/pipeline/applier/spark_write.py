@@ -10,7 +10,7 @@ import logging
 import pyarrow as pa
 
 from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem
-from rpl_sql.pipeline.applier.shapes import SHAPE_KEYS, Shape, key_table, with_shape_key
+from rpl_sql.pipeline.applier.shapes import SHAPE_KEYS, AppliedShapes, with_shape_key
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.spark.env import session_conf
@@ -18,8 +18,8 @@ from rpl_sql.spark.env import session_conf
 log = logging.getLogger(__name__)
 
 
-def write_applied(spark, ev, shapes: list[Shape], rec: BatchRecord, rel_dir: str, target: str) -> list:
-    """Write the applied events of `ev` (the batch's events as a DataFrame, of all its `shapes`) as Parquet at
+def write_applied(spark, ev, applied: AppliedShapes, rec: BatchRecord, rel_dir: str, target: str) -> list:
+    """Write the events of `ev` (the batch's events as a DataFrame) of its `applied` shapes as Parquet at
     `target` (`rel_dir` under the applied table); the delta-rs add actions for them.
 
     Each event joins its shape's verdict on one 64-bit hash of the key columns, which Spark computes alike on
@@ -29,12 +29,10 @@ def write_applied(spark, ev, shapes: list[Shape], rec: BatchRecord, rel_dir: str
     """
     from pyspark.sql import functions as F
 
-    applied = [s for s in shapes if s.apply]
-    if not applied:
+    if not len(applied):
         return []
-    verdicts = key_table(applied) \
-        .append_column("applied_db", pa.array([s.applied_db for s in applied], pa.string())) \
-        .append_column("decided_by", pa.array([s.decided_by for s in applied], pa.string()))
+    verdicts = applied.keys.append_column("applied_db", applied.applied_db) \
+        .append_column("decided_by", applied.decided_by)
     keyed = with_shape_key(spark.createDataFrame(verdicts))
     cols = [F.coalesce(F.col("filter_db"), F.lit("")).alias("filter_db") if n == "filter_db" else
             F.col(n) if n in ev.columns or EVENTS_SCHEMA.field(n).type != pa.string() else

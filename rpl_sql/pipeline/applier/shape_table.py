@@ -1,0 +1,208 @@
+"""A batch's shapes from the ingest's summaries kept as columns, and decided by classes of equal decisions.
+
+Deciding a channel's 46,000 shapes one `Shape` at a time (each built, keyed and given to the evaluator) cost the
+arrow engine about half a CPU second a channel, all of it holding the GIL its write threads wait for
+(docs/benchmarks.md, the applier). Here pyarrow and numpy give each shape a class that only shapes of one
+decision share: a row event's (database, table); a statement's (command, default database) and what its tables
+come to under the table rules (the rule result of the first updated table that any rule matches, or that none
+does, or that it updates no table). The reference evaluator then decides one shape of each class, as
+`decide_shapes` decides any shape. Shapes outside what the classes model (lower_case_table_names, the
+effective-database mode, DROP TRIGGER, DROP TEMPORARY TABLE IF EXISTS, NULL names) are each a class of their
+own. tests/pipeline/test_shape_table.py checks every shape's decision against the evaluator's, hostile names
+included.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rpl_sql.filters.evaluate import DROP_TEMPORARY_IF_EXISTS, Started, statement_start, table_check
+from rpl_sql.filters.rules import Filters, Matching
+from rpl_sql.pipeline.applier.shapes import AppliedShapes, Shape, decide_shapes, refs_of
+from rpl_sql.pipeline.events import ROW_EVENT_TYPES
+from rpl_sql.pipeline.summary import merge
+
+_PLAIN = ("event_type", "db_name", "table_name", "command", "default_db")
+_ROW, _QUERY, _GTID, _UNKNOWN = 0, 1, 2, 3
+# a statement's outcome past its (command, default database) steps: >= 0, the table rule result (an index
+# among the batch's distinct ones) of its first updated table a rule matches; else one of these
+_DEFAULT, _NO_UPDATED, _NO_TABLES, _EXEMPT = -1, -2, -3, -4
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What `batch_record` reads of shapes, summed over one class of them (or the GTID-only ones)."""
+
+    kind: str
+    apply: bool | None
+    decided_by: str | None
+    hits: tuple
+    rule_hits: tuple
+    count: int
+
+
+def _column(t: pa.Table, name: str) -> pa.Array:
+    return t.column(name).combine_chunks()
+
+
+def _codes(col: pa.Array) -> tuple[np.ndarray, list]:
+    """Each value's index among the column's distinct values (NULL one of them), and those values."""
+    enc = pc.dictionary_encode(col, null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+class ShapeTable:
+    """The distinct shapes of a batch's commits (`summary.SHAPES_SCHEMA` rows, merged) and, once `decide`d, each
+    one's verdict: its class's, whose `Shape` the evaluator decided."""
+
+    def __init__(self, merged: pa.Table):
+        query = pc.fill_null(pc.equal(merged.column("event_type"), "query"), False)
+        if pc.any(pc.and_(pc.invert(query), pc.is_valid(merged.column("tables")))).as_py():
+            # a row event's tables are no part of its shape: grouped again without them, as the events' are
+            nulls = pa.nulls(merged.num_rows, merged.schema.field("tables").type)
+            merged = merge([merged.set_column(merged.schema.get_field_index("tables"), "tables",
+                                              pc.if_else(query, merged.column("tables"), nulls))])
+        self.table = merged.combine_chunks()
+        self.count = self.table.column("n").to_numpy()
+        self.lo, self.hi = self.table.column("lo").to_numpy(), self.table.column("hi").to_numpy()
+        et, names = _codes(_column(self.table, "event_type"))
+        kinds = np.array([_ROW if n in ROW_EVENT_TYPES else _QUERY if n == "query" else _GTID if n == "gtid"
+                          else _UNKNOWN for n in names] or [_UNKNOWN], np.int64)
+        self.kind = kinds[et] if len(et) else np.zeros(0, np.int64)
+        self.cls: np.ndarray | None = None  # per shape: its class (-1: GTID only)
+        self.classes: list[Shape] = []      # per class: the shape the evaluator decided
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def span(self) -> tuple[int, int, int]:
+        """(events, first seq, last seq)."""
+        return int(self.count.sum()), int(self.lo.min()), int(self.hi.max())
+
+    def shapes(self, rows) -> list[Shape]:
+        """These rows as Shapes (undecided)."""
+        rows = np.asarray(rows, np.int64)
+        return [Shape(tuple(r[k] for k in _PLAIN) + (None,), refs_of(r["tables"]) if kind == _QUERY else None,
+                      r["n"], r["lo"], r["hi"])
+                for r, kind in zip(self.table.take(pa.array(rows)).to_pylist(), self.kind[rows])]
+
+    def unknown(self) -> Shape | None:
+        """The first shape of an event type the applier does not know, if any."""
+        bad = np.flatnonzero(self.kind == _UNKNOWN)
+        return self.shapes(bad[:1])[0] if len(bad) else None
+
+    def decide(self, channel: str, filters: Filters, matching: Matching) -> None:
+        """Each shape's class, and one shape of each decided by the reference evaluator (`decide_shapes`: its
+        ApplyError names that shape's first seq)."""
+        n = len(self)
+        own = np.zeros(n, bool)  # a class of its own
+        a, b = np.zeros(n, np.int64), np.zeros(n, np.int64)  # with the category, the class's key
+        cat = np.where(self.kind == _GTID, -1, np.where(self.kind == _ROW, 0, 1))
+        modelled = matching.filter_mode == "mysql" and not matching.lower_case_table_names
+        rows = np.flatnonzero(self.kind == _ROW)
+        if len(rows):
+            t = self.table.take(rows)
+            ok = (_column(t, "db_name").is_valid().to_numpy(zero_copy_only=False)
+                  & _column(t, "table_name").is_valid().to_numpy(zero_copy_only=False))
+            own[rows[~ok]] = True
+            a[rows], _ = _codes(_column(t, "db_name"))
+            b[rows], _ = _codes(_column(t, "table_name"))
+        queries = np.flatnonzero(self.kind == _QUERY)
+        if len(queries):
+            a[queries], b[queries], irregular = self._statement_classes(queries, filters)
+            own[queries[irregular]] = True
+        own |= (self.kind == _UNKNOWN) | ((self.kind != _GTID) & (not modelled))
+        a[own], b[own], cat[own] = np.flatnonzero(own), 0, 2
+        decided = np.flatnonzero(cat >= 0)
+        cls = np.full(n, -1, np.int64)
+        if len(decided):
+            ca, aa, ba = cat[decided], a[decided], b[decided] - _EXEMPT  # b from 0
+            width_a, width_b = int(aa.max()) + 1, int(ba.max()) + 1  # each below the shapes' count: no overflow
+            _, first, inverse = np.unique((ca * width_a + aa) * width_b + ba, return_index=True, return_inverse=True)
+            cls[decided] = inverse.reshape(-1)
+            self.classes = self.shapes(decided[first])
+            decide_shapes(channel, filters, self.classes, matching)
+        self.cls = cls
+
+    def _statement_classes(self, queries: np.ndarray, filters: Filters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per statement shape: its (command, default database) code, its outcome past them, and whether it
+        is one the classes do not model."""
+        t = self.table.take(queries)
+        cmd, commands = _codes(_column(t, "command"))
+        upper = [(c or "OTHER").upper() for c in commands]  # as statement_event makes the command
+        steps = [c.upper() for c in upper]  # and as decide_statement reads it
+        ddb, dbs = _codes(_column(t, "default_db"))
+        irregular = np.isin(cmd, [i for i, c in enumerate(upper) if c in ("DROP_TRIGGER", DROP_TEMPORARY_IF_EXISTS)])
+        start = cmd * len(dbs) + ddb
+        starts, start_idx = np.unique(start, return_inverse=True)
+        start_idx = start_idx.reshape(-1)
+        # per (command, default database): the evaluator's steps before the tables
+        begun = [statement_start(filters, steps[s // len(dbs)], dbs[s % len(dbs)]) for s in starts]
+        tables = _column(t, "tables")
+        sizes = pc.fill_null(pc.list_value_length(tables), 0).to_numpy(zero_copy_only=False)
+        outcome = np.full(len(queries), _NO_TABLES, np.int64)
+        if not filters.table_rules_on:
+            return start_idx, outcome, irregular
+        started = np.array([isinstance(g, Started) for g in begun])[start_idx]
+        exempt = np.array([steps[s // len(dbs)] == "SET_OPTION" for s in starts])[start_idx]
+        loop = started & (sizes > 0) & ~irregular
+        outcome[loop & exempt] = _EXEMPT
+        loop &= ~exempt
+        at = np.flatnonzero(loop)
+        if not len(at):
+            return start_idx, outcome, irregular
+        lists = tables.take(pa.array(at))
+        parent = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+        entries = pc.list_flatten(lists)
+        name = entries.field("name")
+        if name.null_count:  # the evaluator refuses such a table: each such statement is decided alone
+            bad = np.unique(parent[~name.is_valid().to_numpy(zero_copy_only=False)])
+            irregular[at[bad]] = True
+        # the evaluator's key of each table: its database, or the statement's as the steps left it, '.', name
+        start_db = pa.array([g.db if isinstance(g, Started) else "" for g in begun], pa.string())
+        own_db = start_db.take(pa.array(start_idx[at][parent]))
+        db = entries.field("db")
+        key = pc.binary_join_element_wise(pc.if_else(db.is_valid(), db, own_db), pc.fill_null(name, ""), ".")
+        updating = pc.fill_null(entries.field("updating"), False).to_numpy(zero_copy_only=False)
+        code = np.full(len(parent), -1, np.int64)
+        if updating.any():
+            kidx, keys = _codes(key.filter(pa.array(updating)))
+            results: dict = {}
+            per_key = np.array([-1 if r is None else results.setdefault(r, len(results))
+                                for r in (table_check(filters, k) for k in keys)], np.int64)
+            code[updating] = per_key[kidx]
+        got = np.where(np.bincount(parent[updating], minlength=len(at)) > 0, _DEFAULT, _NO_UPDATED)
+        hit = np.flatnonzero(code >= 0)
+        first_of, first = np.unique(parent[hit], return_index=True)
+        got[first_of] = code[hit[first]]
+        outcome[at] = got
+        return start_idx, outcome, irregular
+
+    def _verdicts(self) -> tuple[np.ndarray, list]:
+        if self.cls is None:
+            raise RuntimeError("the shapes are not decided yet")
+        return self.cls, self.classes
+
+    def tallies(self) -> list[Tally]:
+        """What `batch_record` sums, by class (events counted per class), and the GTID-only shapes'."""
+        cls, classes = self._verdicts()
+        gtid = cls < 0
+        counts = np.bincount(cls[~gtid], weights=self.count[~gtid], minlength=len(classes)).astype(np.int64)
+        out = [Tally(s.kind, s.apply, s.decided_by, s.hits, s.rule_hits, int(c)) for s, c in zip(classes, counts) if c]
+        if gtid.any():
+            out.append(Tally("gtid", None, None, (), (), int(self.count[gtid].sum())))
+        return out
+
+    def applied(self) -> AppliedShapes:
+        """The applied shapes, as the writes find events by them."""
+        cls, classes = self._verdicts()
+        applies = np.array([bool(s.apply) for s in classes] + [False], bool)  # [-1]: GTID only
+        mine = np.flatnonzero(applies[cls])
+        of = pa.array(cls[mine])
+        return AppliedShapes(self.table.select([*_PLAIN, "tables"]).take(mine),
+                             pa.array([s.applied_db for s in classes], pa.string()).take(of),
+                             pa.array([s.decided_by for s in classes], pa.string()).take(of),
+                             self.count[mine].astype(np.int64))
