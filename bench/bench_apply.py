@@ -433,7 +433,7 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
             rollups: list = []
             landed = summarized(channel_commits(dt, ch, 0, history=history, rollups=rollups), 0, rollups)
             shapes, _, _ = batch_shapes.summarized_shapes(landed.covered(landed.commits))
-            shapes.decide(ch, state.channel(ch).filters, state.matching)
+            batch_shapes.decide_batch(state, state.channel(ch), shapes, False, "auto")
             todo.append((ch, snap.files, shapes, landed.rollups))
         return todo
 

@@ -11,16 +11,33 @@ from rpl_sql.compile import LABELS, TRUE_CODES
 from rpl_sql.filters.evaluate import Decision, hit_rules, rewrite_db
 from rpl_sql.filters.rules import TYPES
 from rpl_sql.filters.state import Channel, ServerState
-from rpl_sql.pipeline.applier.shapes import (SHAPE_KEYS, VERIFY_BUDGET, VERIFY_MAX_SHAPES, Shape, decide_shapes,
-                                             decision_columns, derive_hits, reference, refs_of,
-                                             shape_frame)
+from rpl_sql.pipeline.applier.shapes import (SHAPE_KEYS, VERIFY_BUDGET, VERIFY_MAX_SHAPES, AppliedShapes, Shape,
+                                             applied_shapes, decide_shapes, decision_columns, derive_hits, reference,
+                                             refs_of, shape_frame)
 from rpl_sql.pipeline.applier.shape_table import ShapeTable
 from rpl_sql.pipeline.summary import Summary, merge
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.server.gtid_set import GtidSet, merge_intervals
 
 
-def aggregate(ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
+class ShapeList(list):
+    """The shapes of a pass (`aggregate`), read as a ShapeTable is."""
+
+    def span(self) -> tuple[int, int, int]:
+        """(events, first seq, last seq)."""
+        return sum(s.count for s in self), min(s.min_seq for s in self), max(s.max_seq for s in self)
+
+    def unknown(self) -> Shape | None:
+        return next((s for s in self if s.kind.startswith("unknown:")), None)
+
+    def tallies(self) -> list[Shape]:
+        return self
+
+    def applied(self) -> AppliedShapes:
+        return applied_shapes(self)
+
+
+def aggregate(ev, ch: Channel, sql: bool) -> tuple[ShapeList, GtidSet, tuple]:
     """One Spark action: the distinct shapes with counts and (SQL) verdicts, the batch's GTIDs and the
     binlog file/position of its last event.
 
@@ -61,7 +78,7 @@ def aggregate(ev, ch: Channel, sql: bool) -> tuple[list[Shape], GtidSet, tuple]:
     rows = (shapes.withColumn("_set", F.lit("shape"))
             .unionByName(gt.withColumn("_set", F.lit("gtid")), allowMissingColumns=True)
             .toArrow().to_pylist())  # tens of thousands of shapes: Arrow, not pickled Rows
-    out: list[Shape] = []
+    out = ShapeList()
     words: dict[str, set[tuple[int, int]]] = {}
     mariadb: dict[int, tuple[int, int]] = {}
     last = (0, None, None)  # (seq, binlog_file, binlog_pos) of the batch's last event
@@ -112,9 +129,14 @@ def _gtids_and_end(commits: tuple[Summary, ...]) -> tuple[GtidSet, tuple]:
     gtids = functools.reduce(GtidSet.union, (c.gtids for c in commits), GtidSet())
     return gtids, (commits[-1].last_file, commits[-1].last_pos)
 
-def decide_batch(state: ServerState, ch: Channel, shapes: list[Shape], sql: bool, verify: str) -> None:
-    """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides."""
+def decide_batch(state: ServerState, ch: Channel, shapes: ShapeList | ShapeTable, sql: bool, verify: str) -> None:
+    """Hits of the SQL verdicts (derived, then checked by the evaluator); without SQL, the evaluator decides (a
+    ShapeTable's by classes)."""
     lctn, matching = state.lower_case_table_names, state.matching
+    if isinstance(shapes, ShapeTable):
+        shapes.decide(ch.name, ch.filters, matching)
+        return
+    shapes = [s for s in shapes if s.kind != "gtid"]
     if not sql:
         decide_shapes(ch.name, ch.filters, shapes, matching)
         return

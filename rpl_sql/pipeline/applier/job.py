@@ -30,8 +30,7 @@ from rpl_sql.pipeline.applier import spark_write
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress, timed
 from rpl_sql.pipeline.applier.tables_gate import NO_TABLES, TablesGate
-from rpl_sql.pipeline.applier.shapes import (DATA_DIR, AppliedShapes, applied_shapes, batch_record, not_running,
-                                             with_shape_key)
+from rpl_sql.pipeline.applier.shapes import DATA_DIR, AppliedShapes, batch_record, not_running, with_shape_key
 from rpl_sql.pipeline.events import applied_path, events_path
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
@@ -299,32 +298,25 @@ class _Applier:
                                                     else aggregate(ev(), ch, sql))
         if not len(shapes):
             return None
-        total, first, last = (shapes.span() if commits else
-                              (sum(s.count for s in shapes), min(s.min_seq for s in shapes),
-                               max(s.max_seq for s in shapes)))
+        total, first, last = shapes.span()
         if first != lo + 1 or last - lo != total:
             raise ApplyError(f"events {lo + 1}..{last} are not gapless ({total} events, first seq {first}): "
                              f"ingest must write seq 1, 2, 3, ... per channel", ch.name)
-        bad = shapes.unknown() if commits else next((s for s in shapes if s.kind.startswith("unknown:")), None)
+        bad = shapes.unknown()
         if bad is not None:
             raise ApplyError(f"seq {bad.min_seq}: unknown {bad.describe()}", ch.name)
         with timed(f"{'hits' if sql else 'decide'} of {len(shapes)} shapes", ch.name), collector_paused():
-            if commits:  # by classes of equal decisions, one shape of each decided by the evaluator
-                shapes.decide(ch.name, ch.filters, state.matching)
-            else:
-                decide_batch(state, ch, [s for s in shapes if s.kind != "gtid"], sql, self.verify)
-        tallies, applied = ((shapes.tallies(), shapes.applied) if commits
-                            else (shapes, functools.partial(applied_shapes, shapes)))
+            decide_batch(state, ch, shapes, sql, self.verify)
         dropped, settled, settled_rules = self._settle_source_filtering(state, ch, lo, last)
 
-        rec = batch_record(ch, tallies, settled, settled_rules, channel=ch.name, start=lo, end=last, events=total,
-                           gtids=str(gtids), last_file=last_file, last_pos=last_pos, events_version=version,
-                           source_dropped=dropped)
+        rec = batch_record(ch, shapes.tallies(), settled, settled_rules, channel=ch.name, start=lo, end=last,
+                           events=total, gtids=str(gtids), last_file=last_file, last_pos=last_pos,
+                           events_version=version, source_dropped=dropped)
 
         def write_and_commit() -> None:
             with timed("write", ch.name):
-                actions = (self._write_arrow(files, applied(), rec) if self.engine == "arrow"
-                           else self._write(ev(), applied(), rec))
+                actions = (self._write_arrow(files, shapes.applied(), rec) if self.engine == "arrow"
+                           else self._write(ev(), shapes.applied(), rec))
             with timed("commit applied", ch.name):
                 self.commits.commit_applied(rec, actions)
             self.tables.gate(rec)
