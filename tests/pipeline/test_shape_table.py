@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from rpl_sql.filters.evaluate import COMMANDS, DROP_TEMPORARY_IF_EXISTS, decide, hit_rules, rewrite_db
 from rpl_sql.filters.rules import Filters, FilterType, Matching
@@ -15,7 +15,7 @@ from rpl_sql.pipeline.applier.shapes import applied_shapes, batch_record, decide
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES
 from rpl_sql.pipeline.summary import SHAPES_SCHEMA, merge
 from rpl_sql.server.applier_state import ApplyError
-from tests.filters.test_evaluate import filters_s, name, small
+from tests.filters.test_evaluate import F, filters_s, name, small
 
 _name = st.one_of(name, small)
 _command = st.one_of(st.none(), st.sampled_from(sorted(COMMANDS | {DROP_TEMPORARY_IF_EXISTS})),
@@ -45,13 +45,23 @@ def _own(filters, shape, matching):
             rewrite_db(filters, shape.db, lctn))
 
 
+def _insert(*tables):
+    return {"event_type": "query", "db_name": None, "table_name": None, "command": "INSERT", "default_db": "a",
+            "tables": [{"db": d, "name": n, "updating": True} for d, n in tables]}
+
+
 @settings(max_examples=300, deadline=None)
+@example(F(do_table=["a.B"]), [_insert(("a", "b")), _insert(("a", "c"))], Matching(1))  # equal only folded
+@example(F(wild_ignore=["x.%"], rewrite=[("a", "x")]), [_insert((None, "b")), _insert(("a", "b"))],
+         Matching(0, "effective_database"))  # the effective database rewritten
 @given(filters_s, st.lists(st.one_of(_statement, _statement, _row, _gtid), min_size=1, max_size=30),
        st.sampled_from([Matching(), Matching(), Matching(1), Matching(2), Matching(0, "effective_database")]))
 def test_each_shape_gets_its_own_events_decision(filters, shapes, matching):
     table = ShapeTable(_table(shapes))
     table.decide("ch", filters, matching)
     every = table.shapes(range(len(table)))
+    if matching != Matching():  # not modelled by classes: each shape decided alone
+        assert len(table.classes) == sum(s.kind != "gtid" for s in every)
     for i, s in enumerate(every):
         if s.kind == "gtid":
             assert table.cls[i] == -1

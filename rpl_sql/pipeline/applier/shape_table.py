@@ -98,29 +98,31 @@ class ShapeTable:
         """Each shape's class, and one shape of each decided by the reference evaluator (`decide_shapes`: its
         ApplyError names that shape's first seq)."""
         n = len(self)
-        own = np.zeros(n, bool)  # a class of its own
         a, b = np.zeros(n, np.int64), np.zeros(n, np.int64)  # with the category, the class's key
         cat = np.where(self.kind == _GTID, -1, np.where(self.kind == _ROW, 0, 1))
-        modelled = matching.filter_mode == "mysql" and not matching.lower_case_table_names
-        rows = np.flatnonzero(self.kind == _ROW)
-        if len(rows):
-            t = self.table.take(rows)
-            ok = (_column(t, "db_name").is_valid().to_numpy(zero_copy_only=False)
-                  & _column(t, "table_name").is_valid().to_numpy(zero_copy_only=False))
-            own[rows[~ok]] = True
-            a[rows], _ = _codes(_column(t, "db_name"))
-            b[rows], _ = _codes(_column(t, "table_name"))
-        queries = np.flatnonzero(self.kind == _QUERY)
-        if len(queries):
-            a[queries], b[queries], irregular = self._statement_classes(queries, filters)
-            own[queries[irregular]] = True
-        own |= (self.kind == _UNKNOWN) | ((self.kind != _GTID) & (not modelled))
+        if matching.filter_mode == "mysql" and not matching.lower_case_table_names:
+            own = self.kind == _UNKNOWN  # a class of its own
+            rows = np.flatnonzero(self.kind == _ROW)
+            if len(rows):
+                t = self.table.take(rows)
+                ok = (_column(t, "db_name").is_valid().to_numpy(zero_copy_only=False)
+                      & _column(t, "table_name").is_valid().to_numpy(zero_copy_only=False))
+                own[rows[~ok]] = True
+                a[rows], _ = _codes(_column(t, "db_name"))
+                b[rows], _ = _codes(_column(t, "table_name"))
+            queries = np.flatnonzero(self.kind == _QUERY)
+            if len(queries):
+                a[queries], b[queries], irregular = self._statement_classes(queries, filters)
+                own[queries[irregular]] = True
+        else:
+            own = self.kind != _GTID
         a[own], b[own], cat[own] = np.flatnonzero(own), 0, 2
         decided = np.flatnonzero(cat >= 0)
         cls = np.full(n, -1, np.int64)
         if len(decided):
             ca, aa, ba = cat[decided], a[decided], b[decided] - _EXEMPT  # b from 0
-            width_a, width_b = int(aa.max()) + 1, int(ba.max()) + 1  # each below the shapes' count: no overflow
+            # a below the shapes' count, b below the table entries' count + 4: the key cannot overflow
+            width_a, width_b = int(aa.max()) + 1, int(ba.max()) + 1
             _, first, inverse = np.unique((ca * width_a + aa) * width_b + ba, return_index=True, return_inverse=True)
             cls[decided] = inverse.reshape(-1)
             self.classes = self.shapes(decided[first])
