@@ -464,9 +464,9 @@ def test_statement_tables_read_from_arrow_are_the_events_tables(lists, cut):
     cut = min(cut, len(rows))
     table = ShapeTable(pa.concat_tables([shapes.slice(0, cut), shapes.slice(cut)]))
     got = table.shapes(range(len(table)))
-    by_lo = {s.min_seq: s for s in got}
-    assert [by_lo[i + 1].tables for i in range(len(rows))] == [refs_of(r) for r in rows]
-    assert tables_array([by_lo[i + 1] for i in range(len(rows))]).to_pylist() == rows
+    assert [s.min_seq for s in got] == list(range(1, len(rows) + 1))
+    assert [s.tables for s in got] == [refs_of(r) for r in rows]
+    assert tables_array(got).to_pylist() == rows
 
 
 def test_too_many_shapes_for_a_commit_go_without_a_summary(monkeypatch):

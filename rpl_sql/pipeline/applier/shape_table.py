@@ -69,9 +69,8 @@ class ShapeTable:
         self.count = self.table.column("n").to_numpy()
         self.lo, self.hi = self.table.column("lo").to_numpy(), self.table.column("hi").to_numpy()
         et, names = _codes(_column(self.table, "event_type"))
-        kinds = np.array([_ROW if n in ROW_EVENT_TYPES else _QUERY if n == "query" else _GTID if n == "gtid"
-                          else _UNKNOWN for n in names] or [_UNKNOWN], np.int64)
-        self.kind = kinds[et] if len(et) else np.zeros(0, np.int64)
+        self.kind = np.array([_ROW if n in ROW_EVENT_TYPES else _QUERY if n == "query" else _GTID if n == "gtid"
+                              else _UNKNOWN for n in names], np.int64)[et]
         self.cls: np.ndarray | None = None  # per shape: its class (-1: GTID only)
         self.classes: list[Shape] = []      # per class: the shape the evaluator decided
 
