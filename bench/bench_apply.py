@@ -5,6 +5,7 @@
     .venv/bin/python bench/bench_apply.py --rules 1,10000 --decide-ab 5   # + deciding: public functions vs codes
     .venv/bin/python bench/bench_apply.py --rules 10000 --ab e809a38 --rounds 2   # whole applies vs a revision
     .venv/bin/python bench/bench_apply.py --rules 1,10000 --split 3   # deciding, and writing alone, vs the copy
+    .venv/bin/python bench/bench_apply.py --rules 1,10000 --alternate 6   # the arrow apply and the copy in turn
 
 Events (3 channels, row-based transactions with 1-4 row events, 5% statements, 1% dropped-at-source GTID
 markers; 50 databases x 40 tables per channel) are generated once with numpy/pyarrow and written with delta-rs
@@ -440,9 +441,9 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
     def write_all(todo: list) -> None:
         shutil.rmtree(out, ignore_errors=True)
         for i, (ch, files, shapes, rollups) in enumerate(todo):
-            arrow_write.write_applied(files, ch, 0, None, shapes.applied(), os.path.join(out, str(i)),
-                                      arrow_write.pafs.LocalFileSystem(), threads=min(8, os.cpu_count() or 2),
-                                      rollups=rollups)
+            found = arrow_write.Verdicts(shapes.applied(), rollups, 0, None, ch)
+            arrow_write.write_applied(files, found, os.path.join(out, str(i)), arrow_write.pafs.LocalFileSystem(),
+                                      threads=min(8, os.cpu_count() or 2))
         shutil.rmtree(out, ignore_errors=True)
 
     for i in range(rounds):
@@ -453,6 +454,43 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
               f"pyarrow's copy; writing alone {w_wr:.2f}s ({c_wr:.1f} CPU s) = {w_wr / w_cp:.2f}x wall, "
               f"{c_wr / c_cp:.2f}x CPU; pyarrow's copy {w_cp:.2f}s ({c_cp:.1f} CPU s); "
               f"{sum(len(s) for _, _, s, _ in todo):,} shapes (load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def alternate_runs(wh: str, rule_sets: list[int], rounds: int) -> None:
+    """--alternate: pyarrow's copy and the arrow engine's whole apply at each rule set, in turn, `rounds` times
+    (the rule sets' order swapped every round), no Spark; the page cache's dirty pages written out (`sync`)
+    before each, so one's writeback does not land in the next. Per round the ratios to that round's copy,
+    then the medians: this machine's speed drifts by a fifth between minutes, so only side by side counts."""
+    apply = _module("rpl_sql.pipeline.applier", "rpl_sql.apply").apply
+    ev, out = events_path(wh), os.path.join(os.path.dirname(wh), "alternate_tmp")
+
+    def no_spark():
+        raise AssertionError("the events carry summaries: the arrow engine needs no Spark")
+    configure(wh, rule_sets[0])
+    apply(no_spark, wh, verify="auto", engine="arrow")  # warm-up: imports, page cache
+    runs: dict[object, list[tuple[float, float]]] = {}
+    for i in range(rounds):
+        os.sync()
+        runs.setdefault("copy", []).append(timed(lambda: arrow_copy(ev, out))[:2])
+        for r in rule_sets if i % 2 == 0 else rule_sets[::-1]:
+            configure(wh, r)
+            os.sync()
+            runs.setdefault(r, []).append(timed(lambda: apply(no_spark, wh, verify="auto", engine="arrow"))[:2])
+        copy_w, copy_c = runs["copy"][-1]
+        print(f"round {i + 1}: pyarrow's copy {copy_w:.2f}s ({copy_c:.1f} CPU s); " + "; ".join(
+            f"{r} rules/channel {runs[r][-1][0]:.2f}s ({runs[r][-1][1]:.1f} CPU s) = {runs[r][-1][0] / copy_w:.2f}x "
+            f"wall, {runs[r][-1][1] / copy_c:.2f}x CPU" for r in rule_sets) +
+            f" (load average {os.getloadavg()[0]:.1f})", flush=True)
+    shutil.rmtree(out, ignore_errors=True)
+    med = statistics.median
+    for r in rule_sets:
+        walls = [a[0] / c[0] for a, c in zip(runs[r], runs["copy"])]
+        cpus = [a[1] / c[1] for a, c in zip(runs[r], runs["copy"])]
+        print(f"rules/channel={r}: the arrow apply {med(w for w, _ in runs[r]):.2f}s / "
+              f"{med(c for _, c in runs[r]):.1f} CPU s, pyarrow's copy {med(w for w, _ in runs['copy']):.2f}s / "
+              f"{med(c for _, c in runs['copy']):.1f} CPU s (medians of {rounds}); per round: median "
+              f"{med(walls):.2f}x wall ({min(walls):.2f}-{max(walls):.2f}), {med(cpus):.2f}x CPU "
+              f"({min(cpus):.2f}-{max(cpus):.2f})", flush=True)
 
 
 @contextlib.contextmanager
@@ -484,6 +522,8 @@ def main(argv=None) -> int:
                    "alternating in fresh processes")
     p.add_argument("--rounds", type=int, default=2, help="--ab: rounds (each runs both sides once)")
     p.add_argument("--ab-child", metavar="DIR", help=argparse.SUPPRESS)
+    p.add_argument("--alternate", type=int, default=0, metavar="N",
+                   help="only pyarrow's copy and the arrow engine's apply per rule set, in turn, N rounds")
     p.add_argument("--split", type=int, default=0, metavar="N",
                    help="only the arrow engine's two halves (deciding; writing alone) beside pyarrow's copy, N rounds")
     args = p.parse_args(argv)
@@ -515,6 +555,9 @@ def main(argv=None) -> int:
         return 0
     if args.ab:
         ab_runs(args.ab, n, args.data, rule_sets, args.rounds)
+        return 0
+    if args.alternate:
+        alternate_runs(wh, rule_sets, args.alternate)
         return 0
     if args.split:
         for r in rule_sets:

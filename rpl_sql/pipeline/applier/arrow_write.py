@@ -9,6 +9,7 @@ and requires equal applied tables.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -36,6 +37,7 @@ ROWS_PER_FILE = 2_000_000  # a writer thread starts a new output file past this 
 # dictionary-encoded pages until it ends: at 256K rows the three channels' writes took 1.37x pyarrow's copy on
 # two threads, much of it the kernel's time for fresh pages; at 64K, 1.19x (docs/benchmarks.md, the applier)
 ROW_GROUP_ROWS = 64 * 1024
+READ_AHEAD_BYTES = 256 << 20  # decoded events a ReadAhead holds at most
 SAMPLE_EVERY = 1024  # Verdicts checks every SAMPLE_EVERY-th event's shape id against its columns
 KEY_COLUMNS = (*PLAIN_KEYS, "tables")
 # Text columns of few distinct values, read as the dictionaries their Parquet pages hold and written as such:
@@ -100,7 +102,7 @@ class Verdicts:
         self.lookup = pa.table({  # applied_db and decided_by, dictionary-encoded, in the index's row order
             "applied_db": applied.applied_db.dictionary_encode(), "decided_by": applied.decided_by.dictionary_encode()})
         self.counts = applied.counts  # in the index's row order
-        self.channel = channel
+        self.channel, self.lo, self.hi = channel, lo, hi
         mine = sorted((r for r in rollups if r.last_seq > lo and (hi is None or r.first_seq <= hi)),
                       key=lambda r: r.first_seq)
         if any(b.first_seq <= a.last_seq for a, b in zip(mine, mine[1:])):
@@ -160,13 +162,78 @@ class Verdicts:
                              f"ingest rollup's ids disagree with the events); nothing applied", self.channel)
 
 
-def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdicts) -> tuple[pa.Table, np.ndarray]:
+class ReadAhead:
+    """A batch's first files read on one thread while the driver still decides the batch: at the start of a run
+    nothing is written yet and one core idles (docs/benchmarks.md, the applier). Files are read in the order the
+    write threads take them, until `stop` (the write starts) or READ_AHEAD_BYTES are held; the write takes each
+    table once (`take`), reading itself what was not read ahead."""
+
+    def __init__(self, files: Sequence[DeltaFile], lo: int, hi: int | None, threads: int):
+        runs = _runs(files, lo, hi, threads)
+        self._order = [f.path for turn in itertools.zip_longest(*runs) for f in turn if f is not None]
+        self._tables: dict[str, pa.Table] = {}
+        self._reading: str | None = None
+        self._stopped = self._closed = False
+        self._done = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="rpl_sql-arrow-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        held = 0
+        for path in self._order:
+            with self._done:
+                if self._stopped or held >= READ_AHEAD_BYTES:
+                    break
+                self._reading = path
+            try:
+                t = _read(path, threads=False)  # the other core decides
+            except Exception:  # the write reads it again and reports the error
+                t = None
+            with self._done:
+                self._reading = None
+                if t is not None and not self._closed:
+                    self._tables[path] = t
+                    held += t.nbytes
+                self._done.notify_all()
+        with self._done:
+            self._reading = None
+            self._done.notify_all()
+
+    def take(self, path: str) -> pa.Table | None:
+        """The file's table if it was read ahead (waiting for a read under way), else None."""
+        with self._done:
+            while self._reading == path:
+                self._done.wait()
+            return self._tables.pop(path, None)
+
+    def stop(self) -> None:
+        """No more files read ahead (the one being read still is); what was read stays for `take`."""
+        with self._done:
+            self._stopped = True
+
+    def close(self) -> None:
+        """Stop, and drop what no write took."""
+        with self._done:
+            self._stopped = self._closed = True
+            self._tables.clear()
+
+
+def _read(path: str, threads: bool = True) -> pa.Table:
+    """An events file's columns the write needs, text columns of few values as dictionaries."""
+    fs, rel = filesystem(path)
+    with fs.open_input_file(rel) as fh:
+        pf = pq.ParquetFile(fh, read_dictionary=DICTIONARY_READ)
+        return pf.read(columns=[n for n in (*APPLIED_SCHEMA.names, SHAPE_ID) if n in pf.schema_arrow.names],
+                       use_threads=threads)
+
+
+def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdicts,
+             ahead: ReadAhead | None = None) -> tuple[pa.Table, np.ndarray]:
     """The events of one file in (lo, hi] that a verdict applies, in WRITE_SCHEMA; and each applied shape's count
     of them."""
-    fs, path = filesystem(f.path)
-    with fs.open_input_file(path) as fh:
-        pf = pq.ParquetFile(fh, read_dictionary=DICTIONARY_READ)
-        t = pf.read(columns=[n for n in (*APPLIED_SCHEMA.names, SHAPE_ID) if n in pf.schema_arrow.names])
+    t = ahead.take(f.path) if ahead is not None else None
+    if t is None:
+        t = _read(f.path)
     seq = t.column("seq")
     keep = pc.greater(seq, lo) if hi is None else pc.and_(pc.greater(seq, lo), pc.less_equal(seq, hi))
     if not pc.all(keep).as_py():
@@ -208,23 +275,25 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(path)
 
 
-def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | None, applied: AppliedShapes,
-                  target_dir: str, fs: pafs.FileSystem, threads: int = 2, rollups: Sequence[Summary] = ()) -> int:
-    """Write the events among `files` (the channel's, seq in (lo, hi]) of the `applied` shapes under `target_dir`
-    on `fs`; the number of rows written (`rollups`: the ingest rollups known, whose shape ids the events may carry).
+def write_applied(files: Sequence[DeltaFile], found: Verdicts, target_dir: str, fs: pafs.FileSystem,
+                  threads: int = 2, ahead: ReadAhead | None = None) -> int:
+    """Write the events among `files` (the channel's) that `found` applies, those of seq in its (lo, hi], under
+    `target_dir` on `fs`; the number of rows written. The caller builds `found` beforehand: the applier's driver
+    does while the batch before is written, so the write threads start on the files at once.
 
     The files, in seq order, are split into `threads` runs, each written by its own thread into files of up
     to ROWS_PER_FILE rows (pyarrow releases the GIL while it reads, computes and writes). Raises ApplyError,
     leaving what it wrote, when an event's shape id lies (`Verdicts`) or an applied shape got another count of
-    events than the summaries give it."""
-    if not len(applied):
+    events than the summaries give it. `ahead`: the batch's files read ahead with the same `threads`."""
+    if ahead is not None:
+        ahead.stop()
+    if not len(found.counts):
         return 0
-    found = Verdicts(applied, rollups, lo, hi, channel)
-    todo = sorted((f for f in files if _overlaps(f, lo, hi)), key=lambda f: f.min_values.get("seq") or 0)
-    if not todo:
+    channel, lo, hi = found.channel, found.lo, found.hi
+    runs = _runs(files, lo, hi, threads)
+    if not runs:
         return 0
     fs.create_dir(target_dir, recursive=True)
-    runs = [todo[i * len(todo) // threads:(i + 1) * len(todo) // threads] for i in range(threads)]
 
     def write_run(i: int, run: list[DeltaFile]) -> np.ndarray:
         in_file, part, writer, held = 0, 0, None, []
@@ -247,7 +316,7 @@ def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | N
 
         try:
             for f in run:
-                t, got = _applied(f, channel, lo, hi, found)
+                t, got = _applied(f, channel, lo, hi, found, ahead)
                 if t.num_rows == 0:
                     continue
                 counts += got
@@ -260,7 +329,6 @@ def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | N
                 writer.close()
         return counts
 
-    runs = [r for r in runs if r]
     with _short_gil_turns():
         if len(runs) == 1:
             counts = write_run(0, runs[0])
@@ -273,6 +341,13 @@ def write_applied(files: Sequence[DeltaFile], channel: str, lo: int, hi: int | N
         raise ApplyError(f"wrote {counts[i]} events of an applied shape the summaries count {found.counts[i]} of "
                          f"(batch {lo + 1}..{'' if hi is None else hi}); nothing committed", channel)
     return int(counts.sum())
+
+
+def _runs(files: Sequence[DeltaFile], lo: int, hi: int | None, threads: int) -> list[list[DeltaFile]]:
+    """The files that can hold seqs in (lo, hi], in seq order, split into at most `threads` runs (none empty)."""
+    todo = sorted((f for f in files if _overlaps(f, lo, hi)), key=lambda f: f.min_values.get("seq") or 0)
+    runs = [todo[i * len(todo) // threads:(i + 1) * len(todo) // threads] for i in range(threads)]
+    return [r for r in runs if r]
 
 
 def _overlaps(f: DeltaFile, lo: int, hi: int | None) -> bool:

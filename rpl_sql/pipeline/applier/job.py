@@ -10,11 +10,9 @@ docs/design/README.md#rpl_sqlpipelineapplier.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Iterable
@@ -22,15 +20,14 @@ from typing import Any, Callable, Iterable
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.storage.delta import archive
 from rpl_sql.errors import MySQLError
-from rpl_sql.pipeline.applier.arrow_write import add_actions, filesystem, write_applied
+from rpl_sql.pipeline.applier.batch_files import BatchFiles
 from rpl_sql.pipeline.applier.batch_shapes import aggregate, collector_paused, decide_batch, summarized_shapes
 from rpl_sql.pipeline.applier.commits import BatchCommits
 from rpl_sql.pipeline.applier.landed import summarized
-from rpl_sql.pipeline.applier import spark_write
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyProgress, timed
 from rpl_sql.pipeline.applier.tables_gate import NO_TABLES, TablesGate
-from rpl_sql.pipeline.applier.shapes import DATA_DIR, AppliedShapes, batch_record, not_running, with_shape_key
+from rpl_sql.pipeline.applier.shapes import batch_record, not_running, with_shape_key
 from rpl_sql.pipeline.events import applied_path, events_path
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
@@ -103,10 +100,9 @@ class _WriteStage:
 class _Applier:
     """One applier run: per channel, batches of events decided in Spark, then the two commits (BatchCommits).
 
-    About 270 lines: the batch loop and the writes it orders (`spark_write`'s or `arrow_write`'s, then the two
-    commits on a write stage that overlaps the next batch's deciding) share the run's snapshot, session,
-    installed functions and write stage; finding and deciding the shapes is `batch_shapes`, the replica tables
-    `tables_gate`.
+    About 260 lines: the batch loop and the writes it orders (`batch_files`', then the two commits on a write
+    stage that overlaps the next batch's deciding) share the run's snapshot, session, installed functions and
+    write stage; finding and deciding the shapes is `batch_shapes`, the replica tables `tables_gate`.
     """
 
     def __init__(self, spark, warehouse: str, batch_size: int | None, progress: Callable[[ApplyProgress], None] | None,
@@ -126,6 +122,7 @@ class _Applier:
         self.events = events_path(warehouse)
         self.applied = applied_path(warehouse)
         self.commits = BatchCommits(self.store, self.applied)
+        self.files = BatchFiles(self.applied, self.engine, self._ensure_spark)
         self._config_key = None
         self._installer: FunctionInstaller | None = None
         self._commits: dict[str, list[tuple[int, dict]]] = {}  # per channel: its ingest commits this run
@@ -279,7 +276,16 @@ class _Applier:
         else:
             with timed("batch end", ch.name):
                 hi = self._batch_end(events(), lo)
+        ahead = self.files.read_ahead(files, lo, hi, idle=not self.behind.busy())
+        try:
+            return self._decide_and_hand_over(events, files, state, ch, lo, hi, version, commits, completed, ahead)
+        except BaseException:
+            if ahead is not None:
+                ahead.close()
+            raise
 
+    def _decide_and_hand_over(self, events, files, state, ch, lo, hi, version, commits, completed, ahead):
+        """`batch` with its end `hi` found and the arrow engine's read-ahead started (None: none)."""
         @functools.cache
         def ev():
             from pyspark.sql import functions as F
@@ -297,6 +303,8 @@ class _Applier:
             shapes, gtids, (last_file, last_pos) = (summarized_shapes(commits) if commits
                                                     else aggregate(ev(), ch, sql))
         if not len(shapes):
+            if ahead is not None:
+                ahead.close()
             return None
         total, first, last = shapes.span()
         if first != lo + 1 or last - lo != total:
@@ -313,10 +321,13 @@ class _Applier:
                            events=total, gtids=str(gtids), last_file=last_file, last_pos=last_pos,
                            events_version=version, source_dropped=dropped)
 
+        applied = shapes.applied()
+        with timed("verdicts", ch.name):
+            found = self.files.verdicts(applied, self._rollups.get(ch.name, ()), rec)
+
         def write_and_commit() -> None:
             with timed("write", ch.name):
-                actions = (self._write_arrow(files, shapes.applied(), rec) if self.engine == "arrow"
-                           else self._write(ev(), shapes.applied(), rec))
+                actions = self.files.write(rec, files, applied, found, ahead, ev)
             with timed("commit applied", ch.name):
                 self.commits.commit_applied(rec, actions)
             self.tables.gate(rec)
@@ -344,36 +355,6 @@ class _Applier:
         except SourceFilterConflictError as e:
             raise ApplyError(str(e), ch.name) from None
         return sum(n for b in batches for n in b.dropped.values()), hits, rules
-
-    def _write(self, ev, applied: AppliedShapes, rec: BatchRecord) -> list:
-        """`spark_write.write_applied` into this batch's directory; the add actions for the files."""
-        rel_dir, target = self._target(rec)
-        return spark_write.write_applied(self.spark, ev, applied, rec, rel_dir, target)
-
-    def _target(self, rec: BatchRecord) -> tuple[str, str]:
-        """(directory relative to the applied table, its full path) for a batch's new files."""
-        hashed = hashlib.sha1(rec.channel.encode("utf-8")).hexdigest()[:12]
-        rel_dir = f"{DATA_DIR}/{hashed}/{rec.end:020d}-{uuid.uuid4().hex[:12]}"
-        return rel_dir, f"{self.applied.rstrip('/')}/{rel_dir}"
-
-    def _write_arrow(self, files: tuple[DeltaFile, ...], applied: AppliedShapes, rec: BatchRecord) -> list:
-        """`_write` by pyarrow in this process (arrow_write); the add actions for the files."""
-        if not rec.applied:
-            return []
-        rel_dir, target = self._target(rec)
-        fs, base = filesystem(target)
-        try:
-            rows = write_applied(files, rec.channel, rec.start, rec.end, applied, base, fs,
-                                 threads=min(8, os.cpu_count() or 2), rollups=self._rollups.get(rec.channel, ()))
-        except ApplyError:
-            fs.delete_dir(base)
-            raise
-        actions, written = add_actions(target, rel_dir)
-        if rows != rec.applied or written != rows:
-            fs.delete_dir(base)
-            raise ApplyError(f"wrote {written} applied events, expected {rec.applied} (batch {rec.start + 1}.."
-                             f"{rec.end}); nothing committed", rec.channel)
-        return actions
 
 
 def engine_for(spark) -> str:
