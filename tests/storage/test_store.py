@@ -120,6 +120,29 @@ def test_table_layout():
     assert (empty["filter_rule"], empty["filter_values"]) == ("", "[]")
 
 
+def test_a_slot_s_texts_are_its_own_when_kept_between_states(monkeypatch):
+    """The kept FILTER_RULE and values texts (state_table._slot_texts_of) belong to one (type, values): equal
+    values of another type (DO_TABLE's text is sorted, WILD_DO_TABLE's is not), other values of the same type,
+    and a state read back from its table all give the texts a fresh encoding gives, past the bound too."""
+    import rpl_sql.storage.state_table as state_table
+
+    monkeypatch.setattr(state_table, "_SLOT_TEXTS_MAX", 3)
+    monkeypatch.setattr(state_table, "_slot_texts", {})
+    values = ("z.t", "a.t", "ünï.\\x", "q'.b")
+    states = []
+    for ftype, vals in [(T.DO_TABLE, values), (T.WILD_DO_TABLE, values), (T.DO_TABLE, values[:2]),
+                        (T.IGNORE_TABLE, values), (T.DO_TABLE, values)]:
+        ch = Channel("c", filters=Filters().configure(ftype, vals, CHANGE_REPLICATION_FILTER, NOW))
+        states.append(replace(initial_state(), channels=(ch,)))
+    for st in states + [state_from_table(state_to_table(st)) for st in states]:
+        row = next(r for r in pa.table(state_to_table(st)).to_pylist() if r["kind"] == "channel_filter")
+        slot = next(sl for sl in st.channel("c").filters.slots if sl.values)
+        ftype = T(row["filter_name"])
+        assert row["filter_rule"] == format_rule(ftype, slot.values)
+        assert json.loads(row["filter_values"]) == [list(v) if isinstance(v, tuple) else v for v in slot.values]
+    assert len(state_table._slot_texts) <= 3
+
+
 def test_initial_state_rows():
     t = state_to_table(initial_state())
     assert t.column("kind").to_pylist() == ["server", "channel"]
