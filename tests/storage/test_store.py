@@ -134,9 +134,9 @@ def test_a_slot_s_texts_are_its_own_when_kept_between_states(monkeypatch):
                         (T.IGNORE_TABLE, values), (T.DO_TABLE, values)]:
         ch = Channel("c", filters=Filters().configure(ftype, vals, CHANGE_REPLICATION_FILTER, NOW))
         states.append(replace(initial_state(), channels=(ch,)))
-    for st in states + [state_from_table(state_to_table(st)) for st in states]:
-        row = next(r for r in pa.table(state_to_table(st)).to_pylist() if r["kind"] == "channel_filter")
-        slot = next(sl for sl in st.channel("c").filters.slots if sl.values)
+    for state in states + [state_from_table(state_to_table(s)) for s in states]:
+        row = next(r for r in pa.table(state_to_table(state)).to_pylist() if r["kind"] == "channel_filter")
+        slot = next(sl for sl in state.channel("c").filters.slots if sl.values)
         ftype = T(row["filter_name"])
         assert row["filter_rule"] == format_rule(ftype, slot.values)
         assert json.loads(row["filter_values"]) == [list(v) if isinstance(v, tuple) else v for v in slot.values]
