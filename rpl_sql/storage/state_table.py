@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from arro3.core import Array, DataType, Field, Schema, Table
 
@@ -57,25 +57,46 @@ def _options_json(ch: Channel) -> dict[str, Any]:
     return out
 
 
-_SLOT_TEXTS_MAX = 64  # distinct slots whose texts are kept (a server holds a few per channel)
-_slot_texts: dict[tuple[FilterType, tuple], tuple[str, str]] = {}
-_slot_texts_lock = threading.Lock()  # the replica service commits from several threads
+class _Kept:
+    """A memo of at most `size` entries, the oldest dropped first, shared by threads (the replica service
+    commits and loads the state from several)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        with self._lock:
+            got = self._entries.get(key)
+        if got is None:
+            got = make()
+            with self._lock:
+                if len(self._entries) >= self.size:
+                    self._entries.pop(next(iter(self._entries)))
+                self._entries[key] = got
+        return got
+
+
+# A slot's texts by (type, values), and its values by their JSON text: every commit writes the whole state and
+# compares it with the one it replaces, and every load reads it all; at 10,000 rules a channel encoding the
+# rules took 7-11 ms a state (twice a commit) and decoding them most of a load, for rules that rarely change.
+# 64 slots: a server holds a few per channel.
+_slot_texts = _Kept(64)
+_slot_values = _Kept(64)
 
 
 def _slot_texts_of(ftype: FilterType, values: tuple) -> tuple[str, str]:
-    """A slot's FILTER_RULE text and its values as JSON, kept per distinct (type, values): every commit writes
-    the whole state, and at 10,000 rules a channel making them took 7-11 ms a state, twice a commit (the new
-    state and the one it replaces), for rules that rarely change."""
-    key = (ftype, values)
-    with _slot_texts_lock:
-        got = _slot_texts.get(key)
-    if got is None:
-        got = (format_rule(ftype, values), _dumps(_jsonable(values)))
-        with _slot_texts_lock:
-            if len(_slot_texts) >= _SLOT_TEXTS_MAX:
-                _slot_texts.pop(next(iter(_slot_texts)))
-            _slot_texts[key] = got
-    return got
+    """A slot's FILTER_RULE text and its values as JSON."""
+    return _slot_texts.get((ftype, values), lambda: (format_rule(ftype, values), _dumps(_jsonable(values))))
+
+
+def _slot_values_of(text: str) -> tuple:
+    """A slot's values from their JSON text (the same tuple for the same text while it is kept)."""
+    return _slot_values.get(text, lambda: _tuples(json.loads(text)))
 
 
 def state_to_table(state: ServerState) -> Table:
@@ -158,7 +179,7 @@ def sorted_rows(table: Any) -> list[dict[str, Any]]:
 def _slot(row: dict[str, Any]) -> tuple[FilterType, Slot]:
     ftype = FilterType(row["filter_name"])
     hits = json.loads(row["payload"]).get("rule_hits", []) if row.get("payload") else []
-    return ftype, Slot(values=_tuples(json.loads(row["filter_values"])), configured_by=row["configured_by"],
+    return ftype, Slot(values=_slot_values_of(row["filter_values"]), configured_by=row["configured_by"],
                        active_since=row["active_since"] or 0, counter=row["counter"] or 0,
                        rule_hits=_tuples(hits))
 

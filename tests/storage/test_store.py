@@ -121,26 +121,28 @@ def test_table_layout():
 
 
 def test_a_slot_s_texts_are_its_own_when_kept_between_states(monkeypatch):
-    """The kept FILTER_RULE and values texts (state_table._slot_texts_of) belong to one (type, values): equal
-    values of another type (DO_TABLE's text is sorted, WILD_DO_TABLE's is not), other values of the same type,
-    and a state read back from its table all give the texts a fresh encoding gives, past the bound too."""
+    """The kept FILTER_RULE and values texts (state_table._slot_texts_of) belong to one (type, values), and the
+    kept values (`_slot_values_of`) to one text: equal values of another type (DO_TABLE's text is sorted,
+    WILD_DO_TABLE's is not), other values of the same type, and a state read back from its table all give what
+    a fresh encoding gives, and read back equal, past the bound too."""
     import rpl_sql.storage.state_table as state_table
 
-    monkeypatch.setattr(state_table, "_SLOT_TEXTS_MAX", 3)
-    monkeypatch.setattr(state_table, "_slot_texts", {})
+    monkeypatch.setattr(state_table, "_slot_texts", state_table._Kept(3))
+    monkeypatch.setattr(state_table, "_slot_values", state_table._Kept(3))
     values = ("z.t", "a.t", "ünï.\\x", "q'.b")
     states = []
     for ftype, vals in [(T.DO_TABLE, values), (T.WILD_DO_TABLE, values), (T.DO_TABLE, values[:2]),
-                        (T.IGNORE_TABLE, values), (T.DO_TABLE, values)]:
+                        (T.IGNORE_TABLE, values), (T.DO_TABLE, ("y.t", "b.t")), (T.DO_TABLE, values)]:
         ch = Channel("c", filters=Filters().configure(ftype, vals, CHANGE_REPLICATION_FILTER, NOW))
         states.append(replace(initial_state(), channels=(ch,)))
+    assert [state_from_table(state_to_table(s)) for s in states] == states
     for state in states + [state_from_table(state_to_table(s)) for s in states]:
         row = next(r for r in pa.table(state_to_table(state)).to_pylist() if r["kind"] == "channel_filter")
         slot = next(sl for sl in state.channel("c").filters.slots if sl.values)
         ftype = T(row["filter_name"])
         assert row["filter_rule"] == format_rule(ftype, slot.values)
         assert json.loads(row["filter_values"]) == [list(v) if isinstance(v, tuple) else v for v in slot.values]
-    assert len(state_table._slot_texts) <= 3
+    assert len(state_table._slot_texts) <= 3 and len(state_table._slot_values) <= 3
 
 
 def test_initial_state_rows():
