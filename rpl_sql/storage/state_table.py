@@ -1,9 +1,9 @@
 """The state as one Arrow table (one row per server, channel and filter) and back: the state table's rows."""
 from __future__ import annotations
 
+import functools
 import json
-import threading
-from typing import Any, Callable
+from typing import Any
 
 from arro3.core import Array, DataType, Field, Schema, Table
 
@@ -57,46 +57,20 @@ def _options_json(ch: Channel) -> dict[str, Any]:
     return out
 
 
-class _Kept:
-    """A memo of at most `size` entries, the oldest dropped first, shared by threads (the replica service
-    commits and loads the state from several)."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._entries: dict[Any, Any] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: Any, make: Callable[[], Any]) -> Any:
-        with self._lock:
-            got = self._entries.get(key)
-        if got is None:
-            got = make()
-            with self._lock:
-                if len(self._entries) >= self.size:
-                    self._entries.pop(next(iter(self._entries)))
-                self._entries[key] = got
-        return got
-
-
-# A slot's texts by (type, values), and its values by their JSON text: every commit writes the whole state and
-# compares it with the one it replaces, and every load reads it all; at 10,000 rules a channel encoding the
-# rules took 7-11 ms a state (twice a commit) and decoding them most of a load, for rules that rarely change.
-# 64 slots: a server holds a few per channel.
-_slot_texts = _Kept(64)
-_slot_values = _Kept(64)
-
-
+# A slot's texts by (type, values), and its values by their JSON text, kept for 64 slots (a server holds a few
+# per channel): every commit writes the whole state and compares it with the one it replaces, and every load
+# reads it all; at 10,000 rules a channel encoding the rules took 7-11 ms a state (twice a commit) and decoding
+# them most of a load, for rules that rarely change.
+@functools.lru_cache(maxsize=64)
 def _slot_texts_of(ftype: FilterType, values: tuple) -> tuple[str, str]:
     """A slot's FILTER_RULE text and its values as JSON."""
-    return _slot_texts.get((ftype, values), lambda: (format_rule(ftype, values), _dumps(_jsonable(values))))
+    return format_rule(ftype, values), _dumps(_jsonable(values))
 
 
+@functools.lru_cache(maxsize=64)
 def _slot_values_of(text: str) -> tuple:
     """A slot's values from their JSON text (the same tuple for the same text while it is kept)."""
-    return _slot_values.get(text, lambda: _tuples(json.loads(text)))
+    return _tuples(json.loads(text))
 
 
 def state_to_table(state: ServerState) -> Table:

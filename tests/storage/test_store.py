@@ -5,6 +5,7 @@ history and the filter-change audit trail.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -127,8 +128,10 @@ def test_a_slot_s_texts_are_its_own_when_kept_between_states(monkeypatch):
     a fresh encoding gives, and read back equal, past the bound too."""
     import rpl_sql.storage.state_table as state_table
 
-    monkeypatch.setattr(state_table, "_slot_texts", state_table._Kept(3))
-    monkeypatch.setattr(state_table, "_slot_values", state_table._Kept(3))
+    texts = functools.lru_cache(maxsize=3)(state_table._slot_texts_of.__wrapped__)
+    values_of = functools.lru_cache(maxsize=3)(state_table._slot_values_of.__wrapped__)
+    monkeypatch.setattr(state_table, "_slot_texts_of", texts)
+    monkeypatch.setattr(state_table, "_slot_values_of", values_of)
     values = ("z.t", "a.t", "ünï.\\x", "q'.b")
     states = []
     for ftype, vals in [(T.DO_TABLE, values), (T.WILD_DO_TABLE, values), (T.DO_TABLE, values[:2]),
@@ -142,7 +145,8 @@ def test_a_slot_s_texts_are_its_own_when_kept_between_states(monkeypatch):
         ftype = T(row["filter_name"])
         assert row["filter_rule"] == format_rule(ftype, slot.values)
         assert json.loads(row["filter_values"]) == [list(v) if isinstance(v, tuple) else v for v in slot.values]
-    assert len(state_table._slot_texts) <= 3 and len(state_table._slot_values) <= 3
+    assert texts.cache_info().currsize <= 3 and values_of.cache_info().currsize <= 3
+    assert texts.cache_info().hits and values_of.cache_info().hits  # kept texts and values were used
 
 
 def test_initial_state_rows():
