@@ -277,12 +277,13 @@ class _Applier:
             with timed("batch end", ch.name):
                 hi = self._batch_end(events(), lo)
         ahead = self.files.read_ahead(files, lo, hi, idle=not self.behind.busy())
+        rec = None
         try:
-            return self._decide_and_hand_over(events, files, state, ch, lo, hi, version, commits, completed, ahead)
-        except BaseException:
-            if ahead is not None:
-                ahead.close()
-            raise
+            rec = self._decide_and_hand_over(events, files, state, ch, lo, hi, version, commits, completed, ahead)
+        finally:
+            if rec is None and ahead is not None:  # not handed over (nothing to apply, or an error): the write
+                ahead.close()                       # that closes it will not run
+        return rec
 
     def _decide_and_hand_over(self, events, files, state, ch, lo, hi, version, commits, completed, ahead):
         """`batch` with its end `hi` found and the arrow engine's read-ahead started (None: none)."""
@@ -303,8 +304,6 @@ class _Applier:
             shapes, gtids, (last_file, last_pos) = (summarized_shapes(commits) if commits
                                                     else aggregate(ev(), ch, sql))
         if not len(shapes):
-            if ahead is not None:
-                ahead.close()
             return None
         total, first, last = shapes.span()
         if first != lo + 1 or last - lo != total:
