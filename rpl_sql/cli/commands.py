@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import sys
@@ -15,13 +16,14 @@ from rpl_sql.pipeline.applier import apply
 from rpl_sql.pipeline.applier.job import engine_for_master
 from rpl_sql.pipeline.applier.tables_gate import TablesGate, finish_backfills
 from rpl_sql.pipeline.replica.backfill import ChannelBackfills
-from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SQL_THREAD_MAX_MEMORY, ReplicaService, ServiceError,
-                                              service_logging)
+from rpl_sql.pipeline.replica.service import (BATCH_SIZE, SLOW_STOP, SQL_THREAD_MAX_MEMORY, ReplicaService,
+                                              ServiceError, service_logging)
 from rpl_sql.pipeline.replica.service_memory import SERVICE_ALLOCATORS, set_service_allocators
 from rpl_sql.pipeline.replica.snapshot import SourceSnapshot, SnapshotProgress
 from rpl_sql.pipeline.applier.report import ApplyProgress
 from rpl_sql.pipeline.binlog import ingest_channel
 from rpl_sql.pipeline.debezium import ingest_debezium_file
+from rpl_sql.source_server.connection import NET_TIMEOUT
 from rpl_sql.pipeline.ingest_position import IngestError
 from rpl_sql.pipeline.writer import IngestReport
 from rpl_sql.display.progress import Progress as Display
@@ -171,6 +173,9 @@ def replica_main(argv: list[str] | None = None) -> int:
     p.add_argument("--copy-page-rows", type=int, default=200_000, metavar="N",
                    help="rows per source query when a filter change backfills a table (default 200,000; smaller "
                         "pages hold a busy source's resources for less time each)")
+    p.add_argument("--net-timeout", type=float, default=NET_TIMEOUT, metavar="SECONDS",
+                   help=f"seconds without a byte from a source (it sends a heartbeat every second) before the "
+                        f"receiver reconnects, as replica_net_timeout (default {NET_TIMEOUT:.0f})")
     p.add_argument("--one-process", action="store_true",
                    help="run the SQL threads as threads of this process (default: a process per channel's SQL "
                         "thread, so receiving and applying use separate cores)")
@@ -183,8 +188,9 @@ def replica_main(argv: list[str] | None = None) -> int:
     conf = spark_conf(p, args)
     if conf and not args.master:
         p.error("--conf is for Spark: give --master too")
-    if args.batch_size < 1 or args.sql_thread_max_memory < 0:
-        p.error("--batch-size wants 1 or more events, --sql-thread-max-memory 0 (never) or more MB")
+    if args.batch_size < 1 or args.sql_thread_max_memory < 0 or not args.net_timeout >= 2:
+        p.error("--batch-size wants 1 or more events, --sql-thread-max-memory 0 (never) or more MB, --net-timeout "
+                "2 or more seconds (a source sends a heartbeat every second)")
     _rerun_with_allocator_setting(argv)
     service_logging()
     try:
@@ -192,8 +198,9 @@ def replica_main(argv: list[str] | None = None) -> int:
                                  processes=not args.one_process, master=args.master,
                                  spark_conf=conf, verbose=args.verbose,
                                  sql_thread_max_memory=args.sql_thread_max_memory or None,
-                                 copy_page_rows=args.copy_page_rows)
+                                 copy_page_rows=args.copy_page_rows, net_timeout=args.net_timeout)
         service.run(on_start=_say_running)
+        faulthandler.dump_traceback_later(SLOW_STOP)  # and so may the interpreter's exit
     except MySQLError as e:
         sys.stderr.write(error_text(e))
         return 1

@@ -17,7 +17,8 @@ import time
 from typing import Any, Callable
 
 
-from rpl_sql.source_server.connection import connect, connection_settings, forwarded_filters, forwarding_command
+from rpl_sql.source_server.connection import (NET_TIMEOUT, connect, connection_settings, forwarded_filters,
+                                              forwarding_command)
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.filters.evaluate import TRANSACTION_CONTROL
 from rpl_sql.pipeline.binlog_stream import BinlogStream, FramedRows
@@ -87,15 +88,17 @@ class BinlogIngest:
     def __init__(self, warehouse: str, channel: str, *, max_events: int | None = None,
                  filter_at_source: bool = False, batch_rows: int = 20_000, batch_seconds: float = 30.0,
                  progress: Callable[[IngestReport], None] | None = None, progress_every: float = 5.0,
-                 server_id: int | None = None, follow: Callable[[], bool] | None = None):
+                 server_id: int | None = None, follow: Callable[[], bool] | None = None,
+                 net_timeout: float = NET_TIMEOUT):
         self.warehouse, self.channel = os.fspath(warehouse), channel_key(channel)
         self.max_events, self.filter_at_source = max_events, filter_at_source
         self.batch_rows, self.batch_seconds = batch_rows, batch_seconds
         self.progress, self.progress_every = progress, progress_every
         self.server_id = server_id or random.randint(0x10000000, 0x7FFFFFFF)
         # follow: keep reading as the source writes (heartbeats every second when it is idle) while `follow()`
-        # says so; it is asked at every event and heartbeat, and the run ends at the next transaction boundary.
-        self.follow = follow
+        # says so; it is asked at every event and heartbeat, and the run ends at the next transaction boundary;
+        # a read that hears nothing for `net_timeout` seconds fails (2013).
+        self.follow, self.net_timeout = follow, net_timeout
         self.report = IngestReport(channel, filter_at_source=filter_at_source)
 
     # ---------------------------------------------------------------- setup
@@ -184,8 +187,7 @@ class BinlogIngest:
             self.report.gtid_set = str(self.landed)
             self._read(settings, start, t0)
         self.report.seconds = time.monotonic() - t0
-        self.report.bytes_written = writer.bytes_written
-        self.report.commits = writer.commits
+        self.report.bytes_written, self.report.commits = writer.bytes_written, writer.commits
         return self.report
 
     def _read(self, settings: dict, start: tuple[str, int], t0: float) -> None:
@@ -199,9 +201,7 @@ class BinlogIngest:
         self.last_flush = self.last_progress = time.monotonic()
         self.columns = TableMapColumns(self.channel)
         self.decoder = ImageDecoder()
-        self.t0 = t0
-        self.landed_run = 0
-        self.done = False
+        self.t0, self.landed_run, self.done = t0, 0, False
         from pymysqlreplication import event as ev_mod
         from pymysqlreplication import row_event as row_mod
 
@@ -223,7 +223,8 @@ class BinlogIngest:
         else:
             extra.update(resume_stream=True, log_file=start[0], log_pos=start[1], is_mariadb=False)
         self.stream = stream = BinlogStream(connection_settings=dict(
-                                                settings, init_command=forwarding_command(self.forwarded)),
+                                                settings, init_command=forwarding_command(self.forwarded),
+                                                read_timeout=self.net_timeout if following else None),
                                             server_id=self.server_id,
                                             blocking=following, freeze_schema=True, only_events=wanted,
                                             decoder=self.decoder, **extra)

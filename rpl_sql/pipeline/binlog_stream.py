@@ -10,6 +10,8 @@ connecting, reconnecting and every other event stay the library's.
 """
 from __future__ import annotations
 
+import logging
+import socket
 import struct
 
 import pymysql
@@ -23,6 +25,9 @@ _U16 = struct.Struct("<H")
 _SKIPPED = object()
 # the library's private reader state this reads (checked at construction: without it, the library frames all)
 _LIBRARY_STATE = ("connected_stream", "connected_ctl", "use_checksum", "post_header_lengths")
+# the library's warning on a lost connection says it connects again, which this reader does not
+logging.getLogger("pymysqlreplication.binlogstream").addFilter(
+    lambda record: "Re-request the connection" not in record.getMessage())
 
 
 class FramedRows:
@@ -45,6 +50,7 @@ class BinlogStream(BinLogStreamReader):
     def __init__(self, *args, decoder: ImageDecoder, **kwargs):
         super().__init__(*args, **kwargs)
         self.decoder = decoder
+        self._stream_opened = False
         self._wrapped = None      # the stream connection whose `_read_packet` hands back `_pending` first
         self._read_raw = None
         self._pending = None      # a packet (or a read's error) for the library's fetchone to read next
@@ -52,6 +58,25 @@ class BinlogStream(BinLogStreamReader):
             kwargs.get(k) for k in ("only_tables", "ignored_tables", "only_schemas", "ignored_schemas",
                                     "skip_to_timestamp", "end_log_pos"))
             and all(hasattr(self, "_BinLogStreamReader__" + a) for a in _LIBRARY_STATE))
+
+    def _BinLogStreamReader__connect_to_stream(self):
+        """Connect once. The library reconnects by itself when a read fails with 2013/2006, from where it last
+        stood: with auto-position from the GTID set it started with (the source sends every transaction since
+        again) and inside a transaction in the middle of it. The ingest reconnects instead, from what landed."""
+        if self._stream_opened:
+            raise pymysql.OperationalError(2013, "Lost connection to the source during the binlog dump; the "
+                                                 "receiver reconnects from the last transaction it landed")
+        self._stream_opened = True
+        super()._BinLogStreamReader__connect_to_stream()
+
+    def interrupt(self) -> None:
+        """End a read that waits on the source, from another thread: it fails with 2013 at once."""
+        sock = getattr(getattr(self, "_stream_connection", None), "_sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # closed meanwhile
+                pass
 
     def fetchone(self):
         while self._frames and self._connected():

@@ -9,7 +9,7 @@ import threading
 
 from rpl_sql.relay import binlog_events as E
 from rpl_sql.relay.spool import Spool
-from rpl_sql.source_server.connection import connect
+from rpl_sql.source_server.connection import NET_TIMEOUT, connect
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class Upstream:
                 self.stop.wait(RETRY_SECONDS)
 
     def _dump(self) -> None:
-        conn = connect(self.settings, autocommit=True, read_timeout=None)
+        conn = connect(self.settings, autocommit=True, read_timeout=NET_TIMEOUT)  # heartbeats come every second
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT @@server_id, @@global.binlog_checksum")

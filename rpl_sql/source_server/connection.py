@@ -66,6 +66,11 @@ def connect(settings: dict, **kw):
     return _connection_class()(**settings, **kw)
 
 
+# Seconds without a byte from the source (its heartbeats come every second) after which a binlog connection is
+# taken for dead and made again, as MySQL's replica_net_timeout (default 60): a network that drops packets
+# without a reset would otherwise leave the reader waiting, and the status saying "Yes", forever.
+NET_TIMEOUT = 60.0
+
 FILTERS_VARIABLE = "rpl_sql_filters"  # a relay reads a channel's filters from this user variable (WL#2387 Part 1)
 
 

@@ -45,7 +45,8 @@ def test_startup_options_need_start_and_bad_options_abort(tmp_path):
 
 def test_the_service_turns_away_bad_sizes_before_it_starts(tmp_path):
     wh = tmp_path / "wh"
-    for bad in (["--batch-size", "0"], ["--sql-thread-max-memory", "-1"]):
+    for bad in (["--batch-size", "0"], ["--sql-thread-max-memory", "-1"], ["--net-timeout", "1"],
+                ["--net-timeout", "nan"]):
         p = run("replica", "--warehouse", str(wh), *bad)
         assert p.returncode == 2 and "--batch-size wants 1 or more events" in p.stderr, p.stderr
     assert not wh.exists()

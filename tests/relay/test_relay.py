@@ -237,11 +237,9 @@ def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse
     """WL#2387 Part 1: `rpl-sql replica` reading through the relay sends its channel's filters when it connects
     (SET @rpl_sql_filters); the relay, which holds no filters for it, sends only what they apply, and the
     replica tables equal a direct MariaDB replica's with the same filters. The rewrite stays on the replica."""
-    import os
-    import signal
 
     from tests.pipeline.replica.test_replica import _normal, _ours
-    from tests.pipeline.replica.test_replica_service import caught_up, start_service
+    from tests.pipeline.replica.test_replica_service import caught_up, start_service, stop_service
 
     src, _, direct = servers
     relay, port = _tables_and_a_relay(src, tmp_path)
@@ -265,8 +263,7 @@ def test_an_rpl_sql_channel_forwards_its_filters_to_the_relay(servers, warehouse
         assert rep["filters_channel"] == "(forwarded by the replica)"
         assert rep["events_sent"] < rep["events_read"] * 0.8, rep
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
         relay.close()
         direct.execute("STOP ALL SLAVES", *NO_FILTERS)
 
@@ -277,13 +274,11 @@ def test_source_side_filters_set_with_change_replication_source(servers, tmp_pat
     channel forwards them); reading the source itself, the channel's ingest does. Either way the replica tables
     equal a direct MariaDB replica's with the same filters as replicate_* settings, and rpl_sql_channels shows
     them."""
-    import os
-    import signal
 
     from rpl_sql.server.performance_schema import channel_rows
     from rpl_sql.storage.store import DeltaStore
     from tests.pipeline.replica.test_replica import _normal, _ours
-    from tests.pipeline.replica.test_replica_service import caught_up, start_service
+    from tests.pipeline.replica.test_replica_service import caught_up, start_service, stop_service
 
     src, _, direct = servers
     relay, port = _tables_and_a_relay(src, tmp_path)
@@ -319,9 +314,8 @@ def test_source_side_filters_set_with_change_replication_source(servers, tmp_pat
         assert rep["filters_channel"] == "(forwarded by the replica)"
         assert rep["events_sent"] < rep["events_read"] * 0.8, rep
     finally:
-        for proc in procs:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
+        for proc, wh in zip(procs, (through, itself)):
+            stop_service(proc, wh)
         relay.close()
         direct.execute("STOP ALL SLAVES", *NO_FILTERS)
 

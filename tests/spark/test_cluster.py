@@ -16,7 +16,7 @@ import pytest
 from tests.support.cluster import StandaloneCluster
 from tests.pipeline.test_apply import check_against_reference, land, mixed_log, setup_server
 from tests.pipeline.replica.test_replica_service import (PHASE_1, caught_up, fresh_pair, servers,  # noqa: F401
-                                                         start_service, status)
+                                                         start_service, status, stop_service)
 from tests.pipeline.replica.test_replica import _normal, _ours
 from tests.spark.test_spark_sql_cli import (FILTER_QUERY, ROW_EVENTS, SETUP, STATEMENT_EVENTS, byte_order, cell,
                                             export, expected_functions, function_sections, run_spark_sql,
@@ -228,8 +228,7 @@ def test_the_replica_service_decides_on_the_cluster(warehouse, servers, cluster)
         assert status(session)["Replica_SQL_Running"] == "Yes"
         (app,) = new_apps(cluster, apps)
         assert app["name"] == "rpl_sql-replica" and cluster.executor_workers(app["id"]) == [0, 1]
-        os.killpg(proc.pid, signal.SIGTERM)
-        assert proc.wait(120) == 0  # its application gives the cluster's cores back
+        assert stop_service(proc, warehouse, timeout=120) == 0  # its application gives the cluster's cores back
         # a PySpark session on the cluster reads the replica table by name through Spark's own scan
         got = _python_session(cluster, warehouse, "SELECT id, note, amount, should_apply('a', 'crm', 'orders') "
                                                   "FROM crm.orders ORDER BY id", warehouse)

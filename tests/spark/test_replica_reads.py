@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import threading
 import time
 from dataclasses import replace
@@ -25,7 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 import rpl_sql
 from rpl_sql.storage.replica_catalog import BACKFILLING, Catalog
 from rpl_sql.spark.replica_tables import create_statements, replica_spark_names
-from tests.pipeline.replica.test_replica_service import caught_up, start_service, status
+from tests.pipeline.replica.test_replica_service import caught_up, start_service, status, stop_service
 from tests.spark.test_spark_sql_cli import export, run_spark_sql
 from tests.support.mariadb import SourceWorkload, running
 
@@ -123,8 +122,7 @@ def test_reads_see_one_committed_version_while_the_service_merges_and_upkeep_com
         assert r.moved == sum(x[0] for x in src.execute("SELECT moved FROM bank.acct"))  # and the last one
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 TYPES = ("CREATE TABLE t.all_types (id BIGINT PRIMARY KEY, i TINYINT, u INT UNSIGNED, b BIGINT UNSIGNED, "
@@ -148,8 +146,7 @@ def test_rows_equal_the_python_data_source_and_files_are_skipped(spark, warehous
     try:
         caught_up(warehouse, src)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
     surface = rpl_sql.register(spark, warehouse)
     spark.sql("CREATE DATABASE IF NOT EXISTS ref")
     names = replica_spark_names(warehouse)

@@ -11,11 +11,12 @@ An error stops that channel's thread as in MySQL: the IO thread retries, the SQL
 Last_SQL_Errno/Last_SQL_Error (START REPLICA SQL_THREAD clears them and tries again). SIGTERM/SIGINT stop
 at a transaction boundary; SIGKILL loses nothing, since every step is an atomic commit carrying its position.
 
-About 600 lines: a channel's two threads (`ChannelLoops`), the service running them, and the SQL thread's process
+About 560 lines: a channel's two threads (`ChannelLoops`), the service running them, and the SQL thread's process
 (`_Child`, `_sql_process`), which runs the same loops under a `ReplicaService` of its own in a child the loops
 start: split apart, the modules would import each other."""
 from __future__ import annotations
 
+import faulthandler
 import logging
 import multiprocessing
 import os
@@ -24,7 +25,6 @@ import socket
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import Callable
 
 from rpl_sql.storage import service_status
@@ -35,11 +35,13 @@ from rpl_sql.errors import MySQLError, RplSqlError
 from rpl_sql.pipeline.applier.local import LocalApplier
 from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.binlog import BinlogIngest, SourceChangedError, source_settings
-from rpl_sql.source_server.connection import forwarded_filters
+from rpl_sql.source_server.connection import NET_TIMEOUT, forwarded_filters
 from rpl_sql.pipeline.replica.backfill import Backfills
 from rpl_sql.pipeline.replica.materialize import ReplicaTables
 from rpl_sql.pipeline.replica.spark_sql_thread import spark_sql_thread
 from rpl_sql.pipeline.replica.child_signals import die_with_parent, ignore_ctrl_c, start_with_ctrl_c_blocked
+from rpl_sql.pipeline.replica.state_cache import STATE_EVERY, StateCache
+from rpl_sql.pipeline.replica.thread_errors import error_stamp, io_error
 from rpl_sql.pipeline.replica.service_memory import return_freed_memory, rss_mb, set_service_allocators
 from rpl_sql.pipeline.writer import ChannelLock, IngestReport
 from rpl_sql.pipeline.ingest_position import IngestError
@@ -49,8 +51,8 @@ from rpl_sql.storage.store import DeltaStore, resolve_warehouse
 
 log = logging.getLogger(__name__)
 
-STATE_EVERY = 0.2      # seconds between reads of the state table (START/STOP reach the loops within this)
 HEARTBEAT = 0.5        # seconds between status files
+SLOW_STOP = 30.0      # seconds a stop may take before every thread's stack goes to the log (it says where it hangs)
 ARCHIVE_EVERY = 60.0  # seconds between moves of every table's expired commits out of its log (storage/delta/archive)
 MAX_BACKOFF = 30.0
 # Events per SQL-thread batch at most (fewer when fewer wait). Catching up 100,000 row events, batches of 10,000
@@ -64,53 +66,6 @@ BATCH_SIZE = 10_000
 SQL_THREAD_MAX_MEMORY: int | None = None
 class ServiceError(RplSqlError):
     """The service cannot run: no channel to run, or a channel already run by another service."""
-
-
-_NO_SPACE = {28: ("No space left on device", "os error 28", "Errno 28"),
-             122: ("Disk quota exceeded", "os error 122", "Errno 122")}
-
-
-def _io_error(e: Exception) -> tuple[int, str]:
-    """Last_IO_Errno and Last_IO_Error of a receiver failure, as MySQL would name it: the source's own error
-    code when it sent one, 1026 (ER_ERROR_ON_WRITE) when the warehouse could not be written, 13114 when the
-    events table refused the batch, else 2003 (the source could not be reached)."""
-    text = f"{type(e).__name__}: {e}".split("\nstack backtrace:")[0]  # a Rust panic's trace is no message
-    for errno, marks in _NO_SPACE.items():
-        if any(s in text for s in marks) or (isinstance(e, OSError) and e.errno == errno):
-            return 1026, f"Error writing file in the warehouse (errno: {errno} - {marks[0]}): {text}"
-    if isinstance(e, IngestError):
-        return getattr(e, "code", 13114), text
-    code = getattr(e, "args", [None])[0] if type(e).__module__.startswith("pymysql") else None  # the server's
-    return (code if isinstance(code, int) and not isinstance(code, bool) else 2003), text
-
-
-def _stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%y%m%d %H:%M:%S")
-
-
-class _State:
-    """The state table, re-read at most every STATE_EVERY seconds (shared by a channel's two loops)."""
-
-    def __init__(self, store: DeltaStore):
-        self.store, self.at, self.value, self.version = store, 0.0, None, -1
-        self.lock = threading.Lock()
-
-    def get(self) -> ServerState:
-        return self.versioned()[0]
-
-    def invalidate(self) -> None:
-        """The next read goes to the table (after this process committed to it)."""
-        with self.lock:
-            self.at = 0.0
-
-    def versioned(self) -> tuple[ServerState, int]:
-        """The state and its table version (-1 before the first commit)."""
-        with self.lock:
-            now = time.monotonic()
-            if self.value is None or now - self.at >= STATE_EVERY:
-                snap = self.store.load()
-                self.value, self.version, self.at = snap.state, -1 if snap.version is None else snap.version, now
-            return self.value, self.version
 
 
 class ChannelLoops:
@@ -128,6 +83,7 @@ class ChannelLoops:
                         threading.Thread(target=applier, name=f"sql-{channel}", daemon=True)]
         self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
         self.error_version = -1  # the state version of this SQL thread's own stop on an error
+        self.ingest: BinlogIngest | None = None  # the receiver's current run
         self.backfills = Backfills(channel, lambda: source_settings(service.warehouse, service.state.get(), channel)[0],
                                    page_rows=service.copy_page_rows)  # copies of tables a filter change applies
 
@@ -193,23 +149,36 @@ class ChannelLoops:
                     st.retrieved_gtid_set = r.gtid_set or r.gtid
 
             try:
-                BinlogIngest(self.svc.warehouse, self.channel, batch_rows=self.svc.batch_rows,
-                             batch_seconds=self.svc.batch_seconds, follow=follow, progress=progress,
-                             progress_every=HEARTBEAT).run()
+                self.ingest = BinlogIngest(self.svc.warehouse, self.channel, batch_rows=self.svc.batch_rows,
+                                           batch_seconds=self.svc.batch_seconds, follow=follow, progress=progress,
+                                           progress_every=HEARTBEAT, net_timeout=self.svc.net_timeout)
+                self.ingest.run()
                 backoff = 1.0
             except SourceChangedError as e:  # fatal, as MySQL's receiver: the IO thread stops and says why
                 log.error("channel %r: receiver stopped: %s", self.channel, e)
                 self._stop_thread("io", f"IO thread error {e.code} FOR CHANNEL '{self.channel}'")  # then say so
-                st.last_io_error = [e.code, str(e)[:1000], _stamp()]
+                st.last_io_error = [e.code, str(e)[:1000], error_stamp()]
                 st.io, st.io_state = "No", ""
             except Exception as e:  # the source went away, refused us, or the events table said no
-                code, message = _io_error(e)
-                st.last_io_error = [code, message[:1000], _stamp()]
+                if self.svc.stopping.is_set():  # (or the stop ended a wait on a silent source)
+                    break
+                code, message = io_error(e)
+                st.last_io_error = [code, message[:1000], error_stamp()]
                 st.io, st.io_state = "Connecting", f"Reconnecting after a failed read (retry in {backoff:.0f} s)"
                 log.warning("channel %r: receiver: %s; retrying in %.0f s", self.channel, e, backoff)
                 self.svc.stopping.wait(backoff)
                 backoff = min(MAX_BACKOFF, backoff * 2)
         self._stopped("io", self.svc.state.versioned()[1])
+
+    def stop_receiver(self) -> None:
+        """After the service's stop: the receiver ends at its next heartbeat (a second), landing what it read;
+        one that hears nothing from its source then (a silent network) has its connection shut, as MySQL's STOP
+        REPLICA kills the IO thread's read, instead of waiting for the net timeout."""
+        receiver = self.threads[0]
+        receiver.join(2.0)  # (the source's heartbeat comes every second)
+        stream = getattr(self.ingest, "stream", None)  # (none before the run has connected)
+        if receiver.is_alive() and stream is not None:
+            stream.interrupt()
 
     # ------------------------------------------------------------ applier (SQL thread)
 
@@ -285,7 +254,7 @@ class ChannelLoops:
                     if c.retiring or self.svc.stopping.is_set():
                         continue
                     st.last_sql_error = [13117, f"the SQL thread's process ended (exit code {c.proc.exitcode}); "
-                                                "started again", _stamp()]
+                                                "started again", error_stamp()]
                     st.sql, st.sql_state, st.seconds_behind = "No", "", None
                     self.svc.publish(self)
                     log.error("channel %r: the SQL thread's process ended (exit code %s)", self.channel,
@@ -327,7 +296,7 @@ class ChannelLoops:
                 st.sql_version = self.error_version = version
         finally:
             text = f"Error executing row event: '{msg}'"[:2000] if code in (1032, 1062) else msg
-            st.last_sql_error, st.sql, st.sql_state, st.seconds_behind = [code, text, _stamp()], "No", "", None
+            st.last_sql_error, st.sql, st.sql_state, st.seconds_behind = [code, text, error_stamp()], "No", "", None
             self.svc.publish(self)
 
     def _stop_thread(self, thread: str, why: str) -> int | None:
@@ -354,7 +323,8 @@ class ReplicaService:
                  batch_size: int = BATCH_SIZE, batch_rows: int = 5000, batch_seconds: float = 0.2, poll: float = 0.1,
                  exec_mode: str = "STRICT", processes: bool = True, master: str | None = None,
                  spark_conf: dict[str, str] | None = None, verbose: bool = False,
-                 sql_thread_max_memory: int | None = SQL_THREAD_MAX_MEMORY, copy_page_rows: int = 200_000):
+                 sql_thread_max_memory: int | None = SQL_THREAD_MAX_MEMORY, copy_page_rows: int = 200_000,
+                 net_timeout: float = NET_TIMEOUT):
         self.warehouse = resolve_warehouse(warehouse)
         # MB above which a SQL-thread process is replaced; rows per source query of a backfill
         self.sql_thread_max_memory, self.copy_page_rows = sql_thread_max_memory, copy_page_rows
@@ -364,10 +334,11 @@ class ReplicaService:
         self._spark = None
         self._spark_lock = threading.Lock()
         self.store = DeltaStore(self.warehouse)
-        self.state = _State(self.store)
+        self.state = StateCache(self.store)
         self.wanted = [channel_key(c) for c in channels] if channels else None
         self.batch_size, self.batch_rows, self.batch_seconds = batch_size, batch_rows, batch_seconds
         self.poll, self.exec_mode = poll, exec_mode.upper()
+        self.net_timeout = net_timeout  # replica_net_timeout: seconds of a silent source before reconnecting
         self.stopping = threading.Event()
         self.write_lock = threading.Lock()
         self.loops: list[ChannelLoops] = []
@@ -428,11 +399,15 @@ class ReplicaService:
             while not self.stopping.is_set():
                 self._heartbeat()
                 self.stopping.wait(HEARTBEAT)
+            faulthandler.dump_traceback_later(SLOW_STOP)
+            for lp in self.loops:
+                lp.stop_receiver()
             for lp in self.loops:
                 for t in lp.threads:
                     t.join()
             self._heartbeat()
         finally:
+            faulthandler.cancel_dump_traceback_later()
             for lp in taken:
                 lp.lock.release()
 
@@ -462,6 +437,7 @@ def service_logging() -> None:
     """Warnings on stderr (the service log), and the notes a DBA wants there: tables starting and ending a
     backfill (and where a copy resumes), or no longer replicated, as MySQL's error log notes them."""
     logging.basicConfig(level=logging.WARNING, format="rpl-sql replica: %(message)s")
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1 PID: every thread's stack, as jstack
     for module in ("backfill", "table_copy"):
         logging.getLogger(f"rpl_sql.pipeline.replica.{module}").setLevel(logging.INFO)
 

@@ -22,7 +22,7 @@ from rpl_sql.storage.replica_states import COPY_DONE_KEY, COPY_PROGRESS_KEY, cop
 from rpl_sql.storage.store import DeltaStore
 from tests.pipeline.replica.test_replica import _normal, _ours
 from tests.pipeline.replica.test_replica_service import (caught_up, killed_and_restarted, start_service, status,
-                                                         wait_for)
+                                                         stop_service, wait_for)
 from tests.support.mariadb import SourceWorkload, churn_keyed_table, running
 
 ROWS = 4000
@@ -207,8 +207,7 @@ def test_widening_mid_stream_backfills_the_new_tables_whole_and_narrowing_keeps_
         assert Catalog.load(warehouse, "a").table("hr", "people") is not None
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_source_side_filters_changed_on_a_running_replica_widen_and_narrow_its_tables(warehouse, src):
@@ -246,8 +245,7 @@ def test_source_side_filters_changed_on_a_running_replica_widen_and_narrow_its_t
         assert status(session)["Last_SQL_Errno"] == 0
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
@@ -298,8 +296,7 @@ def test_backfills_sigkilled_ten_times_resume_and_end_whole(warehouse, src):
             and "copied from its start" not in said, (resumed, _log_tail(warehouse))
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_resync_copies_chosen_tables_again_while_the_stream_runs(warehouse, src):
@@ -331,8 +328,7 @@ def test_resync_copies_chosen_tables_again_while_the_stream_runs(warehouse, src)
             assert "RESYNC REPLICA TABLE shop.nosuch: no source table" in f.read()
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_a_spark_applier_run_backfills_what_a_widening_applies(spark, warehouse, src):

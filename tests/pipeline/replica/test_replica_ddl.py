@@ -3,16 +3,14 @@ silence: DDL on a table the replica does not have (a db.table name a rewrite doe
 maintenance that removes rows. A real MariaDB replica with the same filters is the oracle where it stops too."""
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 from deltalake import DeltaTable
 
 from tests.support.mariadb import running
 from rpl_sql.storage.replica_catalog import Catalog
 from rpl_sql.pipeline.replica.merge import read_all
-from tests.pipeline.replica.test_replica_service import caught_up, fresh_pair, start_service, status, wait_for
+from tests.pipeline.replica.test_replica_service import (caught_up, fresh_pair, start_service, status, stop_service,
+                                                         wait_for)
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +67,7 @@ def test_ddl_on_a_table_the_rewrite_does_not_cover_stops_as_on_mariadb(warehouse
         assert row["Executed_Gtid_Set"] == before  # stopped before the DDL's transaction
         assert _rows(warehouse, "crm", "orders") == [1]
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_partition_ddl_that_removes_rows_stops_the_channel(warehouse, servers):
@@ -103,8 +100,7 @@ def test_partition_ddl_that_removes_rows_stops_the_channel(warehouse, servers):
         caught_up(warehouse, src)
         assert _rows(warehouse, "part", "h") == [50, 500, 600] and status(session)["Last_SQL_Errno"] == 0
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_drop_table_if_exists_of_a_missing_table_passes(warehouse, servers):
@@ -119,8 +115,7 @@ def test_drop_table_if_exists_of_a_missing_table_passes(warehouse, servers):
         assert status(session)["Last_SQL_Errno"] == 0
         assert Catalog.load(warehouse, "a").table("d", "t") is None
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_alter_table_is_applied_exactly_or_stops_the_channel(warehouse, servers):
@@ -160,5 +155,4 @@ def test_alter_table_is_applied_exactly_or_stops_the_channel(warehouse, servers)
         assert [(r["id"], r["c"], r["e"]) for r in ours] == [(1, None, None), (2, None, None), (3, None, None),
                                                             (4, 7, None)]  # as the message said
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)

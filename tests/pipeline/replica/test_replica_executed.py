@@ -3,8 +3,6 @@ never run ahead of what a reader of the tables sees, an error at the table stage
 transaction, and the skip counter and IDEMPOTENT mode act on that transaction, not the next one."""
 from __future__ import annotations
 
-import os
-import signal
 import threading
 
 import pytest
@@ -14,7 +12,7 @@ import rpl_sql
 from tests.support.mariadb import running
 from rpl_sql.storage.replica_catalog import Catalog
 from rpl_sql.pipeline.replica.merge import read_all
-from tests.pipeline.replica.test_replica_service import caught_up, start_service, status, wait_for
+from tests.pipeline.replica.test_replica_service import caught_up, start_service, status, stop_service, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +68,7 @@ def test_an_error_at_the_table_stage_leaves_the_position_before_its_transaction(
         assert _rows(warehouse, "wedge", "t2") == [2]
         assert _rows(warehouse, "wedge", "t1") == [1]
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_a_read_after_the_gtid_is_executed_sees_the_row(warehouse, src):
@@ -112,8 +109,7 @@ def test_a_read_after_the_gtid_is_executed_sees_the_row(warehouse, src):
     finally:
         stop.set()
         writer.join(30)
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_reset_replica_forgets_the_position_and_the_unapplied_events(warehouse, src):

@@ -59,6 +59,27 @@ def start_service(warehouse, *args, capture=False, env=None):
                             env=env, start_new_session=True)
 
 
+def stop_service(proc, warehouse, group=True, timeout=60) -> int:
+    """SIGTERM the service (its process group: the SQL-thread processes too, as a terminal's Ctrl-C or systemd
+    would, unless not `group`) and its exit code. One that has not ended within `timeout` fails the test with
+    every thread's stack (SIGUSR1: faulthandler) from its log, then is killed."""
+    send = (lambda sig: os.killpg(proc.pid, sig)) if group else proc.send_signal
+    send(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGUSR1)
+        time.sleep(3)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if proc.stderr is not None:
+        text = proc.stderr.read()
+    else:
+        with open(os.path.join(warehouse, "service.log"), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    pytest.fail(f"the service did not stop within {timeout} s of SIGTERM; its log ends:\n{text[-30000:]}")
+
+
 def killed_and_restarted(proc, warehouse, *args):
     """SIGKILL the service's whole process group, then start it again: the new process."""
     os.killpg(proc.pid, signal.SIGKILL)
@@ -208,8 +229,7 @@ def test_the_service_follows_obeys_start_stop_and_filter_changes_like_a_mariadb_
         wait_for(lambda: status(session)["Seconds_Behind_Source"] == 0, "Seconds_Behind_Source 0 once caught up",
                  timeout=30)
         assert status(session)["Last_SQL_Errno"] == 0
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+        assert stop_service(proc, warehouse, group=False) == 0
         row = status(session)  # the service is gone: nothing runs, whatever the flags say
         assert (row["Replica_IO_Running"], row["Replica_SQL_Running"]) == ("No", "No")
         end = src.binlog_end()  # and, as MySQL's, how far it read and executed
@@ -306,8 +326,7 @@ def test_positions_move_past_a_rotation_and_its_checkpoint_as_a_replica_s_do(war
         src.execute("SET SESSION binlog_format = ROW", "INSERT INTO shop.pos_t VALUES (2)")
         caught_up(warehouse, src)  # and the next transaction lands after it
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, servers):
@@ -330,8 +349,7 @@ def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, serve
         wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes", "the IO thread")
         assert not DeltaStore(warehouse).load().state.channel("a").sql_running
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
     proc = start_service(warehouse, "--exec-mode", "idempotent")
     try:
         session.execute("START REPLICA SQL_THREAD FOR CHANNEL 'a'")
@@ -343,8 +361,7 @@ def test_a_row_the_replica_lacks_stops_the_sql_thread_with_1032(warehouse, serve
         # IDEMPOTENT skips the update of the missing row 1 (as MySQL does) and applies the rest
         assert sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist())) == [(2, 10)]
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_sigkilled_twenty_times_the_replica_equals_a_mariadb_replica(warehouse, servers):
@@ -463,8 +480,7 @@ def test_snapshot_provisions_a_channel_from_a_source_that_holds_data(warehouse, 
         assert len(ours[("crm", "big")]) == 1 + 3000 - 10 + 1
         assert ours == theirs
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def busy_source(src, step, pause: float):
@@ -530,8 +546,7 @@ def test_sql_thread_processes_replaced_for_memory_lose_and_repeat_nothing(wareho
         assert status(session)["Last_SQL_Errno"] == 0
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(warehouse, servers):
@@ -576,8 +591,7 @@ def test_filter_changes_raced_against_a_busy_applier_never_mix_filter_sets(wareh
         caught_up(warehouse, src, timeout=180)
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
     assert len({seq for seq, _ in cuts}) == len(cuts), f"a filter set decided no events: {cuts}"
     events = DeltaTable(events_path(warehouse)).to_pyarrow_table(columns=["seq", "event_type", "db_name",
                                                                           "table_name"]).to_pylist()
@@ -627,8 +641,7 @@ def test_statement_format_dml_stops_the_channel_and_the_skip_counter_goes_past_i
         row = status(session)
         assert (row["Skip_Counter"], row["Last_SQL_Errno"], row["Replica_SQL_Running"]) == (0, 0, "Yes")
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_logs_archived_under_a_running_and_killed_service_lose_nothing(warehouse, servers):
@@ -650,8 +663,7 @@ def test_logs_archived_under_a_running_and_killed_service_lose_nothing(warehouse
                 "INSERT INTO journal VALUES (0, 'x')")
     proc = start_service(warehouse)
     caught_up(warehouse, src)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(60)
+    stop_service(proc, warehouse, group=False)
     for table in deltalog.tables(warehouse):
         DeltaTable(table).alter.set_table_properties({"delta.checkpointInterval": "5",
                                                       "delta.logRetentionDuration": "interval 1 second"})

@@ -4,7 +4,6 @@ after each outage."""
 from __future__ import annotations
 
 import os
-import signal
 import time
 
 import pymysql
@@ -12,11 +11,13 @@ import pytest
 from deltalake.exceptions import DeltaError
 
 import rpl_sql
-from tests.support.mariadb import MariaDBServer, _require, running
+from tests.support.mariadb import MariaDBServer, SourceWorkload, _require, running
+from rpl_sql.storage.replica_catalog import Catalog
+from rpl_sql.pipeline.replica.merge import read_all
 from rpl_sql.storage import service_status
-from rpl_sql.pipeline.replica.service import _io_error
+from rpl_sql.pipeline.replica.thread_errors import io_error
 from rpl_sql.pipeline.ingest_position import IngestError
-from tests.pipeline.replica.test_replica_service import start_service, status, wait_for
+from tests.pipeline.replica.test_replica_service import caught_up, start_service, status, stop_service, wait_for
 
 
 @pytest.mark.parametrize("error, code, errno", [
@@ -30,7 +31,7 @@ from tests.pipeline.replica.test_replica_service import start_service, status, w
     (IngestError("the events table refused the batch"), 13114, None),
 ])
 def test_receiver_errors_are_named_as_mysql_names_them(error, code, errno):
-    got, message = _io_error(error)
+    got, message = io_error(error)
     assert got == code and "\n" not in message
     if errno is not None:
         assert f"(errno: {errno} - " in message
@@ -63,9 +64,9 @@ def test_outages_are_reported_then_cleared_and_reconnects_start_over(warehouse, 
     try:
         wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes", "the IO thread")
         for outage in (9.0, 2.0):  # the first one grows the backoff (1, 2, 4, 8 s); the second starts over
-            src.stop()
-            row = wait_for(lambda: (r := status(session))["Last_IO_Errno"] and r, "the receiver's error")
-            assert row["Last_IO_Errno"] == 2003 and row["Replica_IO_Running"] == "Connecting"
+            src.stop()  # the connection is lost (2013), then connecting fails (2003)
+            row = wait_for(lambda: (r := status(session))["Last_IO_Errno"] == 2003 and r, "the receiver's error")
+            assert row["Replica_IO_Running"] == "Connecting"
             assert row["Seconds_Behind_Source"] is None
             first_wait = row["Replica_IO_State"]
             time.sleep(outage)
@@ -77,8 +78,7 @@ def test_outages_are_reported_then_cleared_and_reconnects_start_over(warehouse, 
         # the 16 s the first outage had grown it to
         assert first_wait.endswith(("(retry in 1 s)", "(retry in 2 s)")), first_wait
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        stop_service(proc, warehouse)
 
 
 def test_another_server_at_the_source_address_stops_the_receiver(warehouse, tmp_path_factory):
@@ -100,8 +100,7 @@ def test_another_server_at_the_source_address_stops_the_receiver(warehouse, tmp_
         try:
             wait_for(lambda: status(session)["Source_Server_Id"] == 801, "Source_Server_Id")
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
+            stop_service(proc, warehouse)
         first.stop()
         second.port = first.port  # the other server, at the same address
         second.start()
@@ -117,8 +116,7 @@ def test_another_server_at_the_source_address_stops_the_receiver(warehouse, tmp_
             wait_for(lambda: status(session)["Replica_IO_Running"] == "No", "the IO thread to stop")
             assert not session.state.channel("a").io_running  # stopped, as a fatal receiver error does
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
+            stop_service(proc, warehouse)
         from tests.pipeline.replica.test_replica import _ours
         assert "other" not in _ours(warehouse, ["a"])  # nothing of the other server landed
     finally:
@@ -138,3 +136,98 @@ def test_without_a_service_the_status_says_nothing_reads_the_source(warehouse):
     session.execute("STOP REPLICA")
     row = status(session)
     assert (row["Replica_IO_Running"], row["Replica_SQL_Running"], row["Replica_IO_State"]) == ("No", "No", "")
+
+
+def _kill_binlog_dump(server) -> int:
+    """KILL the source's binlog dump threads (as a DBA, a proxy or net_write_timeout ends the connection)."""
+    ids = [r[0] for r in server.execute("SELECT id FROM information_schema.processlist "
+                                        "WHERE command LIKE 'Binlog Dump%'")]
+    for i in ids:
+        try:
+            server.execute(f"KILL {i}")
+        except pymysql.err.OperationalError:  # it ended on its own meanwhile
+            pass
+    return len(ids)
+
+
+@pytest.mark.parametrize("auto_position", [False, True], ids=["file-position", "gtid-auto-position"])
+def test_a_binlog_connection_the_source_ends_resumes_from_what_landed(warehouse, src, auto_position):
+    """The source ends the receiver's binlog connection, between transactions and while it sends a large one:
+    the receiver reconnects from what it landed (whole transactions), as MySQL's IO thread does from its relay
+    log, never from where the dump library last stood. Nothing lands twice (a keyless table would hold the row
+    twice, silently) and nothing is lost."""
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (v INT, pad CHAR(200))")
+    sql = src.channel_sql("a")
+    if auto_position:
+        sql = sql.replace(" FOR CHANNEL", ", SOURCE_AUTO_POSITION = 1 FOR CHANNEL")
+    session = rpl_sql.connect(warehouse)
+    session.execute(sql + ";\nSTART REPLICA")
+    proc = start_service(warehouse)
+    try:
+        n = 0
+        for round_ in range(4):
+            for _ in range(5):
+                n += 1
+                src.execute("SET SESSION binlog_format = ROW", f"INSERT INTO d.t VALUES ({n}, 'x')")
+            caught_up(warehouse, src)
+            if round_ == 0:  # the receiver starts again from what landed (with GTIDs landed: auto-position)
+                session.execute("STOP REPLICA IO_THREAD FOR CHANNEL 'a'")
+                session.execute("START REPLICA IO_THREAD FOR CHANNEL 'a'")
+            big = SourceWorkload(src, lambda conn, cur, lo=n: cur.execute(
+                f"INSERT INTO d.t SELECT {lo} + seq, 'big' FROM d.seq_1_to_20000"), "SET SESSION binlog_format = ROW")
+            big.start()
+            killed = 0
+            while not big.done.is_set() or killed == 0:  # while the big transaction is written and sent
+                killed += _kill_binlog_dump(src)
+                time.sleep(0.02)
+            assert not big.failed and killed
+            n += 20000
+            caught_up(warehouse, src, timeout=120)
+        theirs = sorted(r[0] for r in src.execute("SELECT v FROM d.t"))
+        cat = Catalog.load(warehouse, "a")
+        ours = sorted(read_all(cat.data_path(cat.table("d", "t"))).column("v").to_pylist())
+        assert len(ours) == len(theirs) and ours == theirs
+        assert status(session)["Last_SQL_Errno"] == 0
+    finally:
+        stop_service(proc, warehouse)
+
+
+def test_a_source_gone_silent_is_reconnected_after_the_net_timeout(warehouse, src):
+    """The network between the receiver and its source drops every packet without a reset: nothing arrives,
+    not even the heartbeats. After --net-timeout seconds (replica_net_timeout) the receiver says 2013 and
+    connects again instead of waiting, and showing Replica_IO_Running Yes, forever; once the network is back
+    it reads on from what landed, and SIGTERM stops it meanwhile without waiting for the source."""
+    from tests.support.tcp_proxy import SilentableProxy
+
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (k INT PRIMARY KEY)",
+                "INSERT INTO d.t VALUES (1)")
+    with SilentableProxy(src.port) as net:
+        session = rpl_sql.connect(warehouse)
+        session.execute(src.channel_sql("a").replace(f"SOURCE_PORT={src.port}", f"SOURCE_PORT={net.port}")
+                        + ";\nSTART REPLICA")
+        proc = start_service(warehouse, "--net-timeout", "3")
+        try:
+            caught_up(warehouse, src)
+            net.silence()
+            src.execute("SET SESSION binlog_format = ROW", "INSERT INTO d.t VALUES (2)")
+            time.sleep(1.5)
+            assert status(session)["Replica_IO_Running"] == "Yes"  # within the timeout it waits, as MySQL's
+            row = wait_for(lambda: (r := status(session))["Last_IO_Errno"] and r, "the receiver's error", 30)
+            assert row["Last_IO_Errno"] == 2013 and row["Replica_IO_Running"] == "Connecting", row
+            net.restore()
+            caught_up(warehouse, src)
+            assert status(session)["Last_IO_Errno"] == 0
+            cat = Catalog.load(warehouse, "a")
+            assert sorted(read_all(cat.data_path(cat.table("d", "t"))).column("k").to_pylist()) == [1, 2]
+        finally:
+            stop_service(proc, warehouse)
+        proc = start_service(warehouse, "--net-timeout", "600")
+        try:
+            wait_for(lambda: status(session)["Replica_IO_Running"] == "Yes", "the IO thread")
+            net.silence()
+            time.sleep(2)
+        finally:  # SIGTERM ends the silent read instead of waiting 600 s for it; the stop is no error
+            assert stop_service(proc, warehouse, group=False) == 0
+        assert status(session)["Last_IO_Errno"] == 0
