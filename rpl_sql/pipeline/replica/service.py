@@ -84,6 +84,7 @@ class ChannelLoops:
         self.lock = ChannelLock(service.warehouse, channel, role="service", busy=ServiceError)
         self.error_version = -1  # the state version of this SQL thread's own stop on an error
         self.ingest: BinlogIngest | None = None  # the receiver's current run
+        self.heard, self.shut = 0.0, False  # when its source last sent anything; whether a stop shut its read
         self.backfills = Backfills(channel, lambda: source_settings(service.warehouse, service.state.get(), channel)[0],
                                    page_rows=service.copy_page_rows)  # copies of tables a filter change applies
 
@@ -138,6 +139,7 @@ class ChannelLoops:
                 if st.io != "Yes":  # connected: the last failure is over (MySQL clears it on a good connect)
                     st.last_io_error, backoff = [0, "", ""], 1.0
                 st.io, st.io_state = "Yes", "Waiting for source to send event"
+                self.heard = time.monotonic()
                 return self._io_wanted() and forwarded_filters(self.svc.state.get(), self.channel) == sent
 
             def progress(r: IngestReport) -> None:  # every HEARTBEAT, on the receiver's thread
@@ -149,6 +151,7 @@ class ChannelLoops:
                     st.retrieved_gtid_set = r.gtid_set or r.gtid
 
             try:
+                self.shut = False
                 self.ingest = BinlogIngest(self.svc.warehouse, self.channel, batch_rows=self.svc.batch_rows,
                                            batch_seconds=self.svc.batch_seconds, follow=follow, progress=progress,
                                            progress_every=HEARTBEAT, net_timeout=self.svc.net_timeout)
@@ -160,8 +163,9 @@ class ChannelLoops:
                 st.last_io_error = [e.code, str(e)[:1000], error_stamp()]
                 st.io, st.io_state = "No", ""
             except Exception as e:  # the source went away, refused us, or the events table said no
-                if self.svc.stopping.is_set():  # (or the stop ended a wait on a silent source)
-                    break
+                if self.shut or self.svc.stopping.is_set():  # (or a stop shut a wait on a silent source)
+                    self.shut = False
+                    continue
                 code, message = io_error(e)
                 st.last_io_error = [code, message[:1000], error_stamp()]
                 st.io, st.io_state = "Connecting", f"Reconnecting after a failed read (retry in {backoff:.0f} s)"
@@ -170,14 +174,17 @@ class ChannelLoops:
                 backoff = min(MAX_BACKOFF, backoff * 2)
         self._stopped("io", self.svc.state.versioned()[1])
 
-    def stop_receiver(self) -> None:
-        """After the service's stop: the receiver ends at its next heartbeat (a second), landing what it read;
-        one that hears nothing from its source then (a silent network) has its connection shut, as MySQL's STOP
-        REPLICA kills the IO thread's read, instead of waiting for the net timeout."""
-        receiver = self.threads[0]
-        receiver.join(2.0)  # (the source's heartbeat comes every second)
-        stream = getattr(self.ingest, "stream", None)  # (none before the run has connected)
-        if receiver.is_alive() and stream is not None:
+    def shut_unwanted_read(self) -> None:
+        """A receiver no longer wanted (the service stops, or STOP REPLICA IO_THREAD) ends at its source's next
+        heartbeat, landing what it read. One that has heard nothing for two seconds (its source's heartbeat comes
+        every second: a silent network) has its connection shut, as MySQL's STOP REPLICA kills the IO thread's
+        read, instead of waiting out the net timeout."""
+        stream = getattr(self.ingest, "stream", None)  # (none before a run has connected)
+        if stream is None or self.status.io != "Yes" or time.monotonic() - self.heard < 2.0:
+            return
+        ch = self.svc.state.get().channel(self.channel)
+        if self.svc.stopping.is_set() or ch is None or not ch.io_running:
+            self.shut = True
             stream.interrupt()
 
     # ------------------------------------------------------------ applier (SQL thread)
@@ -401,7 +408,9 @@ class ReplicaService:
                 self.stopping.wait(HEARTBEAT)
             faulthandler.dump_traceback_later(SLOW_STOP)
             for lp in self.loops:
-                lp.stop_receiver()
+                while lp.threads[0].is_alive():
+                    lp.threads[0].join(HEARTBEAT)
+                    lp.shut_unwanted_read()
             for lp in self.loops:
                 for t in lp.threads:
                     t.join()
@@ -424,6 +433,7 @@ class ReplicaService:
 
     def _heartbeat(self) -> None:
         for lp in self.loops:
+            lp.shut_unwanted_read()
             self.publish(lp)
 
     def publish(self, lp: ChannelLoops) -> None:
