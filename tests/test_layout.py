@@ -38,7 +38,7 @@ MAX_MODULE_LINES, MAX_CLASS_LINES = 500, 250
 # Past those sizes, each with a docstring that says why ("About N lines: ..."); a module here may not grow, and
 # no other may pass the limits.
 OVERSIZED = {
-    "rpl_sql/pipeline/replica/service.py": 573,
+    "rpl_sql/pipeline/replica/service.py": 570,
     "_Applier": 280, "ReplicaTables": 290, "BinlogIngest": 386, "_Compiler": 357, "Session": 348, "Matchers": 289,
 }
 

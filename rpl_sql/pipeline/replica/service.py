@@ -175,17 +175,14 @@ class ChannelLoops:
         self._stopped("io", self.svc.state.versioned()[1])
 
     def shut_unwanted_read(self) -> None:
-        """A receiver no longer wanted (the service stops, or STOP REPLICA IO_THREAD) ends at its source's next
-        heartbeat, landing what it read. One that has heard nothing for two seconds (its source's heartbeat comes
-        every second: a silent network) has its connection shut, as MySQL's STOP REPLICA kills the IO thread's
-        read, instead of waiting out the net timeout."""
+        """A receiver no longer wanted (a stop, STOP REPLICA IO_THREAD) that heard nothing for two seconds (a
+        silent source: its heartbeat comes every second) has its read shut, as MySQL's STOP REPLICA kills it."""
         stream = getattr(self.ingest, "stream", None)  # (none before a run has connected)
-        if stream is None or self.status.io != "Yes" or time.monotonic() - self.heard < 2.0:
-            return
-        ch = self.svc.state.get().channel(self.channel)
-        if self.svc.stopping.is_set() or ch is None or not ch.io_running:
-            self.shut = True
-            stream.interrupt()
+        if stream is not None and self.status.io == "Yes" and time.monotonic() - self.heard >= 2.0:
+            ch = self.svc.state.get().channel(self.channel)
+            if self.svc.stopping.is_set() or ch is None or not ch.io_running:
+                self.shut = True
+                stream.interrupt()
 
     # ------------------------------------------------------------ applier (SQL thread)
 
