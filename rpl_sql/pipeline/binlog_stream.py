@@ -48,6 +48,9 @@ class BinlogStream(BinLogStreamReader):
     otherwise every packet goes to the library."""
 
     def __init__(self, *args, decoder: ImageDecoder, **kwargs):
+        if not callable(getattr(BinLogStreamReader, "_BinLogStreamReader__connect_to_stream", None)):
+            raise RuntimeError("this mysql-replication connects its binlog stream otherwise: rpl_sql cannot keep it "
+                               "from reconnecting by itself (which lands transactions twice); install 1.0.x")
         super().__init__(*args, **kwargs)
         self.decoder = decoder
         self._stream_opened = False
