@@ -96,8 +96,9 @@ class BinlogIngest:
         self.progress, self.progress_every = progress, progress_every
         self.server_id = server_id or random.randint(0x10000000, 0x7FFFFFFF)
         # follow: keep reading as the source writes (heartbeats every second when it is idle) while `follow()`
-        # says so; it is asked at every event and heartbeat, and the run ends at the next transaction boundary;
-        # a read that hears nothing for `net_timeout` seconds fails (2013).
+        # says so; it is asked at every event and heartbeat, and the run ends at the next transaction boundary.
+        # A read that hears nothing for `net_timeout` seconds fails (2013), following or not (a batch ingest's
+        # source streams until the binlog's end without a pause).
         self.follow, self.net_timeout = follow, net_timeout
         self.report = IngestReport(channel, filter_at_source=filter_at_source)
 
@@ -224,7 +225,7 @@ class BinlogIngest:
             extra.update(resume_stream=True, log_file=start[0], log_pos=start[1], is_mariadb=False)
         self.stream = stream = BinlogStream(connection_settings=dict(
                                                 settings, init_command=forwarding_command(self.forwarded),
-                                                read_timeout=self.net_timeout if following else None),
+                                                read_timeout=self.net_timeout),
                                             server_id=self.server_id,
                                             blocking=following, freeze_schema=True, only_events=wanted,
                                             decoder=self.decoder, **extra)

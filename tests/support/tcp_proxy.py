@@ -59,11 +59,13 @@ class SilentableProxy:
         try:
             while True:
                 data = a.recv(65536)
-                if not data or self.quiet.is_set():  # silenced: what comes is never delivered
+                if self.quiet.is_set():  # silenced: what comes is never delivered, an end (FIN) neither
                     if not data:
-                        b.shutdown(socket.SHUT_WR)
                         return
                     continue
+                if not data:
+                    b.shutdown(socket.SHUT_WR)
+                    return
                 b.sendall(data)
         except OSError:
             return

@@ -4,6 +4,7 @@ after each outage."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pymysql
@@ -242,3 +243,34 @@ def test_a_source_gone_silent_is_reconnected_after_the_net_timeout(warehouse, sr
         finally:  # and so does SIGTERM
             assert stop_service(proc, warehouse, group=False) == 0
         assert status(session)["Last_IO_Errno"] == 0
+
+
+def test_a_batch_ingest_gives_a_source_gone_silent_up(warehouse, src):
+    """`rpl-sql ingest` reads up to the binlog's end and returns; a source that goes silent on the way fails it
+    with 2013 after the net timeout instead of leaving it waiting forever, and the next run lands the rest."""
+    from rpl_sql.pipeline.binlog import BinlogIngest
+    from tests.support.tcp_proxy import SilentableProxy
+
+    src.reset()
+    src.execute("SET SESSION binlog_format = ROW", "CREATE DATABASE d", "CREATE TABLE d.t (k INT, pad CHAR(250))",
+                *[f"INSERT INTO d.t SELECT seq, REPEAT('x', 250) FROM d.seq_{i * 50000 + 1}_to_{(i + 1) * 50000}"
+                  for i in range(4)])  # 50 MB of binlog: more than the sockets buffer
+    with SilentableProxy(src.port) as net:
+        session = rpl_sql.connect(warehouse)
+        session.execute(src.channel_sql("a").replace(f"SOURCE_PORT={src.port}", f"SOURCE_PORT={net.port}"))
+        outcome = []
+
+        def ingest():
+            try:
+                outcome.append(BinlogIngest(warehouse, "a", net_timeout=3, progress=lambda r: net.silence(),
+                                            progress_every=0).run())
+            except Exception as e:
+                outcome.append(e)
+        reader = threading.Thread(target=ingest, daemon=True)
+        reader.start()
+        reader.join(60)
+        assert outcome, "the ingest still waits on the silent source after 60 s"
+        assert isinstance(outcome[0], pymysql.OperationalError) and outcome[0].args[0] == 2013, outcome
+        net.restore()
+        report = BinlogIngest(warehouse, "a").run()
+        assert report.end == src.binlog_end()
