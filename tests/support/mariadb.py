@@ -335,9 +335,10 @@ class MariaDBServer:
             conn.close()
         return out
 
-    def channel_sql(self, channel: str) -> str:
-        """The CHANGE REPLICATION SOURCE statement for a channel reading this server."""
-        return (f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={self.port}, "
+    def channel_sql(self, channel: str, port: int | None = None) -> str:
+        """The CHANGE REPLICATION SOURCE statement for a channel reading this server (through `port`, a proxy's
+        in front of it, when given)."""
+        return (f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={port or self.port}, "
                 f"SOURCE_USER='root' FOR CHANNEL '{channel}'")
 
 

@@ -206,8 +206,7 @@ def test_a_source_gone_silent_is_reconnected_after_the_net_timeout(warehouse, sr
                 "INSERT INTO d.t VALUES (1)")
     with SilentableProxy(src.port) as net:
         session = rpl_sql.connect(warehouse)
-        session.execute(src.channel_sql("a").replace(f"SOURCE_PORT={src.port}", f"SOURCE_PORT={net.port}")
-                        + ";\nSTART REPLICA")
+        session.execute(src.channel_sql("a", port=net.port) + ";\nSTART REPLICA")
         proc = start_service(warehouse, "--net-timeout", "3")
         try:
             caught_up(warehouse, src)
@@ -257,7 +256,7 @@ def test_a_batch_ingest_gives_a_source_gone_silent_up(warehouse, src):
                   for i in range(4)])  # 50 MB of binlog: more than the sockets buffer
     with SilentableProxy(src.port) as net:
         session = rpl_sql.connect(warehouse)
-        session.execute(src.channel_sql("a").replace(f"SOURCE_PORT={src.port}", f"SOURCE_PORT={net.port}"))
+        session.execute(src.channel_sql("a", port=net.port))
         outcome = []
 
         def ingest():
