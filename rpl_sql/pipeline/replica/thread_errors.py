@@ -6,16 +6,17 @@ from datetime import datetime, timezone
 
 from rpl_sql.pipeline.ingest_position import IngestError
 
-NO_SPACE = {28: ("No space left on device", "os error 28", "Errno 28"),
-            122: ("Disk quota exceeded", "os error 122", "Errno 122")}
+_NO_SPACE = {28: ("No space left on device", "os error 28", "Errno 28"),
+             122: ("Disk quota exceeded", "os error 122", "Errno 122")}
 
 
 def io_error(e: Exception) -> tuple[int, str]:
-    """Last_IO_Errno and Last_IO_Error of a receiver failure, as MySQL would name it: the source's own error
-    code when it sent one, 1026 (ER_ERROR_ON_WRITE) when the warehouse could not be written, 13114 when the
-    events table refused the batch, else 2003 (the source could not be reached)."""
+    """Last_IO_Errno and Last_IO_Error of a receiver failure, as MySQL would name it: the pymysql error's code
+    (the source's own, or the client's, as 2013 for a connection lost), 1026 (ER_ERROR_ON_WRITE) when the
+    warehouse could not be written, 13114 when the events table refused the batch, else 2003 (the source could
+    not be reached)."""
     text = f"{type(e).__name__}: {e}".split("\nstack backtrace:")[0]  # a Rust panic's trace is no message
-    for errno, marks in NO_SPACE.items():
+    for errno, marks in _NO_SPACE.items():
         if any(s in text for s in marks) or (isinstance(e, OSError) and e.errno == errno):
             return 1026, f"Error writing file in the warehouse (errno: {errno} - {marks[0]}): {text}"
     if isinstance(e, IngestError):
