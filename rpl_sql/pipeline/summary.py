@@ -12,6 +12,7 @@ import base64
 import functools
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -106,25 +107,38 @@ def parse(meta: dict[str, str]) -> Summary | None:
 def merge(shapes: list[pa.Table]) -> pa.Table:
     """Several commits' shapes as one: counts added, seq ranges widened (Arrow does the grouping, so Spark
     gets only the distinct shapes)."""
-    return _grouped(pa.concat_tables(shapes), ("n", "sum"), ("lo", "min"), ("hi", "max"))
+    return _grouped(pa.concat_tables(shapes), ("n", "sum"), ("lo", "min"), ("hi", "max"))[0]
+
+
+def merge_rows(shapes: list[pa.Table]) -> tuple[pa.Table, np.ndarray]:
+    """`merge`, and for each row of the shapes given (concatenated), the row of the merged table it went to."""
+    return _grouped(pa.concat_tables(shapes), ("n", "sum"), ("lo", "min"), ("hi", "max"), rows=True)
 
 
 def _shapes(table: pa.Table) -> pa.Table:
-    return _grouped(table, ("seq", "count"), ("seq", "min"), ("seq", "max"))
+    return _grouped(table, ("seq", "count"), ("seq", "min"), ("seq", "max"))[0]
 
 
-def _grouped(table: pa.Table, *aggs: tuple[str, str]) -> pa.Table:
+def _grouped(table: pa.Table, *aggs: tuple[str, str], rows: bool = False) -> tuple[pa.Table, np.ndarray | None]:
     """Distinct shapes as the applier groups them, with `aggs` giving n, lo and hi: by the five plain key
     columns and the statement's tables (a list, which Arrow cannot group by: grouped by a text key made from
-    it, each group keeping its first row's list)."""
+    it, each group keeping its first row's list). With `rows`, also each input row's group, from the same
+    pass (the applier's write finds the events' verdicts through it instead of hashing the shapes again)."""
     keyed = table.select(_PLAIN_KEYS + list(dict.fromkeys(c for c, _ in aggs))) \
         .append_column("_tables", tables_key(table.column("tables"))) \
         .append_column("_row", row_numbers(table.num_rows))
-    g = keyed.group_by(_PLAIN_KEYS + ["_tables"], use_threads=False).aggregate(list(aggs) + [("_row", "min")])
+    g = keyed.group_by(_PLAIN_KEYS + ["_tables"], use_threads=False).aggregate(
+        list(aggs) + [("_row", "min")] + ([("_row", "list")] if rows else []))
     n, lo, hi = (g.column(f"{c}_{f}").cast(pa.int64()) for c, f in aggs)
-    return pa.table({**{k: g.column(k) for k in _PLAIN_KEYS},
-                     "tables": table.column("tables").take(g.column("_row_min")), "n": n, "lo": lo, "hi": hi},
-                    schema=SHAPES_SCHEMA)
+    out = pa.table({**{k: g.column(k) for k in _PLAIN_KEYS},
+                    "tables": table.column("tables").take(g.column("_row_min")), "n": n, "lo": lo, "hi": hi},
+                   schema=SHAPES_SCHEMA)
+    if not rows:
+        return out, None
+    members = g.column("_row_list").combine_chunks()
+    group = np.empty(table.num_rows, np.int64)
+    group[pc.list_flatten(members).to_numpy()] = pc.list_parent_indices(members).to_numpy()
+    return out, group
 
 
 def row_numbers(n: int) -> pa.Array:

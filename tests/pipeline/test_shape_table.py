@@ -112,3 +112,36 @@ def test_unknown_event_types_are_found():
                                {"event_type": "heartbeat", "db_name": None, "table_name": None, "command": None,
                                 "default_db": None, "tables": None}]))
     assert table.unknown().key[0] == "heartbeat" and table.unknown().min_seq == 11
+
+
+_stray = st.fixed_dictionaries({"event_type": st.sampled_from(ROW_EVENT_TYPES), "db_name": _name,
+                                "table_name": _name, "command": st.none(), "default_db": st.none(),
+                                "tables": _tables})  # a row event with a (stray) tables list
+
+
+@settings(max_examples=200, deadline=None)
+@given(filters_s, st.lists(st.lists(st.one_of(_statement, _row, _stray, _gtid), min_size=1, max_size=12),
+                           min_size=1, max_size=4), st.data())
+def test_each_summarys_shapes_find_their_applied_shape_as_their_keys_do(filters, parts, data):
+    """Where the batch's shapes were merged from summaries, each summary's shape rows map to the applied shapes
+    (`AppliedShapes.rows_of`, what the write takes events' verdicts by) exactly as a lookup by their key columns
+    finds them (hostile names, NULLs, statements' tables, row events with stray tables grouped without them)."""
+    from rpl_sql.pipeline.shape_index import ShapeIndex
+    from rpl_sql.pipeline.summary import Summary
+
+    summaries, seq = [], 1
+    for part in parts:  # shapes may repeat within a summary's rows only as distinct rows: merged first
+        part = part + data.draw(st.lists(st.sampled_from(part), max_size=3))  # and across summaries
+        t = _table(part)
+        s = Summary(seq, seq + 1000, "", None, None, None)
+        s.__dict__["shapes"] = t
+        summaries.append(s)
+        seq += 1001
+    table = ShapeTable.of(summaries)
+    table.decide("ch", filters, Matching())
+    applied = table.applied()
+    index = ShapeIndex(applied.keys)
+    for s in summaries:
+        want = [-1 if r is None else r for r in index.rows(s.shapes).to_pylist()]
+        assert applied.rows_of(s).tolist() == want
+    assert applied.rows_of(Summary(1, 1000, "", None, None, None)) is None  # by identity, not by its seqs

@@ -29,7 +29,7 @@ from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, AppliedShapes
 from rpl_sql.pipeline.events import SHAPE_ID
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError
-from rpl_sql.pipeline.shape_index import PLAIN_KEYS, ShapeIndex
+from rpl_sql.pipeline.shape_index import PLAIN_KEYS, ShapeIndex, key_columns
 from rpl_sql.spark.deltaread import DeltaFile
 
 ROWS_PER_FILE = 2_000_000  # a writer thread starts a new output file past this many rows
@@ -89,32 +89,48 @@ class Verdicts:
     Where an ingest compaction stored each event's row among its rollup's shapes (`events.SHAPE_ID`) and the
     applier knows that rollup, the event's verdict is taken by that id: finding every event's shape by its key
     columns was what put the write above pyarrow's copy of the same files (docs/benchmarks.md, the applier).
-    Elsewhere (commits not compacted yet, events landed by an older rpl_sql) the shapes are found by `ShapeIndex`.
+    A rollup the batch's shapes were merged from maps its ids to applied shapes as the merge grouped them
+    (`AppliedShapes.rows_of`); any other is matched to them by key. Elsewhere (commits not compacted yet,
+    events landed by an older rpl_sql) the events' shapes are found by `ShapeIndex`, built when first needed.
     Ids are checked: each must lie within its rollup's shapes, a sample of each file's events (every
-    SAMPLE_EVERY-th and the last) must find the same shape by key (`check`, once for all files), and
-    `write_applied` requires each applied shape's count of written events to equal its count in the summaries;
-    else ApplyError, before anything is committed.
+    SAMPLE_EVERY-th and the last) must have the key columns of the shape its id names (`check`, once for all
+    files), and `write_applied` requires each applied shape's count of written events to equal its count in the
+    summaries; else ApplyError, before anything is committed.
     """
 
     def __init__(self, applied: AppliedShapes, rollups: Sequence[Summary] = (), lo: int = 0, hi: int | None = None,
                  channel: str = ""):
-        self.index = ShapeIndex(applied.keys)
-        self.lookup = pa.table({  # applied_db and decided_by, dictionary-encoded, in the index's row order
+        self.applied = applied
+        self._index: ShapeIndex | None = None
+        self._lock = threading.Lock()
+        self.lookup = pa.table({  # applied_db and decided_by, dictionary-encoded, in the applied shapes' order
             "applied_db": applied.applied_db.dictionary_encode(), "decided_by": applied.decided_by.dictionary_encode()})
-        self.counts = applied.counts  # in the index's row order
+        self.counts = applied.counts  # in the applied shapes' order
         self.channel, self.lo, self.hi = channel, lo, hi
         mine = sorted((r for r in rollups if r.last_seq > lo and (hi is None or r.first_seq <= hi)),
                       key=lambda r: r.first_seq)
         if any(b.first_seq <= a.last_seq for a, b in zip(mine, mine[1:])):
             mine = []  # rollups over the same events: which one an id refers to is not known, so none is used
-        luts = [self._by_key(r.shapes) for r in mine]
+        self._rollups = mine
+        luts = [self._rows_of(r) for r in mine]
         self._starts = np.array([r.first_seq for r in mine], np.int64)
         self._ends = np.array([r.last_seq for r in mine], np.int64)
         self._sizes = np.array([len(x) for x in luts], np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(self._sizes)[:-1]]).astype(np.int64)
         self._lut = np.concatenate(luts) if luts else np.empty(0, np.int64)
-        self._lock = threading.Lock()
-        self._samples: list[tuple[pa.Table, np.ndarray, np.ndarray]] = []  # per file: sampled keys, rows, seqs
+        self._samples: list[tuple[pa.Table, np.ndarray, np.ndarray]] = []  # per file: sampled keys, shapes, seqs
+
+    @property
+    def index(self) -> ShapeIndex:
+        if self._index is None:
+            with self._lock:
+                if self._index is None:
+                    self._index = ShapeIndex(self.applied.keys)
+        return self._index
+
+    def _rows_of(self, rollup: Summary) -> np.ndarray:
+        got = self.applied.rows_of(rollup)
+        return self._by_key(rollup.shapes) if got is None else got
 
     def rows(self, events: pa.Table) -> np.ndarray:
         """Per event, the row of its applied shape in `lookup`; -1 where none applies."""
@@ -141,25 +157,36 @@ class Verdicts:
             i = bad[0]
             raise ApplyError(f"seq {seq[i]}: shape id {ids[i]} is not among the {self._sizes[r[i]]} shapes of the "
                              f"ingest rollup of seqs {self._starts[r[i]]}..{self._ends[r[i]]}", self.channel)
-        rows = self._lut[self._offsets[r] + ids]
-        pick = np.r_[np.arange(0, len(rows), SAMPLE_EVERY), len(rows) - 1]
-        sample = (events.select(KEY_COLUMNS).take(pick), rows[pick], seq[pick])
+        at = self._offsets[r] + ids  # the event's shape among all the rollups' shapes
+        pick = np.r_[np.arange(0, len(at), SAMPLE_EVERY), len(at) - 1]
+        sample = (events.select(KEY_COLUMNS).take(pick), at[pick], seq[pick])
         with self._lock:
             self._samples.append(sample)
-        return rows
+        return self._lut[at]
 
     def check(self) -> None:
-        """The sampled events' shapes, found by their columns, must be the ones their ids named: ApplyError if not."""
+        """The sampled events must have the key columns of the shapes their ids named: ApplyError if not."""
         with self._lock:
             samples, self._samples = self._samples, []
         if not samples:
             return
-        by_key = self._by_key(pa.concat_tables([k for k, _, _ in samples]))
-        by_id, seqs = np.concatenate([r for _, r, _ in samples]), np.concatenate([q for _, _, q in samples])
-        wrong = np.flatnonzero(by_key != by_id)
+        events = pa.concat_tables([k for k, _, _ in samples])
+        at, seqs = np.concatenate([a for _, a, _ in samples]), np.concatenate([q for _, _, q in samples])
+        shapes = pa.concat_tables([r.shapes.select(KEY_COLUMNS) for r in self._rollups]).take(pa.array(at))
+        same = np.ones(len(at), bool)
+        for a, b in zip(key_columns(events), key_columns(shapes)):
+            same &= _equal(a, b)
+        wrong = np.flatnonzero(~same)
         if len(wrong):
             raise ApplyError(f"seq {seqs[wrong[0]]}: its shape id names another shape than its columns do (an "
                              f"ingest rollup's ids disagree with the events); nothing applied", self.channel)
+
+
+def _equal(a, b) -> np.ndarray:
+    """Per row, a == b, NULL equal to NULL (dictionary columns compared as their values)."""
+    a, b = (pc.cast(x, pa.string()) if pa.types.is_dictionary(x.type) else x for x in (a, b))
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    return pc.fill_null(pc.or_kleene(pc.equal(a, b), both_null), False).to_numpy(zero_copy_only=False)
 
 
 class ReadAhead:

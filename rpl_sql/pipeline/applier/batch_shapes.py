@@ -15,7 +15,7 @@ from rpl_sql.pipeline.applier.shapes import (SHAPE_KEYS, VERIFY_BUDGET, VERIFY_M
                                              applied_shapes, decide_shapes, decision_columns, derive_hits, reference,
                                              refs_of, shape_frame)
 from rpl_sql.pipeline.applier.shape_table import ShapeTable
-from rpl_sql.pipeline.summary import Summary, merge
+from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.server.gtid_set import GtidSet, merge_intervals
 
@@ -122,7 +122,7 @@ def summarized_shapes(commits: tuple[Summary, ...]) -> tuple[ShapeTable, GtidSet
     shape of each class: for 46,000 shapes that took half the time of a Spark query over the compiled
     functions, which also had the evaluator name the rule of every hit): their shapes merged in Arrow, their
     GTID sets' union and the last commit's position. No Spark."""
-    return ShapeTable(merge([c.shapes for c in commits])), *_gtids_and_end(commits)
+    return ShapeTable.of(commits), *_gtids_and_end(commits)
 
 
 def _gtids_and_end(commits: tuple[Summary, ...]) -> tuple[GtidSet, tuple]:

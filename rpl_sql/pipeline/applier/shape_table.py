@@ -14,6 +14,7 @@ included.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +24,7 @@ from rpl_sql.filters.evaluate import DROP_TEMPORARY_IF_EXISTS, Started, statemen
 from rpl_sql.filters.rules import Filters, Matching
 from rpl_sql.pipeline.applier.shapes import AppliedShapes, Shape, decide_shapes, refs_of
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES
-from rpl_sql.pipeline.summary import merge
+from rpl_sql.pipeline.summary import Summary, merge_rows
 
 _PLAIN = ("event_type", "db_name", "table_name", "command", "default_db")
 _ROW, _QUERY, _GTID, _UNKNOWN = 0, 1, 2, 3
@@ -58,14 +59,16 @@ class ShapeTable:
     """The distinct shapes of a batch's commits (`summary.SHAPES_SCHEMA` rows, merged) and, once `decide`d, each
     one's verdict: its class's, whose `Shape` the evaluator decided."""
 
-    def __init__(self, merged: pa.Table):
+    def __init__(self, merged: pa.Table, sources: Sequence[tuple[Summary, np.ndarray]] = ()):
         query = pc.fill_null(pc.equal(merged.column("event_type"), "query"), False)
         if pc.any(pc.and_(pc.invert(query), pc.is_valid(merged.column("tables")))).as_py():
             # a row event's tables are no part of its shape: grouped again without them, as the events' are
             nulls = pa.nulls(merged.num_rows, merged.schema.field("tables").type)
-            merged = merge([merged.set_column(merged.schema.get_field_index("tables"), "tables",
-                                              pc.if_else(query, merged.column("tables"), nulls))])
+            merged, again = merge_rows([merged.set_column(merged.schema.get_field_index("tables"), "tables",
+                                                          pc.if_else(query, merged.column("tables"), nulls))])
+            sources = tuple((s, again[rows]) for s, rows in sources)
         self.table = merged.combine_chunks()
+        self.sources = tuple(sources)  # summaries merged here, each with its shapes' rows in `table`
         self.count = self.table.column("n").to_numpy()
         self.lo, self.hi = self.table.column("lo").to_numpy(), self.table.column("hi").to_numpy()
         et, names = _codes(_column(self.table, "event_type"))
@@ -73,6 +76,13 @@ class ShapeTable:
                               else _UNKNOWN for n in names], np.int64)[et]
         self.cls: np.ndarray | None = None  # per shape: its class (-1: GTID only)
         self.classes: list[Shape] = []      # per class: the shape the evaluator decided
+
+    @classmethod
+    def of(cls, summaries: Sequence[Summary]) -> "ShapeTable":
+        """The shapes of these summaries merged, knowing where each summary's shapes went."""
+        merged, row = merge_rows([s.shapes for s in summaries])
+        ends = np.cumsum([s.shapes.num_rows for s in summaries])
+        return cls(merged, tuple(zip(summaries, np.split(row, ends[:-1]))))
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -203,7 +213,10 @@ class ShapeTable:
         applies = np.array([bool(s.apply) for s in classes] + [False], bool)  # [-1]: GTID only
         mine = np.flatnonzero(applies[cls])
         of = pa.array(cls[mine])
+        position = np.full(len(self), -1, np.int64)
+        position[mine] = np.arange(len(mine))
         return AppliedShapes(self.table.select([*_PLAIN, "tables"]).take(mine),
                              pa.array([s.applied_db for s in classes], pa.string()).take(of),
                              pa.array([s.decided_by for s in classes], pa.string()).take(of),
-                             self.count[mine].astype(np.int64))
+                             self.count[mine].astype(np.int64),
+                             tuple((s, position[rows]) for s, rows in self.sources))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -195,12 +195,19 @@ def key_table(shapes: Sequence["Shape"]) -> pa.Table:
 @dataclass(frozen=True)
 class AppliedShapes:
     """The shapes a batch applies, as its write finds events by them: their key columns and `tables` (as
-    `key_table` gives them), and each one's applied_db, decided_by and count of events, in one row order."""
+    `key_table` gives them), and each one's applied_db, decided_by and count of events, in one row order.
+    `by_summary`: for summaries the batch's shapes were merged from, per row of the summary's shapes its applied
+    shape's row (-1: not applied), found when they were merged."""
 
     keys: pa.Table
     applied_db: pa.Array
     decided_by: pa.Array
     counts: np.ndarray
+    by_summary: tuple[tuple[Any, np.ndarray], ...] = ()
+
+    def rows_of(self, summary) -> np.ndarray | None:
+        """Per row of `summary`'s shapes, its applied shape's row (-1: none), if the batch was merged from it."""
+        return next((rows for s, rows in self.by_summary if s is summary), None)
 
     def __len__(self) -> int:
         return self.keys.num_rows
