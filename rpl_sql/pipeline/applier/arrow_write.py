@@ -334,6 +334,8 @@ def write_applied(files: Sequence[DeltaFile], found: Verdicts, target_dir: str, 
                 writer = pq.ParquetWriter(f"{target_dir}/part-{i:05d}-{part:03d}.snappy.parquet", WRITE_SCHEMA,
                                           filesystem=fs, **PARQUET_OPTIONS)
             rows = pa.concat_tables(held)
+            if len(held) > 1:  # each file's own dictionaries: a column's second one sent the writer to its slower
+                rows = rows.unify_dictionaries()  # path, 12% more for a channel of half-applied files
             writer.write_table(rows, row_group_size=rows.num_rows)
             held.clear()
             in_file += rows.num_rows
