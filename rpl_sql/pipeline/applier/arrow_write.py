@@ -38,6 +38,7 @@ ROWS_PER_FILE = 2_000_000  # a writer thread starts a new output file past this 
 # two threads, much of it the kernel's time for fresh pages; at 64K, 1.19x (docs/benchmarks.md, the applier)
 ROW_GROUP_ROWS = 64 * 1024
 READ_AHEAD_BYTES = 256 << 20  # decoded events a ReadAhead holds at most
+MAX_RUNS = 64  # Verdicts finds ids by runs of events in seq order while a file has at most this many
 SAMPLE_EVERY = 1024  # Verdicts checks every SAMPLE_EVERY-th event's shape id against its columns
 KEY_COLUMNS = (*PLAIN_KEYS, "tables")
 # Text columns of few distinct values, read as the dictionaries their Parquet pages hold and written as such:
@@ -153,22 +154,55 @@ class Verdicts:
         sid = events.column(SHAPE_ID)
         if sid.null_count:
             return None
-        seq = events.column("seq").to_numpy()
-        r = np.searchsorted(self._starts, seq, side="right") - 1
-        if (r < 0).any() or (seq > self._ends[np.maximum(r, 0)]).any():
-            return None  # an event outside the rollups known: found by key
-        ids = sid.to_numpy()
-        bad = np.flatnonzero((ids < 0) | (ids >= self._sizes[r]))
-        if len(bad):
-            i = bad[0]
-            raise ApplyError(f"seq {seq[i]}: shape id {ids[i]} is not among the {self._sizes[r[i]]} shapes of the "
-                             f"ingest rollup of seqs {self._starts[r[i]]}..{self._ends[r[i]]}", self.channel)
-        at = self._offsets[r] + ids  # the event's shape among all the rollups' shapes
+        seq, ids = events.column("seq").to_numpy(), sid.to_numpy()
+        at = self._by_runs(seq, ids)
+        if at is None:
+            r = np.searchsorted(self._starts, seq, side="right") - 1
+            if (r < 0).any() or (seq > self._ends[np.maximum(r, 0)]).any():
+                return None  # an event outside the rollups known: found by key
+            self._check_ids(seq, ids, r)
+            at = self._offsets[r] + ids  # the event's shape among all the rollups' shapes
+        elif not len(at):
+            return None
         pick = np.r_[np.arange(0, len(at), SAMPLE_EVERY), len(at) - 1]
         sample = (events.select(KEY_COLUMNS).take(pick), at[pick], seq[pick])
         with self._lock:
             self._samples.append(sample)
         return self._lut[at]
+
+    def _by_runs(self, seq: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+        """`_by_ids`'s shape positions found by runs: a file's events are a few runs in seq order (one per
+        compaction it merged), each spanning few rollups, so each stretch of one run in one rollup is checked by
+        its bounds, instead of a search per event; an empty array when an event lies outside the rollups known,
+        None when the events are not so."""
+        steps = np.flatnonzero(seq[1:] < seq[:-1]) + 1
+        if len(steps) > MAX_RUNS:
+            return None
+        stretches = []  # (rollup, first event, end)
+        for a, b in zip([0, *steps], [*steps, len(seq)]):
+            first, last = np.searchsorted(self._starts, [seq[a], seq[b - 1]], side="right") - 1
+            if first < 0:
+                return np.empty(0, np.int64)
+            if last - first > MAX_RUNS:
+                return None
+            cuts = [a, *(a + np.searchsorted(seq[a:b], self._starts[first + 1:last + 1])), b]
+            stretches += [(k, lo, hi) for k, lo, hi in zip(range(first, last + 1), cuts, cuts[1:]) if lo < hi]
+        if any(seq[hi - 1] > self._ends[k] for k, _, hi in stretches):
+            return np.empty(0, np.int64)
+        at = np.empty(len(seq), np.int64)
+        for k, lo, hi in stretches:
+            run = ids[lo:hi]
+            if run.min() < 0 or run.max() >= self._sizes[k]:
+                self._check_ids(seq[lo:hi], run, np.full(hi - lo, k))
+            at[lo:hi] = run + self._offsets[k]
+        return at
+
+    def _check_ids(self, seq: np.ndarray, ids: np.ndarray, r: np.ndarray) -> None:
+        bad = np.flatnonzero((ids < 0) | (ids >= self._sizes[r]))
+        if len(bad):
+            i = bad[0]
+            raise ApplyError(f"seq {seq[i]}: shape id {ids[i]} is not among the {self._sizes[r[i]]} shapes of the "
+                             f"ingest rollup of seqs {self._starts[r[i]]}..{self._ends[r[i]]}", self.channel)
 
     def check(self) -> None:
         """The sampled events must have the key columns of the shapes their ids named: ApplyError if not."""

@@ -1,0 +1,79 @@
+"""The arrow engine's verdicts by shape id (arrow_write.Verdicts): found by runs of events in seq order, as a
+compacted file holds them, they must equal the search per event, for any order of events, rollups with gaps
+between them, events outside them and ids that lie."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from rpl_sql.pipeline.applier import arrow_write
+from rpl_sql.pipeline.applier.arrow_write import KEY_COLUMNS, Verdicts
+from rpl_sql.pipeline.applier.shapes import AppliedShapes
+from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID
+from rpl_sql.pipeline.summary import Summary
+from rpl_sql.server.applier_state import ApplyError
+
+
+def _verdicts(spans: list[tuple[int, int, int]], seed: int) -> Verdicts:
+    """Rollups of seqs first..last with `size` shapes each, their shapes mapped to applied rows at random."""
+    rng = np.random.default_rng(seed)
+    rollups, by_summary = [], []
+    for first, last, size in spans:
+        r = Summary(first, last, "", None, None, None)
+        rollups.append(r)
+        by_summary.append((r, rng.integers(-1, 5, size)))
+    applied = AppliedShapes(pa.table({k: pa.nulls(5, EVENTS_SCHEMA.field(k).type) for k in KEY_COLUMNS}),
+                            pa.array(["a"] * 5), pa.array(["b"] * 5), np.zeros(5, np.int64), tuple(by_summary))
+    return Verdicts(applied, rollups, 0, None, "ch")
+
+
+def _events(seqs: list[int], ids: list[int]) -> pa.Table:
+    cols = {k: pa.nulls(len(seqs), EVENTS_SCHEMA.field(k).type) for k in KEY_COLUMNS}
+    return pa.table({**cols, "seq": pa.array(seqs, pa.int64()), SHAPE_ID: pa.array(ids, pa.int32())})
+
+
+def _outcome(found: Verdicts, events: pa.Table):
+    try:
+        got = found._by_ids(events)
+    except ApplyError as e:
+        return "error", str(e)
+    return "rows", None if got is None else got.tolist()
+
+
+@st.composite
+def _case(draw):
+    spans, seq = [], 1
+    for _ in range(draw(st.integers(1, 6))):
+        seq += draw(st.sampled_from([0, 0, 0, 3]))  # sometimes a gap no rollup covers
+        n = draw(st.integers(1, 40))
+        spans.append((seq, seq + n - 1, draw(st.integers(1, 8))))
+        seq += n
+    top = seq + draw(st.sampled_from([0, 0, 2]))  # sometimes events past the last rollup
+    runs = draw(st.lists(st.lists(st.integers(1, top), min_size=1, max_size=30, unique=True), min_size=1,
+                         max_size=6))
+    seqs = [q for run in runs for q in sorted(run)]
+    size_of = {q: size for first, last, size in spans for q in range(first, last + 1)}
+    lie = draw(st.sampled_from([False, False, True]))
+    ids = [draw(st.integers(-1, size_of.get(q, 1))) if lie else draw(st.integers(0, size_of.get(q, 1) - 1))
+           for q in seqs]
+    return spans, seqs, ids, draw(st.integers(0, 2 ** 32 - 1))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_case())
+def test_ids_found_by_runs_equal_the_search_per_event(case):
+    spans, seqs, ids, seed = case
+    events = _events(seqs, ids)
+    by_runs = _outcome(_verdicts(spans, seed), events)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(arrow_write, "MAX_RUNS", -1)  # every file too many runs: the search per event
+        per_event = _outcome(_verdicts(spans, seed), events)
+    assert by_runs == per_event
+
+
+def test_a_lying_id_in_a_later_run_is_refused_with_its_seq():
+    found = _verdicts([(1, 10, 3), (11, 20, 2)], seed=1)
+    with pytest.raises(ApplyError, match="seq 12: shape id 2 is not among the 2 shapes"):
+        found._by_ids(_events([1, 5, 11, 2, 12, 13], [0, 2, 1, 1, 2, 0]))
