@@ -38,6 +38,7 @@ EVENTS_SCHEMA = pa.schema([
 ])
 SHAPE_ID = "shape_id"
 PARTITION_BY = ["channel", "filter_db"]
+DELTA_ENCODED = ("seq", "binlog_pos", "event_time")  # written delta-encoded, here and in the applied events
 
 EVENT_TYPES = ("query", "write_rows", "update_rows", "delete_rows", "gtid")
 ROW_EVENT_TYPES = ("write_rows", "update_rows", "delete_rows")

@@ -25,7 +25,7 @@ from rpl_sql.storage.delta import commit as delta_commit
 from rpl_sql.storage.upkeep import compact_growing_table
 from rpl_sql.pipeline.ingest_position import (META, ChannelPosition, ConcurrentIngestError, app_id,
                                               committed_position, open_table)
-from rpl_sql.pipeline.events import EVENTS_SCHEMA, PARTITION_BY, SHAPE_ID, events_path
+from rpl_sql.pipeline.events import DELTA_ENCODED, EVENTS_SCHEMA, PARTITION_BY, SHAPE_ID, events_path
 from rpl_sql.pipeline.shape_index import ShapeIndex
 from rpl_sql.pipeline import summary as summaries_
 from rpl_sql.filters.state import channel_key
@@ -147,7 +147,7 @@ class EventsWriter:
         for attempt in range(APPEND_ATTEMPTS):
             try:
                 delta_commit.write(self.dt, table, mode="append", partition_by=PARTITION_BY, metadata=meta,
-                                   app=(app_id(self.channel), last), checkpoint=True)
+                                   app=(app_id(self.channel), last), checkpoint=True, delta_encoded=DELTA_ENCODED)
                 break
             except CommitFailedError as e:
                 # delta-rs turns an append away when a commit since its snapshot removed files (another
@@ -193,13 +193,14 @@ class EventsWriter:
             # the default channel's partition value '' reads back NULL: the predicate must match both
             where = channel_predicate(self.channel)
             delta_commit.write(self.dt, rows.sort_by("seq"), mode="overwrite", partition_by=PARTITION_BY,
-                               predicate=f"{where} AND seq >= {lo} AND seq <= {hi}", metadata=meta)
+                               predicate=f"{where} AND seq >= {lo} AND seq <= {hi}", metadata=meta,
+                               delta_encoded=DELTA_ENCODED)
         except (DeltaError, OSError) as e:
             log.warning("events of channel %r, seqs %d..%d: compaction skipped (%s)", self.channel, lo, hi, e)
         # the merged files pile up in turn (7 a minute at 5,000 rows/s), and every read and open of the table
         # costs more with its file count: merge those by tiers, as a replica table's
         try:
-            compact_growing_table(self.dt, channel=self.channel or None)
+            compact_growing_table(self.dt, channel=self.channel or None, delta_encoded=DELTA_ENCODED)
         except (DeltaError, OSError) as e:
             log.warning("events of channel %r: compaction by tiers skipped (%s)", self.channel, e)
         self.dt.update_incremental()

@@ -181,17 +181,20 @@ def _history_horizon_hours(table: str, now: datetime) -> float:
 
 
 def compact_table(dt, target_size: int = COMPACT_TARGET_BYTES, channel: str | None = None,
-                  operation: str = "UPKEEP COMPACT") -> tuple[int, int]:
+                  operation: str = "UPKEEP COMPACT", delta_encoded: tuple[str, ...] = ()) -> tuple[int, int]:
     """Rewrite the small files of a table (events, applied events; a replica table, by its only writer) into
     files of about `target_size`, per partition, in one commit; with `channel`, that channel's partition
     only (a table partitioned by channel). Rows, app transactions (the writers' positions) and the commit
-    history are unchanged; a concurrent append does not conflict with it.
+    history are unchanged; a concurrent append does not conflict with it. `delta_encoded`: integer columns
+    written as `delta_commit.writer_properties` says.
 
     Compactions of a table take turns on this host, each planned on the table's newest version: delta-rs
     (1.6) commits two compactions planned on the same version both, so every row of the files they both
     rewrote is then there twice (tests/storage/test_upkeep.py shows it). A running service compacts its tables while
     upkeep may too, and each channel's SQL thread compacts the applied events."""
-    filters = {"partition_filters": [("channel", "=", channel)]} if channel else {}
+    filters: dict = {"partition_filters": [("channel", "=", channel)]} if channel else {}
+    if delta_encoded:
+        filters["writer_properties"] = delta_commit.writer_properties(delta_encoded)
     with _compaction_turn(dt):
         dt.update_incremental()
         metrics = dt.optimize.compact(target_size=target_size, **filters, **delta_commit.properties(
@@ -246,10 +249,10 @@ def compaction_tier(sizes: list[int], target: int = COMPACT_TARGET_BYTES, smalle
 
 def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest: int = SMALLEST_TIER_BYTES,
                           fanout: int = TIER_FANOUT, channel: str | None = None,
-                          step: int | None = None) -> tuple[int, int]:
+                          step: int | None = None, delta_encoded: tuple[str, ...] = ()) -> tuple[int, int]:
     """compact_table for a table a writer appends a small file to at every commit, by tiers (`channel`: of
     that channel's partition of a table partitioned by channel; `step`: the bytes of one step where the table
-    has deletion vectors; default STEP_BYTES)."""
+    has deletion vectors; default STEP_BYTES; `delta_encoded` as compact_table's)."""
     acts = pa.table(dt.get_add_actions(flatten=False))
     sizes = acts.column("size_bytes").to_pylist()
     if channel:
@@ -260,7 +263,7 @@ def compact_growing_table(dt, target_size: int = COMPACT_TARGET_BYTES, smallest:
         with _compaction_turn(dt):
             dt.update_incremental()
             return dv_commit.compact_small(dt, root, tier, step or STEP_BYTES)
-    return compact_table(dt, tier, channel, "COMPACT TIERS")
+    return compact_table(dt, tier, channel, "COMPACT TIERS", delta_encoded)
 
 
 def _vacuum(table: str, dt, known: _LogFiles, hours: float, cutoff_ms: int, on_disk: set[str]) -> int:

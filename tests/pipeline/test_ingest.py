@@ -348,6 +348,15 @@ def test_compaction_replaces_exactly_the_writers_rows(warehouse, monkeypatch, ch
     # other's two, the two compactions' files merged by tiers into one per database, the last commit's two
     assert len(dt.file_uris()) == 2 + 2 + 2
     assert committed_position(warehouse, channel).last_seq == 28
+    # appended, compacted or merged by tiers: seq, binlog_pos and event_time delta-encoded, no dictionary
+    import pyarrow.parquet as pq
+
+    for uri in dt.file_uris():
+        meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
+        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+        for col in ("seq", "binlog_pos", "event_time"):
+            chunk = meta.row_group(0).column(names.index(col))
+            assert "DELTA_BINARY_PACKED" in chunk.encodings and not chunk.has_dictionary_page, (uri, col)
 
 
 def test_the_events_table_keeps_few_files_however_long_a_writer_runs(warehouse, monkeypatch):

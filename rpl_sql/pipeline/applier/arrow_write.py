@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, AppliedShapes
-from rpl_sql.pipeline.events import SHAPE_ID
+from rpl_sql.pipeline.events import DELTA_ENCODED, SHAPE_ID
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError
 from rpl_sql.pipeline.shape_index import PLAIN_KEYS, ShapeIndex, key_columns
@@ -58,7 +58,7 @@ DICTIONARY_WRITE = [*DICTIONARY_READ, "channel", "filter_db", "applied_db", "dec
                     "tables.list.element.db", "tables.list.element.name"]
 PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": ["channel", "seq", "event_time"],
                    "store_schema": False, "use_dictionary": DICTIONARY_WRITE,
-                   "column_encoding": {c: "DELTA_BINARY_PACKED" for c in ("seq", "binlog_pos", "event_time")}}
+                   "column_encoding": {c: "DELTA_BINARY_PACKED" for c in DELTA_ENCODED}}
 
 
 GIL_TURN = 0.0001  # seconds a thread may hold the GIL while another waits (Python's default: 0.005)

@@ -26,6 +26,7 @@ from rpl_sql.storage.upkeep import compact_growing_table
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.report import ChannelReport
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, META_KEY, app_id
+from rpl_sql.pipeline.events import DELTA_ENCODED
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,8 @@ class BatchCommits:
     def commit_applied_rows(self, rec: BatchRecord, rows: pa.Table) -> bool:
         """`commit_applied` for rows in memory (an Arrow table of APPLIED_SCHEMA), written by delta-rs. Every
         COMPACT_EVERY such batches of a channel, their files are rewritten as one (`compact`)."""
-        done = self._commit(rec, lambda dt, kw: delta_commit.write(dt, rows, mode="append", **kw))
+        done = self._commit(rec, lambda dt, kw: delta_commit.write(dt, rows, mode="append",
+                                                                   delta_encoded=DELTA_ENCODED, **kw))
         if not done or not COMPACT_EVERY:
             return done
         loose = self._loose.get(rec.channel)
@@ -174,11 +176,13 @@ class BatchCommits:
             delta_commit.write(self.table(create=True), rows.sort_by("seq"), mode="overwrite",
                                predicate=f"{where} AND seq >= {lo} AND seq <= {hi}",
                                metadata={"rpl_sql.operation": "APPLY COMPACT",
-                                         "rpl_sql.apply.compacted": f"{channel}:{lo}-{hi}"})
+                                         "rpl_sql.apply.compacted": f"{channel}:{lo}-{hi}"},
+                               delta_encoded=DELTA_ENCODED)
         except (DeltaError, OSError) as e:
             log.warning("applied events of channel %r, seqs %d..%d: compaction skipped (%s)", channel, lo, hi, e)
         try:
-            compact_growing_table(self.table(create=True))  # the merged files, by tiers (as the events writer's)
+            # the merged files, by tiers (as the events writer's)
+            compact_growing_table(self.table(create=True), delta_encoded=DELTA_ENCODED)
         except (DeltaError, OSError) as e:
             log.warning("applied events: compaction by tiers skipped (%s)", e)
 

@@ -50,19 +50,28 @@ def write(target: str | DeltaTable, data: Any, *, mode: str, metadata: dict[str,
           app: tuple[str, int] | None = None, retries: int | None = None, checkpoint: bool = False,
           partition_by: list[str] | None = None, create: bool = False, predicate: str | None = None,
           schema_mode: str | None = None, compression: str | None = None,
-          configuration: dict[str, str] | None = None) -> None:
+          configuration: dict[str, str] | None = None, delta_encoded: tuple[str, ...] = ()) -> None:
     """write_deltalake with rpl_sql's commit properties; `create` makes a new table that keeps its log (with
     `configuration` besides rpl_sql's own);
     `predicate` (overwrite) replaces just the rows it matches; `schema_mode` 'overwrite' lets it change columns;
-    `compression` a Parquet codec other than delta-rs' default (snappy)."""
+    `compression` a Parquet codec other than delta-rs' default (snappy); `delta_encoded`: `writer_properties`."""
     extra: dict[str, Any] = {"schema_mode": schema_mode} if schema_mode else {}
-    if compression:
-        from deltalake import WriterProperties
-
-        extra["writer_properties"] = WriterProperties(compression=compression)
+    if compression or delta_encoded:
+        extra["writer_properties"] = writer_properties(delta_encoded, compression)
     write_deltalake(target, data, mode=mode, partition_by=partition_by,
                     configuration={**TABLE_CONFIG, **(configuration or {})} if create else None, predicate=predicate,
                     **properties(metadata, app, retries, checkpoint), **extra)
+
+
+def writer_properties(delta_encoded: tuple[str, ...] = (), compression: str | None = None):
+    """delta-rs' Parquet settings with the integer columns `delta_encoded` (unique or nearly: seqs, positions,
+    times) delta-encoded without a dictionary: by default every column gets one, and for the events table's
+    seq, binlog_pos and event_time that made the files 44% larger and the write 10-25% slower
+    (docs/benchmarks.md, the applier)."""
+    from deltalake import ColumnProperties, WriterProperties
+
+    return WriterProperties(compression=compression or "SNAPPY", column_properties={
+        c: ColumnProperties(dictionary_enabled=False, encoding="DELTA_BINARY_PACKED") for c in delta_encoded} or None)
 
 
 def add_missing_columns(dt: DeltaTable, schema: Any) -> bool:
