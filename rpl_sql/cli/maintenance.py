@@ -69,7 +69,7 @@ def upkeep_main(argv: list[str]) -> int:
     warehouse = _existing_warehouse(args, "upkeep")
     if warehouse is None:
         return 1
-    from rpl_sql.pipeline.retention import needed_commits
+    from rpl_sql.pipeline.retention import delta_encoded, needed_commits
 
     try:
         if args.drop_unreplicated:
@@ -77,7 +77,7 @@ def upkeep_main(argv: list[str]) -> int:
                 print(f"{'would drop' if args.dry_run else 'dropped'} {db}.{name} of channel '{channel}' "
                       "(no longer replicated)")
         reports, spark_dirs = upkeep(warehouse, args.keep_days, args.dry_run, args.grace,
-                                     retention=needed_commits(warehouse))
+                                     retention=needed_commits(warehouse), delta_encoded=delta_encoded(warehouse))
     except MySQLError as e:
         sys.stderr.write(error_text(e))
         return 1

@@ -11,6 +11,8 @@ Per table, of the commits older than the kept days:
 - the applied events: each channel's newest (crash recovery finds the last batch's record there);
 - a replica catalog: its newest commit that names its channel;
 - anything else (the replica tables): none.
+
+And which integer columns a table's compaction delta-encodes, as its writer does (`delta_encoded`).
 """
 from __future__ import annotations
 
@@ -19,10 +21,18 @@ from typing import Callable
 
 from rpl_sql.storage.delta.archive import Needed
 from rpl_sql.pipeline.applier.commits import apply_meta
-from rpl_sql.pipeline.events import applied_path, events_path
+from rpl_sql.pipeline.events import DELTA_ENCODED, applied_path, events_path
 from rpl_sql.pipeline.ingest_position import ingest_meta
 from rpl_sql.storage.replica_catalog import CHANNEL_KEY, replica_root
 from rpl_sql.storage.store import STATE_TABLE, DeltaStore
+
+
+def delta_encoded(warehouse: str) -> Callable[[str], tuple[str, ...]]:
+    """For a table path of `warehouse`, the integer columns its writer delta-encodes (upkeep's compaction keeps
+    them so): the events' and the applied events'."""
+    same = os.path.realpath
+    tables = {same(events_path(warehouse)), same(applied_path(warehouse))}
+    return lambda table: DELTA_ENCODED if same(table) in tables else ()
 
 
 def needed_commits(warehouse: str) -> Callable[[str], Needed]:

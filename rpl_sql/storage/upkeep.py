@@ -284,9 +284,10 @@ def _vacuum(table: str, dt, known: _LogFiles, hours: float, cutoff_ms: int, on_d
 
 def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = False,
                  grace_seconds: float = GRACE_SECONDS, compact: bool = True,
-                 needed: archive.Needed | None = None) -> TableUpkeep:
+                 needed: archive.Needed | None = None, delta_encoded: tuple[str, ...] = ()) -> TableUpkeep:
     """Upkeep of one table (see the module's docstring). With `keep_days` and `needed` (the table's readers'
-    choice among its archived commits older than that), the other archived commits are deleted too."""
+    choice among its archived commits older than that), the other archived commits are deleted too.
+    `delta_encoded`: as compact_table's."""
     from deltalake.exceptions import CommitFailedError
 
     damage = deltalog.find_damage(table)
@@ -310,7 +311,8 @@ def upkeep_table(table: str, keep_days: float | None = None, dry_run: bool = Fal
     dt = archive.open_table(table)
     if compact and os.path.basename(table) != STATE_TABLE:
         try:
-            report.compacted = compact_table(dt) if not dv_commit.enabled(dt) else _compact_in_steps(dt)
+            report.compacted = (compact_table(dt, delta_encoded=delta_encoded) if not dv_commit.enabled(dt)
+                                else _compact_in_steps(dt))
         except CommitFailedError:  # a running service's own compaction or merge committed first: next run
             report.compaction_raced = True
         dt = archive.open_table(table)
@@ -362,12 +364,14 @@ def dropped_replica_tables(warehouse: str, grace_seconds: float) -> set[str]:
 
 def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False,
            grace_seconds: float = GRACE_SECONDS, compact: bool = True,
-           retention: Callable[[str], archive.Needed | None] | None = None) -> tuple[list[TableUpkeep], list[str]]:
+           retention: Callable[[str], archive.Needed | None] | None = None,
+           delta_encoded: Callable[[str], tuple[str, ...]] | None = None) -> tuple[list[TableUpkeep], list[str]]:
     """Upkeep of every Delta table under `warehouse`, then of what rpl_sql's gone processes left in
     this user's scratch folder (rpl_sql.storage.scratch), nothing else; returns both reports.
     A damaged table raises MySQLError 1194 before anything is touched. `retention` gives each table's
     readers' choice of archived commits (rpl_sql.pipeline.retention.needed_commits); without it, or for
-    a table it gives None, no archived commit is deleted."""
+    a table it gives None, no archived commit is deleted. `delta_encoded`: each table's integer columns its
+    compaction delta-encodes, as its writer does (rpl_sql.pipeline.retention.delta_encoded)."""
     tables = deltalog.tables(warehouse)
     for table in tables:
         damage = deltalog.find_damage(table)
@@ -375,8 +379,8 @@ def upkeep(warehouse: str, keep_days: float | None = None, dry_run: bool = False
             raise deltalog.damaged(damage)
     dropped = dropped_replica_tables(warehouse, grace_seconds)
     tables = [t for t in tables if os.path.realpath(t) not in dropped]
-    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact, retention(t) if retention else None)
-               for t in tables]
+    reports = [upkeep_table(t, keep_days, dry_run, grace_seconds, compact, retention(t) if retention else None,
+                            delta_encoded(t) if delta_encoded else ()) for t in tables]
     leftovers = scratch.leftovers() + sorted(dropped)
     if not dry_run:
         for path in leftovers:
