@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,7 @@ from rpl_sql.filters.evaluate import (
     statement_event,
 )
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, ROW_EVENT_TYPES, SHAPE_ID, TABLES_TYPE
+from rpl_sql.pipeline.summary import Summary
 from rpl_sql.filters.rules import TYPES, Filters, FilterType, Matching, first_pair, fold, tally_rule_hits
 
 log = logging.getLogger(__name__)
@@ -203,9 +204,9 @@ class AppliedShapes:
     applied_db: pa.Array
     decided_by: pa.Array
     counts: np.ndarray
-    by_summary: tuple[tuple[Any, np.ndarray], ...] = ()
+    by_summary: tuple[tuple[Summary, np.ndarray], ...] = ()
 
-    def rows_of(self, summary) -> np.ndarray | None:
+    def rows_of(self, summary: Summary) -> np.ndarray | None:
         """Per row of `summary`'s shapes, its applied shape's row (-1: none), if the batch was merged from it."""
         return next((rows for s, rows in self.by_summary if s is summary), None)
 
