@@ -713,14 +713,9 @@ def test_the_arrow_and_spark_engines_write_equal_applied_tables(spark, tmp_path)
     assert tables["arrow"].equals(tables["spark"])
     # the arrow engine's files (seq, binlog_pos and event_time delta-encoded, no dictionary) read by Spark's
     # own Parquet reader as delta-rs reads them
-    import pyarrow.parquet as pq
+    from tests.support.landed import assert_delta_encoded
 
-    meta = pq.ParquetFile(DeltaTable(applied_path(str(tmp_path / "arrow"))).file_uris()[0]
-                          .removeprefix("file://")).metadata
-    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-    for col in ("seq", "binlog_pos", "event_time"):
-        chunk = meta.row_group(0).column(names.index(col))
-        assert "DELTA_BINARY_PACKED" in chunk.encodings and not chunk.has_dictionary_page, (col, chunk.encodings)
+    assert_delta_encoded(applied_path(str(tmp_path / "arrow")))
     cols = ["channel", "seq", "binlog_pos", "event_time", "gtid", "db_name", "tables", "applied_db", "decided_by"]
     by_spark = read_delta(spark, applied_path(str(tmp_path / "arrow"))).select(*cols).toArrow()
     assert sorted(by_spark.to_pylist(), key=lambda r: (r["channel"] or "", r["seq"])) == \

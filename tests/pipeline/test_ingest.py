@@ -349,14 +349,9 @@ def test_compaction_replaces_exactly_the_writers_rows(warehouse, monkeypatch, ch
     assert len(dt.file_uris()) == 2 + 2 + 2
     assert committed_position(warehouse, channel).last_seq == 28
     # appended, compacted or merged by tiers: seq, binlog_pos and event_time delta-encoded, no dictionary
-    import pyarrow.parquet as pq
+    from tests.support.landed import assert_delta_encoded
 
-    for uri in dt.file_uris():
-        meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
-        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-        for col in ("seq", "binlog_pos", "event_time"):
-            chunk = meta.row_group(0).column(names.index(col))
-            assert "DELTA_BINARY_PACKED" in chunk.encodings and not chunk.has_dictionary_page, (uri, col)
+    assert_delta_encoded(events_path(warehouse))
 
 
 def test_the_events_table_keeps_few_files_however_long_a_writer_runs(warehouse, monkeypatch):

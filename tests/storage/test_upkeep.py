@@ -121,14 +121,9 @@ def test_upkeep_compacts_the_events_table_keeping_rows_and_positions(tmp_path):
     assert events.compacted == (12, 2) and events.data_files_after >= 2
     after = DeltaTable(path)
     assert len(after.file_uris()) == 2
-    import pyarrow.parquet as pq
+    from tests.support.landed import assert_delta_encoded
 
-    for uri in after.file_uris():  # the integers delta-encoded, as the events writer writes them
-        meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
-        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-        for col in ("seq", "binlog_pos", "event_time"):
-            chunk = meta.row_group(0).column(names.index(col))
-            assert "DELTA_BINARY_PACKED" in chunk.encodings and not chunk.has_dictionary_page, (uri, col)
+    assert_delta_encoded(path)  # the integers delta-encoded, as the events writer writes them
     assert sorted(map(str, after.to_pyarrow_table().to_pylist())) == rows
     assert {c: after.transaction_version(app_id(c)) for c in ("a", "b")} == {"a": 6, "b": 6}
     assert {c: committed_position(wh, c) for c in ("a", "b")} == positions

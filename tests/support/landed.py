@@ -8,6 +8,22 @@ from rpl_sql.filters.evaluate import RowEvent, TableRef, rewrite_db, statement_e
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES, events_path
 
 
+def assert_delta_encoded(table_path: str, uris=None) -> None:
+    """Every data file of the Delta table at `table_path` (or just `uris`) holds seq, binlog_pos and event_time
+    delta-encoded without a dictionary page, as rpl_sql's writers write the events and the applied events."""
+    import pyarrow.parquet as pq
+
+    from rpl_sql.pipeline.events import DELTA_ENCODED
+
+    for uri in uris if uris is not None else DeltaTable(table_path).file_uris():
+        meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
+        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+        for col in DELTA_ENCODED:
+            chunk = meta.row_group(0).column(names.index(col))
+            assert "DELTA_BINARY_PACKED" in chunk.encodings and not chunk.has_dictionary_page, \
+                (uri, col, chunk.encodings)
+
+
 def landed(warehouse, channel=None) -> list[dict]:
     """The events table's rows in seq order, of one channel (`''` = default) or all."""
     rows = DeltaTable(events_path(warehouse)).to_pyarrow_table().sort_by("seq").to_pylist()
