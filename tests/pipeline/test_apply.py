@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 from deltalake import DeltaTable, write_deltalake
@@ -708,6 +709,11 @@ def test_the_arrow_and_spark_engines_write_equal_applied_tables(spark, tmp_path)
         land_in_commits(wh, log, seed=41, unsummarized=(2,))
         apply(spark, wh, verify="all", batch_size=60, engine=engine)
         t = DeltaTable(applied_path(wh)).to_pyarrow_table()
+        # each file's Delta statistics name its channel (the arrow engine's footers have none: it gives them)
+        for add in pa.table(DeltaTable(applied_path(wh)).get_add_actions(flatten=True)).to_pylist():
+            held = pq.read_table(os.path.join(applied_path(wh), unquote(add["path"])), columns=["channel"])
+            assert {add["min.channel"], add["max.channel"]} == set(held.column("channel").to_pylist())
+            assert add["null_count.channel"] == 0
         tables[engine] = t.cast(APPLIED_SCHEMA).sort_by([("channel", "ascending"), ("seq", "ascending")])
     assert tables["arrow"].num_rows > 100
     assert tables["arrow"].equals(tables["spark"])

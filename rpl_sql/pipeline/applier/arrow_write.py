@@ -47,16 +47,19 @@ KEY_COLUMNS = (*PLAIN_KEYS, "tables")
 DICTIONARY_READ = ("event_type", "command", "statement_kind", "default_db", "db_name", "table_name", "binlog_file",
                    "source")
 _TEXT_DICT = pa.dictionary(pa.int32(), pa.string())
-WRITE_SCHEMA = pa.schema([pa.field(f.name, _TEXT_DICT) if f.name in DICTIONARY_READ + (
-    "channel", "filter_db", "applied_db", "decided_by") else f for f in APPLIED_SCHEMA])
+CONSTANT = ("channel", "filter_db")  # one value in each file: written as required columns (no levels)
+WRITE_SCHEMA = pa.schema([pa.field(f.name, _TEXT_DICT, nullable=f.name not in CONSTANT) if f.name in DICTIONARY_READ
+                          + (*CONSTANT, "applied_db", "decided_by") else f for f in APPLIED_SCHEMA])
 # snappy, as Spark writes; statistics only where Delta and readers use them (for every column they cost a
-# sixth of the write); no Arrow schema, so readers see the dictionary columns as the strings they are.
+# sixth of the write; a dictionary column's cost a hash of its indices, so the channel's, one value, are
+# given to Delta by `add_actions` instead); no Arrow schema, so readers see the dictionary columns as the
+# strings they are.
 # Dictionary pages only for text of few values: pyarrow's default, a dictionary for every column, hashed each
 # unique seq, position and time and cost more than a third of the write; those are delta-encoded instead
 # (the write 31% less CPU and 26% smaller, docs/benchmarks.md, the applier).
 DICTIONARY_WRITE = [*DICTIONARY_READ, "channel", "filter_db", "applied_db", "decided_by",
                     "tables.list.element.db", "tables.list.element.name"]
-PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": ["channel", "seq", "event_time"],
+PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": ["seq", "event_time"],
                    "store_schema": False, "use_dictionary": DICTIONARY_WRITE,
                    "column_encoding": {c: "DELTA_BINARY_PACKED" for c in DELTA_ENCODED}}
 
@@ -110,8 +113,9 @@ class Verdicts:
         self.applied = applied
         self._index: ShapeIndex | None = None
         self._lock = threading.Lock()
-        self.lookup = pa.table({  # applied_db and decided_by, dictionary-encoded, in the applied shapes' order
-            "applied_db": applied.applied_db.dictionary_encode(), "decided_by": applied.decided_by.dictionary_encode()})
+        # applied_db and decided_by, in the applied shapes' order, as codes into their distinct values (-1: NULL)
+        self.lookup = {name: _Coded(arr) for name, arr in (("applied_db", applied.applied_db),
+                                                           ("decided_by", applied.decided_by))}
         self.counts = applied.counts  # in the applied shapes' order
         self.channel, self.lo, self.hi = channel, lo, hi
         mine = sorted((r for r in rollups if r.last_seq > lo and (hi is None or r.first_seq <= hi)),
@@ -140,7 +144,7 @@ class Verdicts:
         return self._by_key(rollup.shapes) if got is None else got
 
     def rows(self, events: pa.Table) -> np.ndarray:
-        """Per event, the row of its applied shape in `lookup`; -1 where none applies."""
+        """Per event, the row of its applied shape (in `lookup`, `counts`); -1 where none applies."""
         got = self._by_ids(events)
         return self._by_key(events) if got is None else got
 
@@ -222,6 +226,22 @@ class Verdicts:
                              f"ingest rollup's ids disagree with the events); nothing applied", self.channel)
 
 
+class _Coded:
+    """A column of the applied shapes as codes into its distinct values, so that the events' column is a
+    numpy take of codes (Arrow's take of a dictionary column cost four times as much)."""
+
+    def __init__(self, values: pa.Array):
+        enc = values.dictionary_encode()
+        self.dictionary = enc.dictionary
+        self.codes = pc.fill_null(enc.indices, -1).to_numpy().astype(np.int32)
+        self.has_null = bool(enc.indices.null_count)
+
+    def take(self, rows: np.ndarray) -> pa.DictionaryArray:
+        codes = self.codes[rows]
+        indices = pa.array(codes, mask=codes < 0) if self.has_null else pa.array(codes)
+        return pa.DictionaryArray.from_arrays(indices, self.dictionary, safe=False)  # codes index `dictionary`
+
+
 def _equal(a, b) -> np.ndarray:
     """Per row, a == b, NULL equal to NULL (dictionary columns compared as their values)."""
     a, b = (pc.cast(x, pa.string()) if pa.types.is_dictionary(x.type) else x for x in (a, b))
@@ -301,15 +321,17 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
     t = ahead.take(f.path) if ahead is not None else None
     if t is None:
         t = _read(f.path)
-    seq = t.column("seq")
-    keep = pc.greater(seq, lo) if hi is None else pc.and_(pc.greater(seq, lo), pc.less_equal(seq, hi))
-    if not pc.all(keep).as_py():
-        t = t.filter(keep)
+    if not _within(f, lo, hi):  # by the file's statistics, else by its seqs
+        seq = t.column("seq")
+        keep = pc.greater(seq, lo) if hi is None else pc.and_(pc.greater(seq, lo), pc.less_equal(seq, hi))
+        if not pc.all(keep).as_py():
+            t = t.filter(keep)
     idx = found.rows(t)
     hit = idx >= 0
-    if not hit.all():
+    if not hit.all():  # the ids (not written) and columns of NULLs only (written as such) are not filtered
+        t = t.select([c for c in t.column_names if c != SHAPE_ID and t.column(c).null_count < t.num_rows])
         t, idx = t.filter(pa.array(hit)), idx[hit]
-    n, taken = t.num_rows, pa.array(idx)
+    n = t.num_rows
     filter_db = dict(f.partition).get("filter_db")
     out = []
     for field in WRITE_SCHEMA:
@@ -319,7 +341,7 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
         elif name == "filter_db":
             col = _repeat("" if filter_db is None else filter_db, n)
         elif name in ("applied_db", "decided_by"):
-            col = found.lookup.column(name).take(taken)
+            col = found.lookup[name].take(idx)
         elif name in t.column_names:
             col = t.column(name)
             if col.type != field.type:  # a call less per column where none is needed: each waits for the GIL
@@ -332,7 +354,8 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
 
 
 def _repeat(value: str, n: int) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([value], pa.string()))
+    """`value` n times, as a dictionary column (its indices numpy's zeros: pa.repeat cost 20 times as much)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()), safe=False)
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
@@ -419,14 +442,21 @@ def _runs(files: Sequence[DeltaFile], lo: int, hi: int | None, threads: int) -> 
     return [r for r in runs if r]
 
 
+def _within(f: DeltaFile, lo: int, hi: int | None) -> bool:
+    """Are all the file's seqs in (lo, hi] by its statistics? (Without them: not known.)"""
+    mn, mx = f.min_values.get("seq"), f.max_values.get("seq")
+    return mn is not None and mx is not None and mn > lo and (hi is None or mx <= hi)
+
+
 def _overlaps(f: DeltaFile, lo: int, hi: int | None) -> bool:
     """Can the file hold seqs in (lo, hi]? (Without stats: assume so.)"""
     mn, mx = f.min_values.get("seq"), f.max_values.get("seq")
     return not ((mx is not None and mx <= lo) or (hi is not None and mn is not None and mn > hi))
 
 
-def add_actions(target: str, rel_dir: str) -> tuple[list, int]:
-    """AddActions (with numRecords and seq/channel stats from the footers) for the Parquet files Spark wrote."""
+def add_actions(target: str, rel_dir: str, channel: str | None = None) -> tuple[list, int]:
+    """AddActions (with numRecords and seq/channel stats from the footers) for the Parquet files written under
+    `target`; `channel`: every row's, for files whose footers have no channel statistics (the arrow engine's)."""
     import pyarrow.parquet as pq
     from deltalake.transaction import AddAction
     from pyarrow import fs as pafs
@@ -453,6 +483,9 @@ def add_actions(target: str, rel_dir: str) -> tuple[list, int]:
                 stats["minValues"][col] = min(s.min for s in rgs)
                 stats["maxValues"][col] = max(s.max for s in rgs)
                 stats["nullCount"][col] = sum(s.null_count for s in rgs)
+        if channel is not None:
+            stats["minValues"]["channel"] = stats["maxValues"]["channel"] = channel
+            stats["nullCount"]["channel"] = 0
         mtime = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
         actions.append(AddAction(f"{rel_dir}/{info.base_name}", info.size, {}, mtime, True, json.dumps(stats)))
     return actions, total

@@ -55,7 +55,7 @@ class BatchFiles:
         finally:
             if ahead is not None:
                 ahead.close()
-        actions, written = add_actions(target, rel_dir)
+        actions, written = add_actions(target, rel_dir, rec.channel)
         if rows != rec.applied or written != rows:
             fs.delete_dir(base)
             raise ApplyError(f"wrote {written} applied events, expected {rec.applied} (batch {rec.start + 1}.."
