@@ -5,7 +5,7 @@
     .venv/bin/python bench/bench_apply.py --rules 1,10000 --decide-ab 5   # + deciding: public functions vs codes
     .venv/bin/python bench/bench_apply.py --rules 10000 --ab e809a38 --rounds 2   # whole applies vs a revision
     .venv/bin/python bench/bench_apply.py --rules 1,10000 --split 3   # deciding, and writing alone, vs the copy
-    .venv/bin/python bench/bench_apply.py --rules 1,10000 --alternate 6   # the arrow apply and the copy in turn
+    .venv/bin/python bench/bench_apply.py --rules 1,10000 --alternate 6   # the copy, the selection, the apply in turn
 
 Events (3 channels, row-based transactions with 1-4 row events, 5% statements, 1% dropped-at-source GTID
 markers; 50 databases x 40 tables per channel) are generated once with numpy/pyarrow and written with delta-rs
@@ -16,9 +16,10 @@ untimed warm-up apply: the session's first run pays JIT and class loading).
 The baselines: a bare scan of every event column (Spark's Parquet reader on the directory, and read_delta),
 and two copies, the floor of any applier that writes what it applies: Spark's (read_delta -> Parquet files)
 and pyarrow's (each events file read and written again, two threads, with the arrow engine's dictionary
-columns and writer options). Each rule
-set is applied by both engines (`apply(engine=...)`: arrow, pyarrow in this process; spark, the session),
-and once more as if the commits had no summaries (Spark's pass decides; the arrow engine writes).
+columns and writer options; with --alternate also the selection: that copy writing only the events the
+filters apply, found beforehand). Each rule set is applied by both engines (`apply(engine=...)`: arrow,
+pyarrow in this process; spark, the session), and once more as if the commits had no summaries (Spark's pass
+decides; the arrow engine writes).
 
 --ab REF: whole `apply` runs of git revision REF (extracted with `git archive` into a temporary directory)
 and of this checkout, alternating in fresh processes (each: configure, one untimed warm-up apply, one timed
@@ -322,9 +323,10 @@ def decide_side_by_side(spark, warehouse: str, channel: str, repeat: int) -> dic
     return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
 
 
-def arrow_copy(events: str, copy_dir: str) -> None:
+def arrow_copy(events: str, copy_dir: str, keep: dict | None = None) -> None:
     """Every events file read and written to Parquet again by pyarrow, on two threads, read and written as the
-    arrow engine reads and writes (its dictionary columns and writer options: the tightest copy)."""
+    arrow engine reads and writes (its dictionary columns and writer options: the tightest copy). `keep`: per
+    file path, the events to write (the selection: the copy of only what the filters apply)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.parquet as pq
@@ -336,8 +338,9 @@ def arrow_copy(events: str, copy_dir: str) -> None:
     os.makedirs(copy_dir)
 
     def one(i: int) -> None:
-        pq.write_table(pq.read_table(files[i], read_dictionary=DICTIONARY_READ),
-                       os.path.join(copy_dir, f"{i}.parquet"), **PARQUET_OPTIONS)
+        t = pq.read_table(files[i], read_dictionary=DICTIONARY_READ)
+        pq.write_table(t if keep is None else t.filter(keep[files[i]]), os.path.join(copy_dir, f"{i}.parquet"),
+                       **PARQUET_OPTIONS)
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(one, range(len(files))))
     shutil.rmtree(copy_dir, ignore_errors=True)
@@ -407,36 +410,57 @@ def ab_runs(ref: str, n: int, data: str, rules: list[int], rounds: int) -> None:
         shutil.rmtree(tree, ignore_errors=True)
 
 
+def decided(wh: str) -> list:
+    """Each channel's batch decided as the applier decides it (the summaries read and merged, the shapes
+    decided; nothing written): (channel, its events files, its ShapeTable, its rollups) per channel."""
+    from rpl_sql.storage.delta import archive
+    from rpl_sql.pipeline.applier import batch_shapes, job
+    from rpl_sql.pipeline.applier.landed import summarized
+    from rpl_sql.pipeline.ingest_position import channel_commits
+
+    deltaread = _module("rpl_sql.spark.deltaread")
+    ev = events_path(wh)
+    dt = archive.open_table(ev)
+    history = job._LogOnce(dt).history
+    todo = []
+    for ch in CHANNELS:
+        applier = job._Applier(lambda: None, wh, None, None, "auto", engine="arrow")
+        state = applier.store.load().state
+        snap = deltaread.snapshot(ev, dt.version(), {"channel": [ch]}, table=dt)
+        rollups: list = []
+        landed = summarized(channel_commits(dt, ch, 0, history=history, rollups=rollups), 0, rollups)
+        shapes, _, _ = batch_shapes.summarized_shapes(landed.covered(landed.commits))
+        batch_shapes.decide_batch(state, state.channel(ch), shapes, False, "auto")
+        todo.append((ch, snap.files, shapes, landed.rollups))
+    return todo
+
+
+def kept_masks(wh: str) -> dict:
+    """Per events file, which of its events the configured filters apply (the applier's own verdicts)."""
+    from rpl_sql.pipeline.applier import arrow_write
+
+    out = {}
+    for ch, files, shapes, rollups in decided(wh):
+        found = arrow_write.Verdicts(shapes.applied(), rollups, 0, None, ch)
+        for f in files:
+            out[f.path] = pa.array(found.rows(arrow_write._read(f.path)) >= 0)
+    return out
+
+
 def split_runs(wh: str, r: int, rounds: int) -> None:
     """--split: the arrow engine's apply in its two halves, each side by side with pyarrow's copy, per round:
     deciding every channel's batch (the summaries read and merged, the shapes decided; nothing written), then
     writing the three channels' applied events with those decisions (`arrow_write.write_applied`, as the
     write stage does: one channel after another, a thread per core). No Spark. The applier overlaps the two
     (the next channel is decided while one is written), so its wall time lies between the larger and the sum."""
-    from rpl_sql.storage.delta import archive
-    from rpl_sql.pipeline.applier import arrow_write, batch_shapes, job
-    from rpl_sql.pipeline.applier.landed import summarized
-    from rpl_sql.pipeline.ingest_position import channel_commits
+    from rpl_sql.pipeline.applier import arrow_write
 
-    deltaread = _module("rpl_sql.spark.deltaread")
     configure(wh, r)
     ev = events_path(wh)
     out = os.path.join(os.path.dirname(wh), "split_tmp")
 
     def decide_all() -> list:
-        dt = archive.open_table(ev)
-        history = job._LogOnce(dt).history
-        todo = []
-        for ch in CHANNELS:
-            applier = job._Applier(lambda: None, wh, None, None, "auto", engine="arrow")
-            state = applier.store.load().state
-            snap = deltaread.snapshot(ev, dt.version(), {"channel": [ch]}, table=dt)
-            rollups: list = []
-            landed = summarized(channel_commits(dt, ch, 0, history=history, rollups=rollups), 0, rollups)
-            shapes, _, _ = batch_shapes.summarized_shapes(landed.covered(landed.commits))
-            batch_shapes.decide_batch(state, state.channel(ch), shapes, False, "auto")
-            todo.append((ch, snap.files, shapes, landed.rollups))
-        return todo
+        return decided(wh)
 
     def write_all(todo: list) -> None:
         shutil.rmtree(out, ignore_errors=True)
@@ -457,16 +481,21 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
 
 
 def alternate_runs(wh: str, rule_sets: list[int], rounds: int) -> None:
-    """--alternate: pyarrow's copy and the arrow engine's whole apply at each rule set, in turn, `rounds` times
-    (the rule sets' order swapped every round), no Spark; the page cache's dirty pages written out (`sync`)
-    before each, so one's writeback does not land in the next. Per round the ratios to that round's copy,
-    then the medians: this machine's speed drifts by a fifth between minutes, so only side by side counts."""
+    """--alternate: pyarrow's copy, and at each rule set the selection (the copy writing only the events the
+    filters apply, found beforehand: the floor of any applier that filters with pyarrow) and the arrow engine's
+    whole apply, in turn, `rounds` times (the rule sets' order swapped every round), no Spark; the page cache's
+    dirty pages written out (`sync`) before each, so one's writeback does not land in the next. Per round the
+    ratios to that round's copy, then the medians: this machine's speed drifts by a fifth between minutes, so
+    only side by side counts."""
     apply = _module("rpl_sql.pipeline.applier", "rpl_sql.apply").apply
     ev, out = events_path(wh), os.path.join(os.path.dirname(wh), "alternate_tmp")
 
     def no_spark():
         raise AssertionError("the events carry summaries: the arrow engine needs no Spark")
-    configure(wh, rule_sets[0])
+    keep = {}
+    for r in rule_sets:
+        configure(wh, r)
+        keep[r] = kept_masks(wh)
     apply(no_spark, wh, verify="auto", engine="arrow")  # warm-up: imports, page cache
     runs: dict[object, list[tuple[float, float]]] = {}
     for i in range(rounds):
@@ -475,22 +504,31 @@ def alternate_runs(wh: str, rule_sets: list[int], rounds: int) -> None:
         for r in rule_sets if i % 2 == 0 else rule_sets[::-1]:
             configure(wh, r)
             os.sync()
+            runs.setdefault(("selection", r), []).append(timed(lambda: arrow_copy(ev, out, keep[r]))[:2])
+            os.sync()
             runs.setdefault(r, []).append(timed(lambda: apply(no_spark, wh, verify="auto", engine="arrow"))[:2])
         copy_w, copy_c = runs["copy"][-1]
+
+        def ratio(key) -> str:
+            w, c = runs[key][-1]
+            return f"{w:.2f}s ({c:.1f} CPU s) = {w / copy_w:.2f}x wall, {c / copy_c:.2f}x CPU"
         print(f"round {i + 1}: pyarrow's copy {copy_w:.2f}s ({copy_c:.1f} CPU s); " + "; ".join(
-            f"{r} rules/channel {runs[r][-1][0]:.2f}s ({runs[r][-1][1]:.1f} CPU s) = {runs[r][-1][0] / copy_w:.2f}x "
-            f"wall, {runs[r][-1][1] / copy_c:.2f}x CPU" for r in rule_sets) +
+            f"{r} rules/channel: selection {ratio(('selection', r))}, apply {ratio(r)}" for r in rule_sets) +
             f" (load average {os.getloadavg()[0]:.1f})", flush=True)
     shutil.rmtree(out, ignore_errors=True)
     med = statistics.median
+
+    def summary(key) -> str:
+        walls = [a[0] / c[0] for a, c in zip(runs[key], runs["copy"])]
+        cpus = [a[1] / c[1] for a, c in zip(runs[key], runs["copy"])]
+        return (f"{med(w for w, _ in runs[key]):.2f}s / {med(c for _, c in runs[key]):.1f} CPU s; per round: median "
+                f"{med(walls):.2f}x wall ({min(walls):.2f}-{max(walls):.2f}), {med(cpus):.2f}x CPU "
+                f"({min(cpus):.2f}-{max(cpus):.2f})")
+    print(f"pyarrow's copy {med(w for w, _ in runs['copy']):.2f}s / {med(c for _, c in runs['copy']):.1f} CPU s "
+          f"(medians of {rounds})")
     for r in rule_sets:
-        walls = [a[0] / c[0] for a, c in zip(runs[r], runs["copy"])]
-        cpus = [a[1] / c[1] for a, c in zip(runs[r], runs["copy"])]
-        print(f"rules/channel={r}: the arrow apply {med(w for w, _ in runs[r]):.2f}s / "
-              f"{med(c for _, c in runs[r]):.1f} CPU s, pyarrow's copy {med(w for w, _ in runs['copy']):.2f}s / "
-              f"{med(c for _, c in runs['copy']):.1f} CPU s (medians of {rounds}); per round: median "
-              f"{med(walls):.2f}x wall ({min(walls):.2f}-{max(walls):.2f}), {med(cpus):.2f}x CPU "
-              f"({min(cpus):.2f}-{max(cpus):.2f})", flush=True)
+        print(f"rules/channel={r}: the selection {summary(('selection', r))}", flush=True)
+        print(f"rules/channel={r}: the arrow apply {summary(r)}", flush=True)
 
 
 @contextlib.contextmanager
