@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 from deltalake import DeltaTable
 
 from rpl_sql import MySQLError, Session
@@ -116,6 +117,55 @@ def test_the_applier_finds_its_ingest_windows_among_archived_commits(tmp_path):
     assert archive.archive(path) > 0
     assert channel_commits(DeltaTable(path), "c", after_seq=5) == before
     assert [int(m["last_seq"]) for _, m in before] == list(range(6, 30))
+
+
+def test_history_windows_read_on_from_one_another_equal_one_read(tmp_path, monkeypatch):
+    """`below` continues a window newest first, across archived commits; the applier's log reader, asked for
+    growing windows as channel_commits asks, reads each commit once and answers as whole reads do."""
+    from rpl_sql.pipeline.applier.job import _LogOnce
+
+    path = str(tmp_path / "t")
+    _table(path, 30, checkpoints=(20,))
+    _age(path, 7200)
+    assert archive.archive(path) > 0
+    dt = DeltaTable(path)
+    whole = archive.history(dt)
+    assert [c["version"] for c in whole] == list(range(dt.version(), -1, -1))
+    for k in (0, 1, 7, 16, len(whole)):
+        head = archive.history(dt, k)
+        assert head + archive.history(dt, below=head[-1]["version"] if head else None) == whole
+        assert archive.history(dt, 5, below=whole[k - 1]["version"] if k else None) == whole[k:k + 5]
+    read = []
+    real = archive.read_commit_info
+    monkeypatch.setattr(archive, "read_commit_info", lambda t, v, *a: read.append(v) or real(t, v, *a))
+    log = _LogOnce(dt)
+    limits = (4, 16, 8, 4096, None, 2)
+    got = [log.history(limit) for limit in limits]
+    monkeypatch.undo()
+    assert got == [archive.history(dt, limit) for limit in limits]
+    assert sorted(read) == sorted(c["version"] for c in whole)  # each commit once
+
+
+_TEXT = st.text(st.sampled_from('ab"\\:,{}\x00é ') | st.characters(), max_size=12)
+_VALUES = st.recursive(st.none() | st.integers() | _TEXT, lambda inner: st.dictionaries(_TEXT | st.just("k"), inner,
+                                                                                       max_size=3), max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_TEXT | st.sampled_from(["k", "x.k", 'a"k']), _VALUES, max_size=5), _TEXT,
+       st.booleans(), st.booleans())
+def test_commit_info_with_sliced_values_reads_as_json_does(info, long, compact, with_key):
+    """Cutting long text values out of a commitInfo line gives what decoding it gives, whatever the keys,
+    nesting, escapes and separators."""
+    if with_key:
+        info = {**info, "k": long * 50}
+    line = json.dumps({"commitInfo": info}, separators=(",", ":") if compact else None, ensure_ascii=False)
+    assert archive._sliced_info(line, ("k", "x.k")) == json.loads(line)["commitInfo"]
+
+
+def test_a_value_that_is_the_stand_in_itself_is_not_taken_for_a_cut_one():
+    line = json.dumps({"commitInfo": {"p": {"k": "v"}, "k": "\ud800"}}, separators=(",", ":"))  # as escaped
+    assert archive._sliced_info(line, ("k",)) == {"p": {"k": "v"}, "k": "\ud800"}
 
 
 def test_filter_history_and_as_of_read_the_archive(tmp_path):

@@ -29,9 +29,9 @@ from rpl_sql.pipeline.applier.report import ApplyReport, ChannelReport, ApplyPro
 from rpl_sql.pipeline.applier.tables_gate import NO_TABLES, TablesGate
 from rpl_sql.pipeline.applier.shapes import batch_record, not_running, with_shape_key
 from rpl_sql.pipeline.events import applied_path, events_path
-from rpl_sql.pipeline.summary import Summary
+from rpl_sql.pipeline.summary import ROLLUP, SHAPES, Summary
 from rpl_sql.pipeline.source_filter import settle_source_filtering, source_filtered
-from rpl_sql.pipeline.ingest_position import SourceFilterConflictError, channel_commits
+from rpl_sql.pipeline.ingest_position import META, SourceFilterConflictError, channel_commits
 from rpl_sql.filters.rules import FilterType
 from rpl_sql.spark import deltaread
 from rpl_sql.spark.deltaread import DeltaFile
@@ -46,21 +46,29 @@ ENGINES = ("auto", "arrow", "spark")  # who writes the applied events: pyarrow i
 
 # ---------------------------------------------------------------- the job
 
+_SUMMARIES = (META + SHAPES, META + ROLLUP + SHAPES)  # the ingest commits' encoded shapes: long text
+
+
 class _LogOnce:
-    """The run's events table, whose log windows (channel_commits reads growing ones) are read once for all
-    the channels (each read decodes every commit's metadata, summaries included)."""
+    """The run's events table, whose log (channel_commits reads it in growing windows, newest first) is read
+    once for all the channels, each commit once (each read decodes the commit's metadata, summaries included:
+    reading every window afresh read a third of the commits twice)."""
 
     def __init__(self, table):
         self.table = table
-        self._windows: dict[int | None, list] = {}
+        self._read: list = []   # the newest commits, newest first
+        self._all = False       # `_read` reaches the log's start
 
     def version(self) -> int:
         return self.table.version()
 
     def history(self, limit: int | None = None) -> list:
-        if limit not in self._windows:
-            self._windows[limit] = archive.history(self.table, limit)
-        return self._windows[limit]
+        if not self._all and (limit is None or len(self._read) < limit):
+            more = archive.history(self.table, None if limit is None else limit - len(self._read),
+                                   below=self._read[-1]["version"] if self._read else None, sliced=_SUMMARIES)
+            self._read += more
+            self._all = limit is None or len(self._read) < limit
+        return self._read[:limit]
 
 
 class _WriteStage:

@@ -222,29 +222,58 @@ def commit_info(path: str, version: int) -> dict | None:
         return None
 
 
-def read_commit_info(table: str, version: int) -> dict | None:
+_MARK = "\\ud800"  # `_sliced_info`'s stand-in for a value cut out
+
+
+def read_commit_info(table: str, version: int, sliced: tuple[str, ...] = ()) -> dict | None:
     """`commit_info` of commit `version` wherever it is (as `read_commit` looks); None when it is in neither
-    place."""
+    place. `sliced`: keys of long text values (`_sliced_info`)."""
     name = f"{version:020d}.json"
     for where in (LOG, ARCHIVE):
         try:
-            return _info_at(os.path.join(table, where, name), version)
+            return _info_at(os.path.join(table, where, name), version, sliced)
         except FileNotFoundError:
             continue
     return None
 
 
-def _info_at(path: str, version: int) -> dict:
+def _info_at(path: str, version: int, sliced: tuple[str, ...] = ()) -> dict:
     """`_info` of the commit file at `path`, read only up to its commitInfo line where that starts as writers
     write it (first: an events compaction's commit holds thousands of lines after it)."""
     lines = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.startswith('{"commitInfo":'):
-                return {**json.loads(line)["commitInfo"], "version": version}
+                return {**_sliced_info(line, sliced), "version": version}
             if line.strip():
                 lines.append(line)
     return _info(lines, version)
+
+
+def _sliced_info(line: str, sliced: tuple[str, ...]) -> dict:
+    """json.loads(line)["commitInfo"], the top-level values of the keys in `sliced` cut out of the line as the
+    text they are rather than scanned by the JSON decoder (an ingest commit's summary, most of its bytes: the
+    decoder's scan was a third of reading an events table's log). Each is replaced by a lone surrogate's
+    escape, which no text read from a file holds: a value found elsewhere than at the top (nested), or written
+    otherwise than as plain text right after its key (escapes, spaces), is decoded as usual."""
+    cut, rest = {}, line
+    if _MARK not in line:
+        for key in sliced:
+            mark = f'"{key}":"'
+            i = rest.find(mark)
+            start = i + len(mark)
+            end = rest.find('"', start) if i >= 0 else -1
+            if end < 0 or rest.find("\\", start, end) >= 0:
+                continue
+            cut[key] = rest[start:end]
+            rest = rest[:start] + _MARK + rest[end:]
+    if not cut:
+        return json.loads(line)["commitInfo"]
+    info = json.loads(rest)["commitInfo"]
+    if any(info.get(k) != "\ud800" for k in cut):  # not at the top
+        return json.loads(line)["commitInfo"]
+    info.update(cut)
+    return info
 
 
 def _info(lines: list[str], version: int) -> dict:
@@ -258,19 +287,24 @@ def _info(lines: list[str], version: int) -> dict:
     return {**next((a["commitInfo"] for a in actions if "commitInfo" in a), {}), "version": version}
 
 
-def history(dt: Any, limit: int | None = None) -> list[dict]:
+def history(dt: Any, limit: int | None = None, *, below: int | None = None, sliced: tuple[str, ...] = ()
+            ) -> list[dict]:
     """The commitInfo of the table's commits (with "version"), newest first from `dt`'s version, the archive
     included: what `dt.history(limit)` gives, but read from the commit files themselves. delta-rs 1.6.6's
     history skips a commit file that went missing after it listed the log (an archiver beside the reader)
     and numbers the older ones one too high, and on a table opened before later commits it returns those
-    too, numbered from the table's version down."""
+    too, numbered from the table's version down. `below`: only the commits older than that version (a
+    window that goes on from one read before). `sliced`: keys of long text values (`_sliced_info`)."""
     root = local_root(dt)
     if root is None:
-        return dt.history(limit)
+        if below is None:
+            return dt.history(limit)
+        got = dt.history(None if limit is None else limit + dt.version() + 1 - below)
+        return [c for c in got if c["version"] < below][:limit]
     out: list[dict] = []
-    version = dt.version()
+    version = dt.version() if below is None else below - 1
     while version >= 0 and (limit is None or len(out) < limit):
-        info = read_commit_info(root, version)
+        info = read_commit_info(root, version, sliced)
         if info is None:
             break
         out.append(info)
@@ -279,7 +313,7 @@ def history(dt: Any, limit: int | None = None) -> list[dict]:
         for older in sorted({*archived_versions(root), *versions(os.path.join(root, LOG))[0]}, reverse=True):
             if limit is not None and len(out) >= limit:
                 break
-            info = read_commit_info(root, older) if older < version else None
+            info = read_commit_info(root, older, sliced) if older < version else None
             if info is not None:
                 out.append(info)
     return out
