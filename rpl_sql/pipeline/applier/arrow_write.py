@@ -48,8 +48,9 @@ DICTIONARY_READ = ("event_type", "command", "statement_kind", "default_db", "db_
                    "source")
 _TEXT_DICT = pa.dictionary(pa.int32(), pa.string())
 CONSTANT = ("channel", "filter_db")  # one value in each file: written as required columns (no levels)
-WRITE_SCHEMA = pa.schema([pa.field(f.name, _TEXT_DICT, nullable=f.name not in CONSTANT) if f.name in DICTIONARY_READ
-                          + (*CONSTANT, "applied_db", "decided_by") else f for f in APPLIED_SCHEMA])
+ADDED = (*CONSTANT, "applied_db", "decided_by")  # what the write adds to the events' columns: text of few values
+WRITE_SCHEMA = pa.schema([pa.field(f.name, _TEXT_DICT, nullable=f.name not in CONSTANT)
+                          if f.name in DICTIONARY_READ + ADDED else f for f in APPLIED_SCHEMA])
 # snappy, as Spark writes; statistics only where Delta and readers use them (for every column they cost a
 # sixth of the write; a dictionary column's cost a hash of its indices, so the channel's, one value, are
 # given to Delta by `add_actions` instead); no Arrow schema, so readers see the dictionary columns as the
@@ -57,8 +58,7 @@ WRITE_SCHEMA = pa.schema([pa.field(f.name, _TEXT_DICT, nullable=f.name not in CO
 # Dictionary pages only for text of few values: pyarrow's default, a dictionary for every column, hashed each
 # unique seq, position and time and cost more than a third of the write; those are delta-encoded instead
 # (the write 31% less CPU and 26% smaller, docs/benchmarks.md, the applier).
-DICTIONARY_WRITE = [*DICTIONARY_READ, "channel", "filter_db", "applied_db", "decided_by",
-                    "tables.list.element.db", "tables.list.element.name"]
+DICTIONARY_WRITE = [*DICTIONARY_READ, *ADDED, "tables.list.element.db", "tables.list.element.name"]
 PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": ["seq", "event_time"],
                    "store_schema": False, "use_dictionary": DICTIONARY_WRITE,
                    "column_encoding": {c: "DELTA_BINARY_PACKED" for c in DELTA_ENCODED}}
