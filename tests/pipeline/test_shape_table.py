@@ -15,7 +15,7 @@ from rpl_sql.pipeline.applier.shapes import applied_shapes, batch_record, decide
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES
 from rpl_sql.pipeline.summary import SHAPES_SCHEMA, merge
 from rpl_sql.server.applier_state import ApplyError
-from tests.filters.test_evaluate import F, filters_s, name, small
+from tests.filters.test_evaluate import F, filters_s, name, small, small_filters
 
 _name = st.one_of(name, small)
 _command = st.one_of(st.none(), st.sampled_from(sorted(COMMANDS | {DROP_TEMPORARY_IF_EXISTS})),
@@ -57,6 +57,36 @@ def _insert(*tables):
 @given(filters_s, st.lists(st.one_of(_statement, _statement, _row, _gtid), min_size=1, max_size=30),
        st.sampled_from([Matching(), Matching(), Matching(1), Matching(2), Matching(0, "effective_database")]))
 def test_each_shape_gets_its_own_events_decision(filters, shapes, matching):
+    _each_decided_as_its_own(filters, shapes, matching)
+
+
+_tiny_tables = st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+    {"db": st.none() | small, "name": small, "updating": st.none() | st.booleans()}), max_size=3))
+_tiny_statement = st.fixed_dictionaries(
+    {"event_type": st.just("query"), "db_name": st.none(), "table_name": st.none(),
+     "command": st.sampled_from(["INSERT", "UPDATE", "CREATE_TABLE", "CREATE_DB", "SET_OPTION", "BEGIN"]),
+     "default_db": st.none() | small, "tables": _tiny_tables})
+_tiny_row = st.fixed_dictionaries({"event_type": st.sampled_from(ROW_EVENT_TYPES), "db_name": small,
+                                   "table_name": small, "command": st.none(), "default_db": st.none(),
+                                   "tables": st.none()})
+
+
+def _rows(*names):
+    return [{"event_type": "write_rows", "db_name": d, "table_name": t, "command": None, "default_db": None,
+             "tables": None} for d, t in names]
+
+
+@settings(max_examples=300, deadline=None)
+@example(F(rewrite=[("a", "b")], ignore_table=["b.a"]), _rows(("a", "a"), ("a", "b")))  # rules see b, not a
+@example(F(rewrite=[("a", "b")], wild_do=["b.%"]), _rows(("a", "a"), ("b", "a")) + [_insert((None, "a"))])
+@given(small_filters, st.lists(st.one_of(_tiny_statement, _tiny_row), min_size=2, max_size=30))
+def test_shapes_that_share_names_each_get_their_own_events_decision(filters, shapes):
+    """A name space of four names and rules over it: many shapes share a database, a table or a class, so a
+    class that held shapes of two decisions would show."""
+    _each_decided_as_its_own(filters, shapes, Matching())
+
+
+def _each_decided_as_its_own(filters, shapes, matching):
     table = ShapeTable(_table(shapes))
     table.decide("ch", filters, matching)
     every = table.shapes(range(len(table)))

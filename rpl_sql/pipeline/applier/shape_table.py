@@ -3,13 +3,14 @@
 Deciding a channel's 46,000 shapes one `Shape` at a time (each built, keyed and given to the evaluator) cost the
 arrow engine about half a CPU second a channel, all of it holding the GIL its write threads wait for
 (docs/benchmarks.md, the applier). Here pyarrow and numpy give each shape a class that only shapes of one
-decision share: a row event's (database, table); a statement's (command, default database) and what its tables
-come to under the table rules (the rule result of the first updated table that any rule matches, or that none
-does, or that it updates no table). The reference evaluator then decides one shape of each class, as
-`decide_shapes` decides any shape. Shapes outside what the classes model (lower_case_table_names, the
-effective-database mode, DROP TRIGGER, DROP TEMPORARY TABLE IF EXISTS, NULL names) are each a class of their
-own. tests/pipeline/test_shape_table.py checks every shape's decision against the evaluator's, hostile names
-included.
+decision share: a row event's database and what the table rules make of its table (the result of the first
+rule that matches it, or none); a statement's (command, default database) and what its tables come to under
+the table rules (the rule result of the first updated table that any rule matches, or that none does, or that
+it updates no table). The table rules are asked once per table a batch names (`_TableChecks`, shared by both
+kinds), the reference evaluator then decides one shape of each class, as `decide_shapes` decides any shape.
+Shapes outside what the classes model (lower_case_table_names, the effective-database mode, DROP TRIGGER, DROP
+TEMPORARY TABLE IF EXISTS, NULL names) are each a class of their own. tests/pipeline/test_shape_table.py checks
+every shape's decision against the evaluator's, hostile names included.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rpl_sql.filters.evaluate import DROP_TEMPORARY_IF_EXISTS, Started, statement_start, table_check
+from rpl_sql.filters.evaluate import DROP_TEMPORARY_IF_EXISTS, Started, rewrite, statement_start, table_check
 from rpl_sql.filters.rules import Filters, Matching
 from rpl_sql.pipeline.applier.shapes import AppliedShapes, Shape, decide_shapes, refs_of
 from rpl_sql.pipeline.events import ROW_EVENT_TYPES
@@ -43,6 +44,29 @@ class Tally:
     hits: tuple
     rule_hits: tuple
     count: int
+
+
+class _TableChecks:
+    """The table rules' result (`table_check`) for table keys (`db.name`), each key checked once a batch, and
+    each distinct result a code: the row events' and the statements' tables name mostly the same tables."""
+
+    def __init__(self, filters: Filters):
+        self.filters = filters
+        self._by_key: dict[str, int] = {}
+        self._results: dict = {}
+
+    def codes(self, keys: pa.Array) -> np.ndarray:
+        """Per key, its result's code (-1: no rule matches it)."""
+        idx, distinct = _codes(keys)
+        by_key, results = self._by_key, self._results
+        per = np.empty(len(distinct), np.int64)
+        for i, k in enumerate(distinct):
+            got = by_key.get(k)
+            if got is None:
+                r = table_check(self.filters, k)
+                got = by_key[k] = -1 if r is None else results.setdefault(r, len(results))
+            per[i] = got
+        return per[idx]
 
 
 def _column(t: pa.Table, name: str) -> pa.Array:
@@ -111,17 +135,14 @@ class ShapeTable:
         cat = np.where(self.kind == _GTID, -1, np.where(self.kind == _ROW, 0, 1))
         if matching.filter_mode == "mysql" and not matching.lower_case_table_names:
             own = self.kind == _UNKNOWN  # a class of its own
+            checks = _TableChecks(filters)
             rows = np.flatnonzero(self.kind == _ROW)
             if len(rows):
-                t = self.table.take(rows)
-                ok = (_column(t, "db_name").is_valid().to_numpy(zero_copy_only=False)
-                      & _column(t, "table_name").is_valid().to_numpy(zero_copy_only=False))
-                own[rows[~ok]] = True
-                a[rows], _ = _codes(_column(t, "db_name"))
-                b[rows], _ = _codes(_column(t, "table_name"))
+                a[rows], b[rows], irregular = self._row_classes(rows, filters, checks)
+                own[rows[irregular]] = True
             queries = np.flatnonzero(self.kind == _QUERY)
             if len(queries):
-                a[queries], b[queries], irregular = self._statement_classes(queries, filters)
+                a[queries], b[queries], irregular = self._statement_classes(queries, filters, checks)
                 own[queries[irregular]] = True
         else:
             own = self.kind != _GTID
@@ -138,22 +159,38 @@ class ShapeTable:
             decide_shapes(channel, filters, self.classes, matching)
         self.cls = cls
 
-    def _statement_classes(self, queries: np.ndarray, filters: Filters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _row_classes(self, rows: np.ndarray, filters: Filters, checks: "_TableChecks"
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row event shape: its database's code, what the table rules make of its table (`_TableChecks`'
+        code; 0 when there are none: the database decides alone), and whether it names no table."""
+        t = self.table.take(rows)
+        db, table = _column(t, "db_name"), _column(t, "table_name")
+        irregular = ~(db.is_valid().to_numpy(zero_copy_only=False) & table.is_valid().to_numpy(zero_copy_only=False))
+        code, dbs = _codes(db)
+        outcome = np.zeros(len(rows), np.int64)
+        if filters.table_rules_on:  # the evaluator's key: the database as rewritten, '.', the table
+            rewritten = pa.array(["" if d is None else rewrite(filters, d)[0] for d in dbs], pa.string())
+            outcome = checks.codes(pc.binary_join_element_wise(rewritten.take(pa.array(code)),
+                                                               pc.fill_null(table, ""), "."))
+        return code, outcome, irregular
+
+    def _statement_classes(self, queries: np.ndarray, filters: Filters, checks: "_TableChecks"
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per statement shape: its (command, default database) code, its outcome past them, and whether it
         is one the classes do not model."""
-        t = self.table.take(queries)
-        cmd, commands = _codes(_column(t, "command"))
+        cmd, commands = _codes(_column(self.table, "command"))  # (the whole columns: cheaper than a take)
+        ddb, dbs = _codes(_column(self.table, "default_db"))
+        cmd, ddb = cmd[queries], ddb[queries]
         upper = [(c or "OTHER").upper() for c in commands]  # as statement_event makes the command
         steps = [c.upper() for c in upper]  # and as decide_statement reads it
-        ddb, dbs = _codes(_column(t, "default_db"))
         irregular = np.isin(cmd, [i for i, c in enumerate(upper) if c in ("DROP_TRIGGER", DROP_TEMPORARY_IF_EXISTS)])
         start = cmd * len(dbs) + ddb
         starts, start_idx = np.unique(start, return_inverse=True)
         start_idx = start_idx.reshape(-1)
         # per (command, default database): the evaluator's steps before the tables
         begun = [statement_start(filters, steps[s // len(dbs)], dbs[s % len(dbs)]) for s in starts]
-        tables = _column(t, "tables")
-        sizes = pc.fill_null(pc.list_value_length(tables), 0).to_numpy(zero_copy_only=False)
+        tables = _column(self.table, "tables")
+        sizes = pc.fill_null(pc.list_value_length(tables), 0).to_numpy(zero_copy_only=False)[queries]
         outcome = np.full(len(queries), _NO_TABLES, np.int64)
         if not filters.table_rules_on:
             return start_idx, outcome, irregular
@@ -165,26 +202,26 @@ class ShapeTable:
         at = np.flatnonzero(loop)
         if not len(at):
             return start_idx, outcome, irregular
-        lists = tables.take(pa.array(at))
-        parent = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
-        entries = pc.list_flatten(lists)
-        name = entries.field("name")
+        # the looped statements' tables, from the whole column: each entry's statement among `at` (-1: none)
+        of_row = np.full(len(self), -1, np.int64)
+        of_row[queries[at]] = np.arange(len(at))
+        parent = of_row[pc.list_parent_indices(tables).to_numpy(zero_copy_only=False)]
+        keep = pa.array(parent >= 0)
+        entries = pc.list_flatten(tables)
+        parent = parent[parent >= 0]
+        name = entries.field("name").filter(keep)
         if name.null_count:  # the evaluator refuses such a table: each such statement is decided alone
             bad = np.unique(parent[~name.is_valid().to_numpy(zero_copy_only=False)])
             irregular[at[bad]] = True
         # the evaluator's key of each table: its database, or the statement's as the steps left it, '.', name
         start_db = pa.array([g.db if isinstance(g, Started) else "" for g in begun], pa.string())
         own_db = start_db.take(pa.array(start_idx[at][parent]))
-        db = entries.field("db")
+        db = entries.field("db").filter(keep)
         key = pc.binary_join_element_wise(pc.if_else(db.is_valid(), db, own_db), pc.fill_null(name, ""), ".")
-        updating = pc.fill_null(entries.field("updating"), False).to_numpy(zero_copy_only=False)
+        updating = pc.fill_null(entries.field("updating").filter(keep), False).to_numpy(zero_copy_only=False)
         code = np.full(len(parent), -1, np.int64)
         if updating.any():
-            kidx, keys = _codes(key.filter(pa.array(updating)))
-            results: dict = {}
-            per_key = np.array([-1 if r is None else results.setdefault(r, len(results))
-                                for r in (table_check(filters, k) for k in keys)], np.int64)
-            code[updating] = per_key[kidx]
+            code[updating] = checks.codes(key.filter(pa.array(updating)))
         got = np.where(np.bincount(parent[updating], minlength=len(at)) > 0, _DEFAULT, _NO_UPDATED)
         hit = np.flatnonzero(code >= 0)
         first_of, first = np.unique(parent[hit], return_index=True)
