@@ -12,6 +12,7 @@ from rpl_sql.pipeline.events import events_path
 from rpl_sql.pipeline.summary import ROLLUP
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
+from rpl_sql.storage.delta.commit_info import Cut
 from rpl_sql.storage.delta.log import check
 
 META = "rpl_sql.ingest."                # commit metadata key prefix
@@ -71,7 +72,9 @@ class ChannelPosition:
 
 
 def ingest_meta(info: dict[str, Any]) -> dict[str, str]:
-    return {k[len(META):]: str(v) for k, v in info.items() if k.startswith(META)}
+    """The commit's ingest keys without the prefix, as text (a value the log reader left in its line, an
+    `commit_info.Cut`, stays one: its text is copied out only if it is used)."""
+    return {k[len(META):]: v if isinstance(v, Cut) else str(v) for k, v in info.items() if k.startswith(META)}
 
 
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from rpl_sql.server.gtid_set import GtidSet
 from rpl_sql.pipeline.events import TABLES_TYPE
+from rpl_sql.storage.delta.commit_info import Cut
 
 SHAPES, GTIDS, LAST_FILE, LAST_POS = "shapes", "gtids", "last_file", "last_pos"  # metadata keys (META + )
 ROLLUP = "rollup."  # a compaction's rollup of the commits it merged: the same keys after META + ROLLUP
@@ -34,18 +35,19 @@ _KEY_LIMIT = 1 << 62  # `_group_key`'s keys stay below it
 @dataclass(frozen=True)
 class Summary:
     """One commit's summary (or a rollup of several: `rollup`) and the channel's seqs it holds; its shapes (in
-    SHAPES_SCHEMA) decoded when first asked for, so a reader that takes a rollup instead never decodes them."""
+    SHAPES_SCHEMA) decoded when first asked for, so a reader that takes a rollup instead never decodes them.
+    `encoded`: their text, or what gives it by str() (the log reader's `commit_info.Cut`)."""
 
     first_seq: int
     last_seq: int
-    encoded: str = field(repr=False)
+    encoded: str | Cut = field(repr=False)
     gtids: GtidSet
     last_file: str | None
     last_pos: int | None
 
     @functools.cached_property
     def shapes(self) -> pa.Table:
-        return pa.ipc.open_stream(base64.b64decode(self.encoded)).read_all()
+        return pa.ipc.open_stream(base64.b64decode(str(self.encoded))).read_all()
 
 
 def summary_of(table: pa.Table, seqs: tuple[int, int] | None = None) -> Summary | None:
@@ -70,7 +72,7 @@ def summary_of(table: pa.Table, seqs: tuple[int, int] | None = None) -> Summary 
 
 def metadata(s: Summary) -> dict[str, str]:
     """A summary's commit metadata (keys without the prefix; the commit's own first_seq and last_seq aside)."""
-    meta = {SHAPES: s.encoded, GTIDS: str(s.gtids)}
+    meta = {SHAPES: str(s.encoded), GTIDS: str(s.gtids)}
     if s.last_file is not None:
         meta[LAST_FILE] = s.last_file
     if s.last_pos is not None:

@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 from rpl_sql import MySQLError, Session
 from rpl_sql.storage.delta import archive
 from rpl_sql.storage.delta import commit as delta_commit
+from rpl_sql.storage.delta.commit_info import Cut, first_line_info, sliced_info
 from rpl_sql.storage.upkeep import upkeep_table
 
 
@@ -160,12 +161,37 @@ def test_commit_info_with_sliced_values_reads_as_json_does(info, long, compact, 
     if with_key:
         info = {**info, "k": long * 50}
     line = json.dumps({"commitInfo": info}, separators=(",", ":") if compact else None, ensure_ascii=False)
-    assert archive._sliced_info(line, ("k", "x.k")) == json.loads(line)["commitInfo"]
+    data = line.encode("utf-8", "backslashreplace")  # a lone surrogate as its JSON escape, as a writer writes it
+    assert sliced_info(data, len(data), ("k", "x.k")) == json.loads(line)["commitInfo"]
 
 
 def test_a_value_that_is_the_stand_in_itself_is_not_taken_for_a_cut_one():
     line = json.dumps({"commitInfo": {"p": {"k": "v"}, "k": "\ud800"}}, separators=(",", ":"))  # as escaped
-    assert archive._sliced_info(line, ("k",)) == {"p": {"k": "v"}, "k": "\ud800"}
+    data = line.encode()
+    assert sliced_info(data, len(data), ("k",)) == {"p": {"k": "v"}, "k": "\ud800"}
+
+
+def test_a_commit_line_is_read_whole_and_its_cut_values_from_where_the_file_went(tmp_path):
+    """Lines longer than the reader's buffer, a last line without a newline, a short file after a long one
+    (the buffer's older bytes are no line of it); a cut value read after its file moved to the archive, and a
+    clear error once it is gone."""
+    log, moved = tmp_path / "log", tmp_path / "archive"
+    log.mkdir()
+    moved.mkdir()
+    value = "é" + "x" * 300_000
+    first = json.dumps({"commitInfo": {"op": "WRITE", "k": value, "n": 1}}, ensure_ascii=False, separators=(",", ":"))
+    (log / "a.json").write_text(first + "\n" + json.dumps({"add": {"path": "p"}}) + "\n", encoding="utf-8")
+    (log / "b.json").write_text('{"commitInfo":{"k":"short"}}', encoding="utf-8")
+    (log / "c.json").write_text('{"add":1}\n', encoding="utf-8")
+    got = first_line_info(str(log / "a.json"), ("k",), str(moved / "a.json"))
+    assert isinstance(got["k"], Cut) and got == {"op": "WRITE", "k": value, "n": 1}
+    assert first_line_info(str(log / "b.json"), ("k",)) == {"k": "short"}
+    assert first_line_info(str(log / "c.json"), ("k",)) is None
+    os.replace(log / "a.json", moved / "a.json")
+    assert str(got["k"]) == value
+    os.remove(moved / "a.json")
+    with pytest.raises(FileNotFoundError, match="a.json"):
+        str(got["k"])
 
 
 def test_filter_history_and_as_of_read_the_archive(tmp_path):

@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
+from rpl_sql.storage.delta.commit_info import first_line_info
 from rpl_sql.storage.delta.log import CHECKPOINT_FILE, COMMIT_FILE, LOG, last_checkpoint, versions
 
 ARCHIVE = "_rpl_sql_log"
@@ -222,58 +223,35 @@ def commit_info(path: str, version: int) -> dict | None:
         return None
 
 
-_MARK = "\\ud800"  # `_sliced_info`'s stand-in for a value cut out
-
-
 def read_commit_info(table: str, version: int, sliced: tuple[str, ...] = ()) -> dict | None:
     """`commit_info` of commit `version` wherever it is (as `read_commit` looks); None when it is in neither
-    place. `sliced`: keys of long text values (`_sliced_info`)."""
+    place. `sliced`: keys of long text values, given as `commit_info.Cut`s."""
     name = f"{version:020d}.json"
-    for where in (LOG, ARCHIVE):
+    moved = os.path.join(table, ARCHIVE, name)
+    for path in (os.path.join(table, LOG, name), moved):
         try:
-            return _info_at(os.path.join(table, where, name), version, sliced)
+            return _info_at(path, version, sliced, moved)
         except FileNotFoundError:
             continue
     return None
 
 
-def _info_at(path: str, version: int, sliced: tuple[str, ...] = ()) -> dict:
+def _info_at(path: str, version: int, sliced: tuple[str, ...] = (), moved: str | None = None) -> dict:
     """`_info` of the commit file at `path`, read only up to its commitInfo line where that starts as writers
-    write it (first: an events compaction's commit holds thousands of lines after it)."""
+    write it (first: an events compaction's commit holds thousands of lines after it); with `sliced`, that
+    line read by `commit_info.first_line_info`."""
+    if sliced:
+        info = first_line_info(path, sliced, None if moved == path else moved)
+        if info is not None:
+            return {**info, "version": version}
     lines = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.startswith('{"commitInfo":'):
-                return {**_sliced_info(line, sliced), "version": version}
+                return {**json.loads(line)["commitInfo"], "version": version}
             if line.strip():
                 lines.append(line)
     return _info(lines, version)
-
-
-def _sliced_info(line: str, sliced: tuple[str, ...]) -> dict:
-    """json.loads(line)["commitInfo"], the top-level values of the keys in `sliced` cut out of the line as the
-    text they are rather than scanned by the JSON decoder (an ingest commit's summary, most of its bytes: the
-    decoder's scan was a third of reading an events table's log). Each is replaced by a lone surrogate's
-    escape, which no text read from a file holds: a value found elsewhere than at the top (nested), or written
-    otherwise than as plain text right after its key (escapes, spaces), is decoded as usual."""
-    cut, rest = {}, line
-    if _MARK not in line:
-        for key in sliced:
-            mark = f'"{key}":"'
-            i = rest.find(mark)
-            start = i + len(mark)
-            end = rest.find('"', start) if i >= 0 else -1
-            if end < 0 or rest.find("\\", start, end) >= 0:
-                continue
-            cut[key] = rest[start:end]
-            rest = rest[:start] + _MARK + rest[end:]
-    if not cut:
-        return json.loads(line)["commitInfo"]
-    info = json.loads(rest)["commitInfo"]
-    if any(info.get(k) != "\ud800" for k in cut):  # not at the top
-        return json.loads(line)["commitInfo"]
-    info.update(cut)
-    return info
 
 
 def _info(lines: list[str], version: int) -> dict:
@@ -294,7 +272,8 @@ def history(dt: Any, limit: int | None = None, *, below: int | None = None, slic
     history skips a commit file that went missing after it listed the log (an archiver beside the reader)
     and numbers the older ones one too high, and on a table opened before later commits it returns those
     too, numbered from the table's version down. `below`: only the commits older than that version (a
-    window that goes on from one read before). `sliced`: keys of long text values (`_sliced_info`)."""
+    window that goes on from one read before). `sliced`: keys of long text values, given as
+    `commit_info.Cut`s."""
     root = local_root(dt)
     if root is None:
         if below is None:
