@@ -13,7 +13,7 @@ import functools
 import logging
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait as futures_wait
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
@@ -72,37 +72,52 @@ class _LogOnce:
 
 
 class _WriteStage:
-    """One batch at a time written and committed on a thread of its own, while the driver decides the next
-    batch or channel: the JVM writes while Python decides (each batch's commits still come in order, and a
-    failure surfaces at the next hand-over, before anything after it is committed). The write sets only the
-    session's Parquet output settings, which nothing the driver does meanwhile reads."""
+    """Batches written and committed behind the driver, in hand-over order: a batch's files written on a thread
+    of their own while the driver decides the next batch or channel (the JVM or pyarrow writes while Python
+    decides), its two commits made on another once the batch before is committed, so the next batch's write
+    need not wait for them (each switch between channels left a core idle for the commits: 0.05 s twice in
+    bench/bench_apply.py's run). A failure surfaces at the next hand-over, and nothing after it is committed: a
+    batch whose write, or a batch before's commits, failed is not committed. The write sets only the session's
+    Parquet output settings, which nothing the driver does meanwhile reads."""
 
     def __init__(self):
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future | None = None
+        self._pools: list[ThreadPoolExecutor] = []
+        self._write: Future | None = None   # the last batch's write
+        self._commit: Future | None = None  # the last batch's commits (each batch's wait for the one's before)
 
     def busy(self) -> bool:
-        return self._pending is not None
+        return self._commit is not None
 
-    def submit(self, work: Callable[[], None]) -> None:
-        """Run `work` once the batch before it is done (raising that batch's error instead, if it failed)."""
-        self.wait()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="rpl_sql-apply-write")
-        self._pending = self._pool.submit(work)
+    def submit(self, write: Callable[[], Any], commit: Callable[[Any], None]) -> None:
+        """`write()` once the batch before is written, then `commit(what it returned)` once the batch before is
+        committed; raising instead the first error of the batches before, if one failed."""
+        if self._write is not None:
+            futures_wait([self._write])
+            if self._write.exception() is not None or (self._commit.done() and self._commit.exception()):
+                self.wait()
+        if not self._pools:
+            self._pools = [ThreadPoolExecutor(1, thread_name_prefix=f"rpl_sql-apply-{n}") for n in ("write", "commit")]
+        before, written = self._commit, self._pools[0].submit(write)
+
+        def committed() -> None:
+            if before is not None:
+                before.result()
+            commit(written.result())
+        self._write, self._commit = written, self._pools[1].submit(committed)
 
     def wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        """Until every batch handed over is written and committed; the first error, if one failed."""
+        commit, self._write, self._commit = self._commit, None, None
+        if commit is not None:
+            commit.result()
 
     def close(self) -> None:
-        """Wait for the batch in flight (its commits are as good as any), then end the thread."""
+        """Wait for the batches in flight (their commits are as good as any), then end the threads."""
         try:
             self.wait()
         finally:
-            if self._pool is not None:
-                self._pool.shutdown()
+            for pool in self._pools:
+                pool.shutdown()
 
 
 class _Applier:
@@ -332,9 +347,11 @@ class _Applier:
         with timed("verdicts", ch.name):
             found = self.files.verdicts(applied, self._rollups.get(ch.name, ()), rec)
 
-        def write_and_commit() -> None:
+        def write() -> list:
             with timed("write", ch.name):
-                actions = self.files.write(rec, files, applied, found, ahead, ev)
+                return self.files.write(rec, files, applied, found, ahead, ev)
+
+        def commit(actions: list) -> None:
             with timed("commit applied", ch.name):
                 self.commits.commit_applied(rec, actions)
             self.tables.gate(rec)
@@ -342,7 +359,7 @@ class _Applier:
                 self.commits.commit_state(rec)
             if completed is not None:
                 completed(rec)
-        self.behind.submit(write_and_commit)
+        self.behind.submit(write, commit)
         return rec
 
     def _settle_source_filtering(self, state: ServerState, ch: Channel, lo: int, hi: int
