@@ -72,7 +72,7 @@ class ChannelPosition:
 
 
 def ingest_meta(info: dict[str, Any]) -> dict[str, str]:
-    """The commit's ingest keys without the prefix, as text (a value the log reader left in its line, an
+    """The commit's ingest keys without the prefix, as text (a value the log reader left in its file, a
     `commit_info.Cut`, stays one: its text is copied out only if it is used)."""
     return {k[len(META):]: v if isinstance(v, Cut) else str(v) for k, v in info.items() if k.startswith(META)}
 
