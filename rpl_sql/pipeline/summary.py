@@ -147,10 +147,7 @@ def _group_key(columns: list) -> np.ndarray:
     next digit could overflow it."""
     key, bound = np.zeros(len(columns[0]), np.int64), 1
     for col in columns:
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        enc = pc.dictionary_encode(col, null_encoding="encode")
-        code, width = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), max(len(enc.dictionary), 1)
+        code, width = _codes(col)
         if bound * width >= _KEY_LIMIT:
             distinct, key = np.unique(key, return_inverse=True)
             key, bound = key.reshape(-1).astype(np.int64), len(distinct)
@@ -182,6 +179,15 @@ def tables_key(tables: pa.ChunkedArray) -> pa.Array:
     return pc.binary_join(lists, "")
 
 
+def _codes(col) -> tuple[np.ndarray, int]:
+    """Each value's place among the column's distinct values (NULL one of them), and how many there are (1 at
+    least, so it can serve as a radix)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    enc = pc.dictionary_encode(col, null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), max(len(enc.dictionary), 1)
+
+
 def _tables_codes(tables: pa.ChunkedArray) -> pa.Array:
     """What `tables_key` groups by, as bytes that only the lists of one call compare by: each entry's (db, name,
     updating) as its 8-byte code among the call's distinct entries: a fifth of the text's cost (a channel's
@@ -189,13 +195,8 @@ def _tables_codes(tables: pa.ChunkedArray) -> pa.Array:
     tables = tables.combine_chunks()
     base, end = tables.offsets[0].as_py(), tables.offsets[-1].as_py()
     entries = tables.values.slice(base, end - base)
-
-    def codes(col: pa.Array) -> tuple[np.ndarray, int]:
-        enc = pc.dictionary_encode(col, null_encoding="encode")
-        return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), max(len(enc.dictionary), 1)
-
-    db, n_db = codes(entries.field("db"))  # NULL (unqualified) a value of its own
-    name, n_name = codes(pc.fill_null(entries.field("name"), ""))  # as tables_key reads them
+    db, n_db = _codes(entries.field("db"))  # NULL (unqualified) a value of its own
+    name, n_name = _codes(pc.fill_null(entries.field("name"), ""))  # as tables_key reads them
     upd = pc.fill_null(entries.field("updating"), False).to_numpy(zero_copy_only=False).astype(np.int64)
     if n_db * n_name >= 1 << 62:  # cannot be: each count is at most the entries' (below 2^31 in a list array)
         raise OverflowError("too many distinct tables to code")
