@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import sys
-import threading
+import time
 
 from rpl_sql.cli.options import add_warehouse_option
 from rpl_sql.errors import MySQLError, error_text
@@ -54,11 +54,12 @@ def relay_main(argv: list[str] | None = None) -> int:
     except MySQLError as e:
         sys.stderr.write(error_text(e))
         return 1
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
+    signalled: list[int] = []  # the handler takes no lock: one that set an Event the main thread waits on
+    for sig in (signal.SIGINT, signal.SIGTERM):  # could land while that thread holds the Event's own lock
+        signal.signal(sig, lambda number, _: signalled.append(number))
     sys.stderr.write(f"rpl-sql relay: channel {args.channel!r} on {host}:{relay.server.port}, spool "
                      f"{relay.spool.folder}; Ctrl-C stops it\n")
-    done.wait()
+    while not signalled:
+        time.sleep(0.2)
     relay.close()
     return 0

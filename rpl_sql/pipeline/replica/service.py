@@ -335,20 +335,21 @@ class ReplicaService:
         self.processes = processes  # each channel's SQL thread in a process of its own
         # master: the SQL threads decide with the Spark job on this cluster instead of in Python
         self.master, self.spark_conf, self.verbose = master, dict(spark_conf or {}), verbose
-        self._spark = None
-        self._spark_lock = threading.Lock()
+        self._spark, self._spark_lock = None, threading.Lock()
         self.store = DeltaStore(self.warehouse)
         self.state = StateCache(self.store)
         self.wanted = [channel_key(c) for c in channels] if channels else None
         self.batch_size, self.batch_rows, self.batch_seconds = batch_size, batch_rows, batch_seconds
         self.poll, self.exec_mode = poll, exec_mode.upper()
         self.net_timeout = net_timeout  # replica_net_timeout: seconds of a silent source before reconnecting
-        self.stopping = threading.Event()
-        self.write_lock = threading.Lock()
+        self.stopping, self.write_lock, self.signalled = threading.Event(), threading.Lock(), []  # (on_signal's)
         self.loops: list[ChannelLoops] = []
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def on_signal(self, *_) -> None:  # SIGTERM, SIGINT: a note for `run`, no lock (setting `stopping` here hung
+        self.signalled.append(True)  # for good when the signal landed while the main thread held its lock)
 
     def settings(self) -> dict:
         """What a SQL-thread process needs to run like this service's own thread."""
@@ -395,14 +396,15 @@ class ReplicaService:
                 on_start(self.store.load().state, [lp.channel for lp in self.loops])
             if threading.current_thread() is threading.main_thread():
                 for sig in (signal.SIGTERM, signal.SIGINT):
-                    signal.signal(sig, lambda *_: self.stop())
+                    signal.signal(sig, self.on_signal)
             for lp in self.loops:
                 for t in lp.threads:
                     t.start()
             threading.Thread(target=self._archive_logs, name="rpl_sql-log-archive", daemon=True).start()
-            while not self.stopping.is_set():
+            while not (self.stopping.is_set() or self.signalled):
                 self._heartbeat()
                 self.stopping.wait(HEARTBEAT)
+            self.stop()
             faulthandler.dump_traceback_later(SLOW_STOP)
             for lp in self.loops:
                 while lp.threads[0].is_alive():
@@ -464,8 +466,7 @@ class _Child:
 
     def __init__(self, proc, conn):
         self.proc, self.conn = proc, conn
-        self.retiring = False
-        self.asked = False
+        self.retiring = self.asked = False
 
     @classmethod
     def start(cls, ctx, loops: "ChannelLoops", successor: bool = False) -> "_Child":
@@ -504,8 +505,7 @@ class _ChildService(ReplicaService):
 
     def __init__(self, warehouse: str, conn, **settings):
         super().__init__(warehouse, processes=False, **settings)
-        self.conn = conn
-        self.sent: dict | None = None
+        self.conn, self.sent = conn, None  # (sent: the fields last sent to the parent)
 
     def publish(self, lp: ChannelLoops, changed_only: bool = False) -> None:
         with self.write_lock:

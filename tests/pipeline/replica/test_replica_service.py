@@ -711,3 +711,32 @@ def test_logs_archived_under_a_running_and_killed_service_lose_nothing(warehouse
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_a_stop_signal_only_leaves_a_note_and_the_run_stops_on_it(warehouse, monkeypatch):
+    """SIGTERM's handler runs in the main thread between any two of its steps, so perhaps while that thread
+    holds the stop Event's own lock (waiting on it): a handler that set the Event there waited for good, and
+    `rpl-sql replica` ignored the SIGTERM (seen in CI). The handler takes no lock; the run stops on its note."""
+    import threading
+
+    from rpl_sql.pipeline.replica.service import ReplicaService
+
+    rpl_sql.connect(warehouse)
+    svc = ReplicaService(warehouse)
+    done = threading.Event()
+    with svc.stopping._cond:  # held, as by the main thread inside `stopping.wait`
+        handler = threading.Thread(target=lambda: (svc.on_signal(signal.SIGTERM, None), done.set()))
+        handler.start()
+        assert done.wait(5), "the signal handler waited for the stop Event's lock"
+    handler.join()
+    svc.signalled.clear()
+    monkeypatch.setattr(svc, "channels", lambda: [])
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        threading.Timer(0.5, svc.on_signal).start()
+        t0 = time.monotonic()
+        svc.run()  # in the main thread: it installs the handlers
+        assert svc.stopping.is_set() and time.monotonic() - t0 < 10
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
