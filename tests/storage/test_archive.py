@@ -147,6 +147,11 @@ def test_history_windows_read_on_from_one_another_equal_one_read(tmp_path, monke
     assert sorted(read) == sorted(c["version"] for c in whole)  # each commit once
 
 
+def _text_of(data: bytes):
+    """A cut value as the text of the line's bytes it spans."""
+    return lambda start, end: data[start:end].decode("utf-8")
+
+
 _TEXT = st.text(st.sampled_from('ab"\\:,{}\x00é ') | st.characters(), max_size=12)
 _VALUES = st.recursive(st.none() | st.integers() | _TEXT, lambda inner: st.dictionaries(_TEXT | st.just("k"), inner,
                                                                                        max_size=3), max_leaves=6)
@@ -162,13 +167,13 @@ def test_commit_info_with_sliced_values_reads_as_json_does(info, long, compact, 
         info = {**info, "k": long * 50}
     line = json.dumps({"commitInfo": info}, separators=(",", ":") if compact else None, ensure_ascii=False)
     data = line.encode("utf-8", "backslashreplace")  # a lone surrogate as its JSON escape, as a writer writes it
-    assert sliced_info(data, len(data), ("k", "x.k")) == json.loads(line)["commitInfo"]
+    assert sliced_info(data, len(data), ("k", "x.k"), _text_of(data)) == json.loads(line)["commitInfo"]
 
 
 def test_a_value_that_is_the_stand_in_itself_is_not_taken_for_a_cut_one():
     line = json.dumps({"commitInfo": {"p": {"k": "v"}, "k": "\ud800"}}, separators=(",", ":"))  # as escaped
     data = line.encode()
-    assert sliced_info(data, len(data), ("k",)) == {"p": {"k": "v"}, "k": "\ud800"}
+    assert sliced_info(data, len(data), ("k",), _text_of(data)) == {"p": {"k": "v"}, "k": "\ud800"}
 
 
 def test_a_commit_line_is_read_whole_and_its_cut_values_from_where_the_file_went(tmp_path):

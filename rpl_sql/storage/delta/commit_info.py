@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any, Callable
 
 _HEAD = b'{"commitInfo":'
 _MARK = b"\\ud800"  # the JSON decoder's stand-in for a value cut out: no text read from a file holds it
@@ -17,14 +18,12 @@ class Cut:
     """A text value of a commit line, read from the commit file when first asked for (`str(cut)`): at the
     first of `paths` that still holds the file (an archived commit moved from the log holds the same bytes)."""
 
-    __slots__ = ("_paths", "_start", "_end", "_line")
+    __slots__ = ("_paths", "_start", "_end")
 
-    def __init__(self, paths: tuple[str, ...], start: int, end: int, line: bytes | None = None):
-        self._paths, self._start, self._end, self._line = paths, start, end, line
+    def __init__(self, paths: tuple[str, ...], start: int, end: int):
+        self._paths, self._start, self._end = paths, start, end
 
     def __str__(self) -> str:
-        if self._line is not None:
-            return self._line[self._start:self._end].decode("utf-8")
         for path in self._paths:
             try:
                 with open(path, "rb") as f:
@@ -70,17 +69,12 @@ def first_line_info(path: str, sliced: tuple[str, ...], moved: str | None = None
     return sliced_info(buf, end, sliced, lambda a, b: Cut((path,) if moved is None else (path, moved), a, b))
 
 
-def sliced_info(line: bytes | bytearray, end: int, sliced: tuple[str, ...], cut=None) -> dict:
+def sliced_info(line: bytes | bytearray, end: int, sliced: tuple[str, ...], cut: Callable[[int, int], Any]) -> dict:
     """json.loads(line[:end])["commitInfo"], with the top-level values of the keys in `sliced` given as
-    `cut(start, end)` (default: a `Cut` of the line) instead of scanned by the JSON decoder. Each is replaced
+    `cut(start, end)` (their bytes' offsets in the line) instead of scanned by the JSON decoder. Each is replaced
     by `_MARK` for the decoder: a value found elsewhere than at the top (nested), written otherwise than as
     plain text right after its key (escapes, spaces), or a line that holds the stand-in itself, is decoded as
     usual."""
-    if cut is None:
-        held = bytes(line[:end])
-
-        def cut(a: int, b: int) -> Cut:
-            return Cut((), a, b, held)
     spans = []
     for key in sliced:
         mark = b'"' + key.encode() + b'":"'
