@@ -92,10 +92,13 @@ def channel_commits(dt: DeltaTable, channel: str, after_seq: int = 0,
     out: dict[int, dict[str, str]] = {}
     rolled: dict[int, dict[str, str]] = {}
     rollup_channel = ROLLUP + "channel"
+    mine = (META + "channel", META + rollup_channel)  # the other channels' commits are passed over unread
     for limit in (16, 256, 4096, None):  # each commit's entry holds its summary: read few
         hist = history(limit) if history is not None else archive.history(dt, limit)
         reached = False
         for info in hist:
+            if all(str(info.get(k)) != channel for k in mine):
+                continue
             meta = ingest_meta(info)
             if meta.get(rollup_channel) == channel and rollups is not None:
                 rolled[int(info["version"])] = {k[len(ROLLUP):]: v for k, v in meta.items() if k.startswith(ROLLUP)}
