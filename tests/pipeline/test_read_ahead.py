@@ -126,3 +126,30 @@ def test_an_apply_reads_each_events_file_once_some_of_them_ahead(tmp_path, monke
     paths = [p for _, p in reads]
     assert len(paths) == len(set(paths))
     assert any(name == "rpl_sql-arrow-read-ahead" for name, _ in reads)
+
+
+def test_a_read_ahead_no_batch_takes_is_closed(tmp_path, monkeypatch):
+    """The read-ahead a channel starts before its log is read is closed when no batch takes it (here the log
+    read fails): nothing it read stays held, and it reads no more."""
+    from rpl_sql.pipeline.applier import apply, job
+    from tests.pipeline.test_apply import hostile_log, land_in_commits, setup_server
+
+    started: list[ReadAhead] = []
+
+    class Recorded(ReadAhead):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            started.append(self)
+    monkeypatch.setattr("rpl_sql.pipeline.applier.batch_files.ReadAhead", Recorded)
+
+    def broken(*a, **kw):
+        raise OSError("the log went away")
+    monkeypatch.setattr(job, "channel_commits", broken)
+    wh = str(tmp_path / "wh")
+    setup_server(wh)
+    land_in_commits(wh, hostile_log(seed=5), seed=5)
+    with pytest.raises(OSError, match="the log went away"):
+        apply(lambda: None, wh, engine="arrow")
+    assert len(started) == 1
+    started[0]._thread.join(10)
+    assert started[0]._closed and started[0]._tables == {}

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.storage.delta import archive
 from rpl_sql.errors import MySQLError
+from rpl_sql.pipeline.applier.arrow_write import ReadAhead
 from rpl_sql.pipeline.applier.batch_files import BatchFiles
 from rpl_sql.pipeline.applier.batch_shapes import aggregate, collector_paused, decide_batch, summarized_shapes
 from rpl_sql.pipeline.applier.commits import BatchCommits
@@ -221,55 +222,63 @@ class _Applier:
             return deltaread.read_snapshot(self._ensure_spark(), snap).withColumn("channel", F.lit(channel))
 
         after = state.channel(channel).applier.seq
-        # the log's commits are read once a run, for the summaries and the source-filtered ranges
-        rollups: list = []  # a rollup after `version` still sums up its commits, which are before it
-        self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
-                                  history=events_table.history, rollups=rollups) if v <= version]
-        landed = summarized(self._commits[channel], after, rollups)
-        self._rollups[channel] = list(landed.rollups)
-        counts = [0, 0]  # batches and events done, by the batches' completions
-        pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
+        # one batch takes every file after `after`: read ahead while the log and the shapes are read
+        ahead = None if self.batch_size else self.files.read_ahead(snap.files, after, None, not self.behind.busy())
+        early = [ahead] if ahead is not None else []
+        try:
+            # the log's commits are read once a run, for the summaries and the source-filtered ranges
+            rollups: list = []  # a rollup after `version` still sums up its commits, which are before it
+            self._commits[channel] = [(v, m) for v, m in channel_commits(events_table.table, channel, after,
+                                      history=events_table.history, rollups=rollups) if v <= version]
+            landed = summarized(self._commits[channel], after, rollups)
+            self._rollups[channel] = list(landed.rollups)
+            counts = [0, 0]  # batches and events done, by the batches' completions
+            pos = None  # after the last batch handed to the write stage (the state's position lags behind it)
 
-        def completed(rec: BatchRecord) -> None:  # on the write stage, after the batch's two commits (and gate)
-            counts[0] += 1
-            counts[1] += rec.events
-            report.batches += 1
-            report.add(rec)
-            report.status = "applied"
-            report.seconds = time.perf_counter() - t0
-            if self.progress is not None:
-                pending = None if known_max is None else max(0, known_max - rec.end)
-                self.progress(ApplyProgress(channel, counts[0], rec.end, counts[1], pending, report.seconds))
+            def completed(rec: BatchRecord) -> None:  # on the write stage, after the batch's two commits (and gate)
+                counts[0] += 1
+                counts[1] += rec.events
+                report.batches += 1
+                report.add(rec)
+                report.status = "applied"
+                report.seconds = time.perf_counter() - t0
+                if self.progress is not None:
+                    pending = None if known_max is None else max(0, known_max - rec.end)
+                    self.progress(ApplyProgress(channel, counts[0], rec.end, counts[1], pending, report.seconds))
 
-        while True:
-            state = self.store.load().state
-            ch = state.channel(channel)
-            if ch is None or not ch.configured or not ch.sql_running:
-                self.behind.wait()
-                report.status, report.note = "stopped", "SQL thread stopped during the run"
-                break
-            if ch.skip_counter > 0 and self.behind.busy():
-                self.behind.wait()  # the skip batch reads the state those commits leave
-                continue
-            pos = ch.applier.seq if pos is None or ch.skip_counter > 0 else pos
-            if landed.done(pos):
-                break
-            if ch.skip_counter > 0:  # sql_replica_skip_counter: the same skip batch as the service's
-                rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
+            while True:
+                state = self.store.load().state
+                ch = state.channel(channel)
+                if ch is None or not ch.configured or not ch.sql_running:
+                    self.behind.wait()
+                    report.status, report.note = "stopped", "SQL thread stopped during the run"
+                    break
+                if ch.skip_counter > 0 and self.behind.busy():
+                    self.behind.wait()  # the skip batch reads the state those commits leave
+                    continue
+                pos = ch.applier.seq if pos is None or ch.skip_counter > 0 else pos
+                if landed.done(pos):
+                    break
+                if ch.skip_counter > 0:  # sql_replica_skip_counter: the same skip batch as the service's
+                    rec = LocalApplier(self.warehouse, store=self.store).run_batch(channel)
+                    if rec is None:
+                        break
+                    self.tables.materialize(channel)  # the catalog moves past the skipped events (the gate did not run)
+                    completed(rec)
+                    pos = rec.end
+                    continue  # the events after the skipped ones, in this run
+                else:
+                    commits = landed.batch(pos, self.batch_size)
+                    rec = self.batch(events, snap.files, state, ch, pos, version, landed.covered(commits), completed,
+                                     early.pop() if early else None)
                 if rec is None:
                     break
-                self.tables.materialize(channel)  # the catalog moves past the skipped events (the gate did not run)
-                completed(rec)
                 pos = rec.end
-                continue  # the events after the skipped ones, in this run
-            else:
-                commits = landed.batch(pos, self.batch_size)
-                rec = self.batch(events, snap.files, state, ch, pos, version, landed.covered(commits), completed)
-            if rec is None:
-                break
-            pos = rec.end
-            if self.batch_size is None and (not commits or landed.complete):
-                break  # else the summaries ended before the events did: the pass takes the rest
+                if self.batch_size is None and (not commits or landed.complete):
+                    break  # else the summaries ended before the events did: the pass takes the rest
+        finally:
+            for ahead in early:  # not taken by a batch (which closes it when it does not hand it over)
+                ahead.close()
 
     def _batch_end(self, events, lo: int) -> int | None:
         """The last seq of a batch of about batch_size events after `lo`, extended to its transaction's end."""
@@ -288,18 +297,18 @@ class _Applier:
         return hi if last is None else last
 
     def batch(self, events: Callable[[], Any], files: tuple[DeltaFile, ...], state: ServerState, ch: Channel, lo: int,
-              version: int, commits: tuple[Summary, ...] = (), completed: Callable[[BatchRecord], None] | None = None
-              ) -> BatchRecord | None:
+              version: int, commits: tuple[Summary, ...] = (), completed: Callable[[BatchRecord], None] | None = None,
+              ahead: ReadAhead | None = None) -> BatchRecord | None:
         """Decide one batch after seq `lo` (the events of `commits`, decided from their summaries, or without
         any, of a pass over the events: `events()`, the channel's as a DataFrame; `files`, their Delta files)
         and hand its write and two commits, then `completed`, to the write stage; its record, or None when there
-        is nothing after `lo`."""
+        is nothing after `lo`. `ahead`: the read-ahead of its files if started already."""
         if commits:
             hi = commits[-1].last_seq
         else:
             with timed("batch end", ch.name):
                 hi = self._batch_end(events(), lo)
-        ahead = self.files.read_ahead(files, lo, hi, idle=not self.behind.busy())
+        ahead = ahead or self.files.read_ahead(files, lo, hi, idle=not self.behind.busy())
         rec = None
         try:
             rec = self._decide_and_hand_over(events, files, state, ch, lo, hi, version, commits, completed, ahead)
@@ -424,6 +433,10 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     warehouse = resolve_warehouse(warehouse)
     gate = TablesGate(warehouse, exec_mode, backfills) if tables else None
     job = _Applier(spark, warehouse, batch_size, progress, verify, gate, engine)
+    # the events table opened (delta-rs' log replay lets the GIL go) while recovery reads the state
+    opener = ThreadPoolExecutor(1, thread_name_prefix="rpl_sql-apply-open")
+    opened = opener.submit(archive.open_table, job.events)
+    opener.shutdown(wait=False)
     state = job.store.load().state
     names, named = job.targets(state, channels)
     reports = {n: ChannelReport(n) for n in names}
@@ -437,7 +450,7 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
             if not state.channel(n).sql_running:
                 raise not_running(n)
     try:
-        events_table = _LogOnce(archive.open_table(job.events))
+        events_table = _LogOnce(opened.result())
     except TableNotFoundError:
         events_table = None
     try:
