@@ -4,6 +4,8 @@ still reads every version from the kept checkpoint on, and rpl_sql's own readers
 changes, AS OF, the applier's ingest windows, upkeep's vacuum) still see every commit."""
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import json
 import os
 import shutil
@@ -136,10 +138,20 @@ def test_history_windows_read_on_from_one_another_equal_one_read(tmp_path, monke
         head = archive.history(dt, k)
         assert head + archive.history(dt, below=head[-1]["version"] if head else None) == whole
         assert archive.history(dt, 5, below=whole[k - 1]["version"] if k else None) == whole[k:k + 5]
+    assert archive.history(path, 5, version=20) == [c for c in whole if c["version"] <= 20][:5]  # by path
     read = []
     real = archive.read_commit_info
-    monkeypatch.setattr(archive, "read_commit_info", lambda t, v, *a: read.append(v) or real(t, v, *a))
-    log = _LogOnce(dt)
+    opened = Future()  # delta-rs still opening the table: the reader reads the log back meanwhile
+
+    def counted(t, v, *a):
+        read.append(v)
+        if len(read) == 11:
+            opened.set_result(dt)  # the open done: reading ahead stops at the end of its step
+        return real(t, v, *a)
+    monkeypatch.setattr(archive, "read_commit_info", counted)
+    log = _LogOnce(path, dt.version(), opened)
+    log.prefetch(step=4)
+    assert len(read) == 12
     limits = (4, 16, 8, 4096, None, 2)
     got = [log.history(limit) for limit in limits]
     monkeypatch.undo()

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.storage.delta import archive
+from rpl_sql.storage.delta.log import latest_version
 from rpl_sql.errors import MySQLError
 from rpl_sql.pipeline.applier.arrow_write import ReadAhead
 from rpl_sql.pipeline.applier.batch_files import BatchFiles
@@ -53,20 +54,35 @@ _SUMMARIES = (META + SHAPES, META + ROLLUP + SHAPES)  # the ingest commits' enco
 class _LogOnce:
     """The run's events table, whose log (channel_commits reads it in growing windows, newest first) is read
     once for all the channels, each commit once (each read decodes the commit's metadata, summaries included:
-    reading every window afresh read a third of the commits twice)."""
+    reading every window afresh read a third of the commits twice). A local table is opened by delta-rs at the
+    version its log's listing names (`opened`) while `prefetch` reads that log back from the same version."""
 
-    def __init__(self, table):
-        self.table = table
+    def __init__(self, path: str, version: int | None, opened: Future):
+        self._opened = opened
+        self._at = archive.local_root(path) if version is not None else None  # where the log is read, if local
+        self._version = self.table.version() if version is None else version
         self._read: list = []   # the newest commits, newest first
         self._all = False       # `_read` reaches the log's start
 
+    @property
+    def table(self):
+        return self._opened.result()
+
     def version(self) -> int:
-        return self.table.version()
+        return self._version
+
+    def prefetch(self, step: int = 8) -> None:
+        """Read the log back, `step` commits at a time, for as long as delta-rs is still opening the table (it
+        lets the GIL go): the first channel's window costs nothing then, and a commit read too many only the
+        wait for the open."""
+        while self._at is not None and not self._opened.done() and not self._all:
+            self.history(len(self._read) + step)
 
     def history(self, limit: int | None = None) -> list:
         if not self._all and (limit is None or len(self._read) < limit):
-            more = archive.history(self.table, None if limit is None else limit - len(self._read),
-                                   below=self._read[-1]["version"] if self._read else None, sliced=_SUMMARIES)
+            more = archive.history(self._at or self.table, None if limit is None else limit - len(self._read),
+                                   below=self._read[-1]["version"] if self._read else None, sliced=_SUMMARIES,
+                                   version=self._version)
             self._read += more
             self._all = limit is None or len(self._read) < limit
         return self._read[:limit]
@@ -433,9 +449,11 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
     warehouse = resolve_warehouse(warehouse)
     gate = TablesGate(warehouse, exec_mode, backfills) if tables else None
     job = _Applier(spark, warehouse, batch_size, progress, verify, gate, engine)
-    # the events table opened (delta-rs' log replay lets the GIL go) while recovery reads the state
+    # the events table opened (delta-rs' log replay lets the GIL go) while recovery reads the state and the
+    # log is read back, both at the version the log's listing names
+    version = latest_version(job.events) if archive.local_root(job.events) else None
     opener = ThreadPoolExecutor(1, thread_name_prefix="rpl_sql-apply-open")
-    opened = opener.submit(archive.open_table, job.events)
+    opened = opener.submit(archive.open_table, job.events, version)
     opener.shutdown(wait=False)
     state = job.store.load().state
     names, named = job.targets(state, channels)
@@ -450,7 +468,9 @@ def apply(spark, warehouse: str | os.PathLike | None = None, channels: Iterable[
             if not state.channel(n).sql_running:
                 raise not_running(n)
     try:
-        events_table = _LogOnce(opened.result())
+        events_table = _LogOnce(job.events, version, opened)
+        events_table.prefetch()
+        opened.result()  # a table gone since the listing: no events, as one never made
     except TableNotFoundError:
         events_table = None
     try:

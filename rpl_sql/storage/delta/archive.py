@@ -265,15 +265,16 @@ def _info(lines: list[str], version: int) -> dict:
     return {**next((a["commitInfo"] for a in actions if "commitInfo" in a), {}), "version": version}
 
 
-def history(dt: Any, limit: int | None = None, *, below: int | None = None, sliced: tuple[str, ...] = ()
-            ) -> list[dict]:
+def history(dt: Any, limit: int | None = None, *, below: int | None = None, sliced: tuple[str, ...] = (),
+            version: int | None = None) -> list[dict]:
     """The commitInfo of the table's commits (with "version"), newest first from `dt`'s version, the archive
     included: what `dt.history(limit)` gives, but read from the commit files themselves. delta-rs 1.6.6's
     history skips a commit file that went missing after it listed the log (an archiver beside the reader)
     and numbers the older ones one too high, and on a table opened before later commits it returns those
     too, numbered from the table's version down. `below`: only the commits older than that version (a
     window that goes on from one read before). `sliced`: keys of long text values, given as
-    `commit_info.Cut`s."""
+    `commit_info.Cut`s. `version`: read from that version down instead of `dt`'s (`dt` may then be a local
+    table's path: its log read without opening the table)."""
     root = local_root(dt)
     if root is None:
         if below is None:
@@ -281,7 +282,7 @@ def history(dt: Any, limit: int | None = None, *, below: int | None = None, slic
         got = dt.history(None if limit is None else limit + dt.version() + 1 - below)
         return [c for c in got if c["version"] < below][:limit]
     out: list[dict] = []
-    version = dt.version() if below is None else below - 1
+    version = (dt.version() if version is None else version) if below is None else below - 1
     while version >= 0 and (limit is None or len(out) < limit):
         info = read_commit_info(root, version, sliced)
         if info is None:
