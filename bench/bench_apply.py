@@ -423,8 +423,11 @@ def decided(wh: str) -> list:
 
     deltaread = _module("rpl_sql.spark.deltaread")
     ev = events_path(wh)
-    dt = archive.open_table(ev)
-    history = job._LogOnce(dt).history
+    from concurrent.futures import Future
+
+    dt, opened = archive.open_table(ev), Future()
+    opened.set_result(dt)
+    history = job._LogOnce(ev, dt.version(), opened).history
     todo = []
     for ch in CHANNELS:
         applier = job._Applier(lambda: None, wh, None, None, "auto", engine="arrow")
