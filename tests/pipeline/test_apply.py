@@ -1085,11 +1085,11 @@ def test_arrow_engine_finds_each_events_own_shape(events, key_bits, dictionaries
     (':', '-', '+', digits, quotes, unicode, NULL against ''), and no shape for an event whose shape it lacks;
     also when its keys are made dense after every column or some (key_bits 1, 3), and when the events' text
     columns come dictionary-encoded, in chunks with dictionaries of their own (as the engine reads them)."""
-    from rpl_sql.pipeline.applier import arrow_write
+    from rpl_sql.pipeline import shape_index
     from rpl_sql.pipeline.shape_index import ShapeIndex
     from rpl_sql.pipeline.events import TABLES_TYPE
 
-    arrow_write.KEY_BITS = key_bits  # (hypothesis runs examples in one test call: no monkeypatch fixture)
+    shape_index.KEY_BITS = key_bits  # (hypothesis runs examples in one test call: no monkeypatch fixture)
 
     def table(rows):
         return pa.table({**{k: pa.array([e[k] for e in rows], pa.string())
@@ -1115,7 +1115,7 @@ def test_arrow_engine_finds_each_events_own_shape(events, key_bits, dictionaries
     try:
         rows = ShapeIndex(table(known)).rows(looked_up).to_pylist()
     finally:
-        arrow_write.KEY_BITS = 62
+        shape_index.KEY_BITS = 62
     for e, r in zip(events, rows):
         want = [i for i, k in enumerate(known) if plain(k) == plain(e)]
         assert (r,) == tuple(want) if want else r is None
