@@ -444,12 +444,14 @@ def decided(wh: str) -> list:
 def kept_masks(wh: str) -> dict:
     """Per events file, which of its events the configured filters apply (the applier's own verdicts)."""
     from rpl_sql.pipeline.applier import arrow_write
+    from rpl_sql.pipeline.applier.verdicts import Verdicts
 
     out = {}
     for ch, files, shapes, rollups in decided(wh):
-        found = arrow_write.Verdicts(shapes.applied(), rollups, 0, None, ch)
+        found = Verdicts(shapes.applied(), rollups, 0, None, ch)
         for f in files:
-            out[f.path] = pa.array(found.rows(arrow_write._read(f.path)) >= 0)
+            got = found.of_file(arrow_write._read(f.path))
+            out[f.path] = pa.array(np.ones(got.events, bool)) if got.keep is None else got.keep
     return out
 
 
@@ -460,6 +462,7 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
     write stage does: one channel after another, a thread per core). No Spark. The applier overlaps the two
     (the next channel is decided while one is written), so its wall time lies between the larger and the sum."""
     from rpl_sql.pipeline.applier import arrow_write
+    from rpl_sql.pipeline.applier.verdicts import Verdicts
 
     configure(wh, r)
     ev = events_path(wh)
@@ -471,7 +474,7 @@ def split_runs(wh: str, r: int, rounds: int) -> None:
     def write_all(todo: list) -> None:
         shutil.rmtree(out, ignore_errors=True)
         for i, (ch, files, shapes, rollups) in enumerate(todo):
-            found = arrow_write.Verdicts(shapes.applied(), rollups, 0, None, ch)
+            found = Verdicts(shapes.applied(), rollups, 0, None, ch)
             arrow_write.write_applied(files, found, os.path.join(out, str(i)), arrow_write.pafs.LocalFileSystem(),
                                       threads=min(8, os.cpu_count() or 2))
         shutil.rmtree(out, ignore_errors=True)

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "rpl_sql"
 CORE = {"errors", "filters", "language", "server", "display", "compile", "classify", "configs"}
 LAYERS = [  # (layer, the folders and top-level modules under rpl_sql that make it)
     ("core", CORE),
-    ("io", {"storage", "source_server", "jvm"}),
+    ("io", {"storage", "source_server", "jvm", "native"}),
     ("session", {"session"}),
     ("spark", {"spark"}),
     ("pipeline", {"pipeline", "relay"}),

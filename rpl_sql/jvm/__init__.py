@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rpl_sql.errors import RplSqlError
+from rpl_sql.native import cache_dir
 
 SOURCES = Path(__file__).with_name("java")
 READER_CLASS = "rpl_sql.jvm.ReplicaTableSource"  # replica tables by name through Spark's own Parquet scan
@@ -33,12 +34,6 @@ def _spark_jars() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("RPL_SQL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rpl_sql")
-    return Path(base)
 
 
 def _key() -> str:
@@ -59,7 +54,7 @@ def jar_path() -> Path:
     key = _key()
     if key in _BUILT:
         return _BUILT[key]
-    out = _cache_dir() / f"rpl_sql-jvm-{key}.jar"
+    out = cache_dir() / f"rpl_sql-jvm-{key}.jar"
     if out in _FAILED:
         raise _FAILED[out]
     if not out.exists():
@@ -108,7 +103,7 @@ def possible() -> bool:
     if os.environ.get("RPL_SQL_JVM", "1") == "0":
         return False
     try:
-        return (_cache_dir() / f"rpl_sql-jvm-{_key()}.jar").exists() or _javac() is not None
+        return (cache_dir() / f"rpl_sql-jvm-{_key()}.jar").exists() or _javac() is not None
     except ImportError:
         return False
 

@@ -555,10 +555,10 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
     With compactions (`compact_every` commits), runs of commits are decided from the compactions' rollups."""
     from rpl_sql.pipeline import writer as W
 
-    from rpl_sql.pipeline.applier import arrow_write
+    from rpl_sql.pipeline.applier import verdicts
 
     calls, decoded, by_id = [], [], []
-    real, real_shapes, real_by_ids = A.aggregate, A.summarized_shapes, arrow_write.Verdicts._by_ids
+    real, real_shapes, real_by_ids = A.aggregate, A.summarized_shapes, verdicts.Verdicts._by_ids
 
     def counted(ev, ch, sql):
         calls.append(ch.name)
@@ -569,11 +569,11 @@ def test_apply_from_commit_summaries_equals_the_reference(spark, warehouse, monk
         return real_shapes(commits)
     def counted_ids(self, events):
         got = real_by_ids(self, events)
-        by_id.append(0 if got is None else len(got))
+        by_id.append(0 if got is None else got.events)
         return got
     monkeypatch.setattr(A, "aggregate", counted)
     monkeypatch.setattr(A, "summarized_shapes", counted_shapes)
-    monkeypatch.setattr(arrow_write.Verdicts, "_by_ids", counted_ids)
+    monkeypatch.setattr(verdicts.Verdicts, "_by_ids", counted_ids)
     monkeypatch.setattr(W, "COMPACT_EVERY", compact_every)
     rewrote = colliding_key_hash(monkeypatch, caplog) if collide else None
     setup_server(warehouse)

@@ -1,6 +1,6 @@
-"""The arrow engine's verdicts by shape id (arrow_write.Verdicts): found by runs of events in seq order, as a
-compacted file holds them, they must equal the search per event, for any order of events, rollups with gaps
-between them, events outside them and ids that lie."""
+"""The arrow engine's verdicts by shape id (verdicts.Verdicts): found by the C kernel, by numpy's runs of events
+in seq order (as a compacted file holds them) and by numpy's search per event, they must be equal, for any order
+of events, rollups with gaps between them, events outside them and ids that lie."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rpl_sql.pipeline.applier import arrow_write
-from rpl_sql.pipeline.applier.arrow_write import KEY_COLUMNS, Verdicts
+from rpl_sql import native
+from rpl_sql.pipeline.applier import verdicts
+from rpl_sql.pipeline.applier.verdicts import KEY_COLUMNS, Verdicts
 from rpl_sql.pipeline.applier.shapes import AppliedShapes
 from rpl_sql.pipeline.events import EVENTS_SCHEMA, SHAPE_ID
 from rpl_sql.pipeline.summary import Summary
@@ -25,7 +26,8 @@ def _verdicts(spans: list[tuple[int, int, int]], seed: int) -> Verdicts:
         rollups.append(r)
         by_summary.append((r, rng.integers(-1, 5, size)))
     applied = AppliedShapes(pa.table({k: pa.nulls(5, EVENTS_SCHEMA.field(k).type) for k in KEY_COLUMNS}),
-                            pa.array(["a"] * 5), pa.array(["b"] * 5), np.zeros(5, np.int64), tuple(by_summary))
+                            pa.array(["a", None, "c", "a", "é"]), pa.array(["b", "b", None, "d`,'", "%_"]),
+                            np.zeros(5, np.int64), tuple(by_summary))
     return Verdicts(applied, rollups, 0, None, "ch")
 
 
@@ -35,11 +37,16 @@ def _events(seqs: list[int], ids: list[int]) -> pa.Table:
 
 
 def _outcome(found: Verdicts, events: pa.Table):
+    """What `_by_ids` made of the events: its verdicts and the sample's shape positions, or its error."""
     try:
         got = found._by_ids(events)
     except ApplyError as e:
         return "error", str(e)
-    return "rows", None if got is None else got.tolist()
+    if got is None:
+        return "by key", None
+    sample = [(k.to_pylist(), a.tolist(), q.tolist()) for k, a, q in found._samples]
+    return "verdicts", (got.events, None if got.keep is None else got.keep.to_pylist(), got.applied_db.to_pylist(),
+                        got.decided_by.to_pylist(), got.counts.tolist(), sample)
 
 
 @st.composite
@@ -63,17 +70,26 @@ def _case(draw):
 
 @settings(max_examples=400, deadline=None)
 @given(_case())
-def test_ids_found_by_runs_equal_the_search_per_event(case):
+def test_the_kernel_the_runs_and_the_search_per_event_agree(case):
     spans, seqs, ids, seed = case
     events = _events(seqs, ids)
-    by_runs = _outcome(_verdicts(spans, seed), events)
+    if native._compiler() is None:
+        pytest.skip("no C compiler here (cc, gcc or $CC): the kernel's numpy twin is what the applier runs")
+    kernel = _verdicts(spans, seed)
+    assert kernel._kernel is not None
+    by_kernel = _outcome(kernel, events)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(arrow_write, "MAX_RUNS", -1)  # every file too many runs: the search per event
+        m.setenv("RPL_SQL_NATIVE", "0")
+        by_runs = _outcome(_verdicts(spans, seed), events)
+        m.setattr(verdicts, "MAX_RUNS", -1)  # every file too many runs: the search per event
         per_event = _outcome(_verdicts(spans, seed), events)
-    assert by_runs == per_event
+    assert by_kernel == by_runs == per_event
 
 
-def test_a_lying_id_in_a_later_run_is_refused_with_its_seq():
+@pytest.mark.parametrize("kernel", ["1", "0"], ids=["kernel", "numpy"])
+def test_a_lying_id_in_a_later_run_is_refused_with_its_seq(monkeypatch, kernel):
+    monkeypatch.setenv("RPL_SQL_NATIVE", kernel)
     found = _verdicts([(1, 10, 3), (11, 20, 2)], seed=1)
+    assert (found._kernel is not None) == (kernel == "1" and native._compiler() is not None)
     with pytest.raises(ApplyError, match="seq 12: shape id 2 is not among the 2 shapes"):
         found._by_ids(_events([1, 5, 11, 2, 12, 13], [0, 2, 1, 1, 2, 0]))

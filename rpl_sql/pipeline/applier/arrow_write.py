@@ -25,11 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA, AppliedShapes
+from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA
+from rpl_sql.pipeline.applier.verdicts import Verdicts
 from rpl_sql.pipeline.events import DELTA_ENCODED, SHAPE_ID
-from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError
-from rpl_sql.pipeline.shape_index import PLAIN_KEYS, ShapeIndex, key_columns
 from rpl_sql.spark.deltaread import DeltaFile
 
 ROWS_PER_FILE = 2_000_000  # a writer thread starts a new output file past this many rows
@@ -38,9 +37,6 @@ ROWS_PER_FILE = 2_000_000  # a writer thread starts a new output file past this 
 # two threads, much of it the kernel's time for fresh pages; at 64K, 1.19x (docs/benchmarks.md, the applier)
 ROW_GROUP_ROWS = 64 * 1024
 READ_AHEAD_BYTES = 256 << 20  # decoded events a ReadAhead holds at most
-MAX_RUNS = 64  # Verdicts finds ids by runs of events in seq order while a file has at most this many
-SAMPLE_EVERY = 1024  # Verdicts checks every SAMPLE_EVERY-th event's shape id against its columns
-KEY_COLUMNS = (*PLAIN_KEYS, "tables")
 # Text columns of few distinct values, read as the dictionaries their Parquet pages hold and written as such:
 # shapes are found through the dictionary, and filtering and writing move indices instead of strings (a
 # column whose values are mostly distinct, as statements and row images are, would be hashed to build one).
@@ -91,162 +87,6 @@ def _short_gil_turns():
             _turns_users -= 1
             if _turns_users == 0:
                 sys.setswitchinterval(_turns_before)
-
-
-class Verdicts:
-    """Which applied shape each event is (`rows`), and that shape's applied_db and decided_by.
-
-    Where an ingest compaction stored each event's row among its rollup's shapes (`events.SHAPE_ID`) and the
-    applier knows that rollup, the event's verdict is taken by that id: finding every event's shape by its key
-    columns was what put the write above pyarrow's copy of the same files (docs/benchmarks.md, the applier).
-    A rollup the batch's shapes were merged from maps its ids to applied shapes as the merge grouped them
-    (`AppliedShapes.rows_of`); any other is matched to them by key. Elsewhere (commits not compacted yet,
-    events landed by an older rpl_sql) the events' shapes are found by `ShapeIndex`, built when first needed.
-    Ids are checked: each must lie within its rollup's shapes, a sample of each file's events (every
-    SAMPLE_EVERY-th and the last) must have the key columns of the shape its id names (`check`, once for all
-    files), and `write_applied` requires each applied shape's count of written events to equal its count in the
-    summaries; else ApplyError, before anything is committed.
-    """
-
-    def __init__(self, applied: AppliedShapes, rollups: Sequence[Summary] = (), lo: int = 0, hi: int | None = None,
-                 channel: str = ""):
-        self.applied = applied
-        self._index: ShapeIndex | None = None
-        self._lock = threading.Lock()
-        # applied_db and decided_by, in the applied shapes' order, as codes into their distinct values (-1: NULL)
-        self.lookup = {name: _Coded(arr) for name, arr in (("applied_db", applied.applied_db),
-                                                           ("decided_by", applied.decided_by))}
-        self.counts = applied.counts  # in the applied shapes' order
-        self.channel, self.lo, self.hi = channel, lo, hi
-        mine = sorted((r for r in rollups if r.last_seq > lo and (hi is None or r.first_seq <= hi)),
-                      key=lambda r: r.first_seq)
-        if any(b.first_seq <= a.last_seq for a, b in zip(mine, mine[1:])):
-            mine = []  # rollups over the same events: which one an id refers to is not known, so none is used
-        self._rollups = mine
-        luts = [self._rows_of(r) for r in mine]
-        self._starts = np.array([r.first_seq for r in mine], np.int64)
-        self._ends = np.array([r.last_seq for r in mine], np.int64)
-        self._sizes = np.array([len(x) for x in luts], np.int64)
-        self._offsets = np.concatenate([[0], np.cumsum(self._sizes)[:-1]]).astype(np.int64)
-        self._lut = np.concatenate(luts) if luts else np.empty(0, np.int64)
-        self._samples: list[tuple[pa.Table, np.ndarray, np.ndarray]] = []  # per file: sampled keys, shapes, seqs
-
-    @property
-    def index(self) -> ShapeIndex:
-        if self._index is None:
-            with self._lock:
-                if self._index is None:
-                    self._index = ShapeIndex(self.applied.keys)
-        return self._index
-
-    def _rows_of(self, rollup: Summary) -> np.ndarray:
-        got = self.applied.rows_of(rollup)
-        return self._by_key(rollup.shapes) if got is None else got
-
-    def rows(self, events: pa.Table) -> np.ndarray:
-        """Per event, the row of its applied shape (in `lookup`, `counts`); -1 where none applies."""
-        got = self._by_ids(events)
-        return self._by_key(events) if got is None else got
-
-    def _by_key(self, table: pa.Table) -> np.ndarray:
-        """Per row of `table` (events or shapes), the row of its applied shape found by its columns; -1 if none."""
-        return pc.fill_null(self.index.rows(table).cast(pa.int64()), -1).to_numpy()
-
-    def _by_ids(self, events: pa.Table) -> np.ndarray | None:
-        if not len(self._starts) or SHAPE_ID not in events.column_names or not events.num_rows:
-            return None
-        sid = events.column(SHAPE_ID)
-        if sid.null_count:
-            return None
-        seq, ids = events.column("seq").to_numpy(), sid.to_numpy()
-        at = self._by_runs(seq, ids)
-        if at is None:
-            r = np.searchsorted(self._starts, seq, side="right") - 1
-            if (r < 0).any() or (seq > self._ends[np.maximum(r, 0)]).any():
-                return None  # an event outside the rollups known: found by key
-            self._check_ids(seq, ids, r)
-            at = self._offsets[r] + ids  # the event's shape among all the rollups' shapes
-        elif not len(at):
-            return None
-        pick = np.r_[np.arange(0, len(at), SAMPLE_EVERY), len(at) - 1]
-        sample = (events.select(KEY_COLUMNS).take(pick), at[pick], seq[pick])
-        with self._lock:
-            self._samples.append(sample)
-        return self._lut[at]
-
-    def _by_runs(self, seq: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
-        """`_by_ids`'s shape positions found by runs: a file's events are a few runs in seq order (one per
-        compaction it merged), each spanning few rollups, so each stretch of one run in one rollup is checked by
-        its bounds, instead of a search per event; an empty array when an event lies outside the rollups known,
-        None when the events are not so."""
-        steps = np.flatnonzero(seq[1:] < seq[:-1]) + 1
-        if len(steps) > MAX_RUNS:
-            return None
-        stretches = []  # (rollup, first event, end)
-        for a, b in zip([0, *steps], [*steps, len(seq)]):
-            first, last = np.searchsorted(self._starts, [seq[a], seq[b - 1]], side="right") - 1
-            if first < 0:
-                return np.empty(0, np.int64)
-            if last - first > MAX_RUNS:
-                return None
-            cuts = [a, *(a + np.searchsorted(seq[a:b], self._starts[first + 1:last + 1])), b]
-            stretches += [(k, lo, hi) for k, lo, hi in zip(range(first, last + 1), cuts, cuts[1:]) if lo < hi]
-        if any(seq[hi - 1] > self._ends[k] for k, _, hi in stretches):
-            return np.empty(0, np.int64)
-        at = np.empty(len(seq), np.int64)
-        for k, lo, hi in stretches:
-            run = ids[lo:hi]
-            if run.min() < 0 or run.max() >= self._sizes[k]:
-                self._check_ids(seq[lo:hi], run, np.full(hi - lo, k))
-            at[lo:hi] = run + self._offsets[k]
-        return at
-
-    def _check_ids(self, seq: np.ndarray, ids: np.ndarray, r: np.ndarray) -> None:
-        bad = np.flatnonzero((ids < 0) | (ids >= self._sizes[r]))
-        if len(bad):
-            i = bad[0]
-            raise ApplyError(f"seq {seq[i]}: shape id {ids[i]} is not among the {self._sizes[r[i]]} shapes of the "
-                             f"ingest rollup of seqs {self._starts[r[i]]}..{self._ends[r[i]]}", self.channel)
-
-    def check(self) -> None:
-        """The sampled events must have the key columns of the shapes their ids named: ApplyError if not."""
-        with self._lock:
-            samples, self._samples = self._samples, []
-        if not samples:
-            return
-        events = pa.concat_tables([k for k, _, _ in samples])
-        at, seqs = np.concatenate([a for _, a, _ in samples]), np.concatenate([q for _, _, q in samples])
-        shapes = pa.concat_tables([r.shapes.select(KEY_COLUMNS) for r in self._rollups]).take(pa.array(at))
-        same = np.ones(len(at), bool)
-        for a, b in zip(key_columns(events), key_columns(shapes)):
-            same &= _equal(a, b)
-        wrong = np.flatnonzero(~same)
-        if len(wrong):
-            raise ApplyError(f"seq {seqs[wrong[0]]}: its shape id names another shape than its columns do (an "
-                             f"ingest rollup's ids disagree with the events); nothing applied", self.channel)
-
-
-class _Coded:
-    """A column of the applied shapes as codes into its distinct values, so that the events' column is a
-    numpy take of codes (Arrow's take of a dictionary column cost four times as much)."""
-
-    def __init__(self, values: pa.Array):
-        enc = values.dictionary_encode()
-        self.dictionary = enc.dictionary
-        self.codes = pc.fill_null(enc.indices, -1).to_numpy().astype(np.int32)
-        self.has_null = bool(enc.indices.null_count)
-
-    def take(self, rows: np.ndarray) -> pa.DictionaryArray:
-        codes = self.codes[rows]
-        indices = pa.array(codes, mask=codes < 0) if self.has_null else pa.array(codes)
-        return pa.DictionaryArray.from_arrays(indices, self.dictionary, safe=False)  # codes index `dictionary`
-
-
-def _equal(a, b) -> np.ndarray:
-    """Per row, a == b, NULL equal to NULL (dictionary columns compared as their values)."""
-    a, b = (pc.cast(x, pa.string()) if pa.types.is_dictionary(x.type) else x for x in (a, b))
-    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    return pc.fill_null(pc.or_kleene(pc.equal(a, b), both_null), False).to_numpy(zero_copy_only=False)
 
 
 class ReadAhead:
@@ -326,11 +166,10 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
         keep = pc.greater(seq, lo) if hi is None else pc.and_(pc.greater(seq, lo), pc.less_equal(seq, hi))
         if not pc.all(keep).as_py():
             t = t.filter(keep)
-    idx = found.rows(t)
-    hit = idx >= 0
-    if not hit.all():  # the ids (not written) and columns of NULLs only (written as such) are not filtered
+    got = found.of_file(t)
+    if got.keep is not None:  # the ids (not written) and columns of NULLs only (written as such) are not filtered
         t = t.select([c for c in t.column_names if c != SHAPE_ID and t.column(c).null_count < t.num_rows])
-        t, idx = t.filter(pa.array(hit)), idx[hit]
+        t = t.filter(got.keep)
     n = t.num_rows
     filter_db = dict(f.partition).get("filter_db")
     out = []
@@ -341,7 +180,7 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
         elif name == "filter_db":
             col = _repeat("" if filter_db is None else filter_db, n)
         elif name in ("applied_db", "decided_by"):
-            col = found.lookup[name].take(idx)
+            col = getattr(got, name)
         elif name in t.column_names:
             col = t.column(name)
             if col.type != field.type:  # a call less per column where none is needed: each waits for the GIL
@@ -349,8 +188,7 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
         else:  # a column events landed by an older rpl_sql lack: NULL, as it would have been
             col = pa.nulls(n, field.type)
         out.append(col)
-    counts = np.bincount(idx, minlength=len(found.counts))
-    return pa.Table.from_arrays(out, schema=WRITE_SCHEMA), counts
+    return pa.Table.from_arrays(out, schema=WRITE_SCHEMA), got.counts
 
 
 def _repeat(value: str, n: int) -> pa.DictionaryArray:

@@ -8,8 +8,9 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from rpl_sql.pipeline.applier import spark_write
-from rpl_sql.pipeline.applier.arrow_write import ReadAhead, Verdicts, add_actions, filesystem, write_applied
+from rpl_sql.pipeline.applier.arrow_write import ReadAhead, add_actions, filesystem, write_applied
 from rpl_sql.pipeline.applier.shapes import DATA_DIR, AppliedShapes
+from rpl_sql.pipeline.applier.verdicts import Verdicts
 from rpl_sql.pipeline.summary import Summary
 from rpl_sql.server.applier_state import ApplyError, BatchRecord
 from rpl_sql.spark.deltaread import DeltaFile
