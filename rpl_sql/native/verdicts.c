@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-int rpl_sql_verdicts(int64_t n, const int64_t *seq, const int32_t *ids,
+int rpl_sql_verdicts(int64_t n, const int64_t *seq, const int64_t *ids,
                      int64_t rollups, const int64_t *starts, const int64_t *ends, const int64_t *sizes,
                      const int64_t *offsets, const int64_t *lut, const int32_t *code_a, const int32_t *code_b,
                      uint8_t *bitmap, int32_t *out_a, int32_t *out_b, int64_t *counts,

@@ -93,3 +93,15 @@ def test_a_lying_id_in_a_later_run_is_refused_with_its_seq(monkeypatch, kernel):
     assert (found._kernel is not None) == (kernel == "1" and native._compiler() is not None)
     with pytest.raises(ApplyError, match="seq 12: shape id 2 is not among the 2 shapes"):
         found._by_ids(_events([1, 5, 11, 2, 12, 13], [0, 2, 1, 1, 2, 0]))
+
+
+@pytest.mark.parametrize("kernel", ["1", "0"], ids=["kernel", "numpy"])
+def test_an_id_past_32_bits_is_refused_not_wrapped(monkeypatch, kernel):
+    """Ids of a wider type than the schema's int32 are checked whole: 2^32 + 1 is not shape 1."""
+    monkeypatch.setenv("RPL_SQL_NATIVE", kernel)
+    found = _verdicts([(1, 10, 3)], seed=1)
+    events = _events([1, 2], [0, 0])
+    wide = pa.array([0, 2 ** 32 + 1], pa.int64())
+    events = events.set_column(events.schema.get_field_index(SHAPE_ID), SHAPE_ID, wide)
+    with pytest.raises(ApplyError, match="seq 2: shape id 4294967297 is not among the 3 shapes"):
+        found._by_ids(events)

@@ -126,7 +126,7 @@ class Verdicts:
         if sid.null_count:
             return None
         seq = np.ascontiguousarray(events.column("seq").to_numpy(), np.int64)
-        ids = np.ascontiguousarray(sid.to_numpy(), np.int32)
+        ids = np.ascontiguousarray(sid.to_numpy(), np.int64)  # (int32 in the schema; any width is checked whole)
         pick = np.r_[np.arange(0, len(seq), SAMPLE_EVERY), len(seq) - 1]
         if self._kernel is not None:
             got = self._native(seq, ids)
