@@ -3,7 +3,7 @@
 
    Per event: the ingest rollup holding its seq (rollups sorted by first seq, not overlapping), its shape id
    checked against that rollup's size, its shape's applied row (`lut`, -1: not applied). Out: the kept events'
-   bitmap (Arrow's bit order), their applied_db and decided_by codes, each applied row's count, and the shape
+   bitmap (Arrow's bit order) and indices, their applied_db and decided_by codes, each applied row's count, and the shape
    positions of events 0, every, 2 * every, ... and of the last (the sample `Verdicts.check` compares).
    Returns 0; 1 when an event lies outside every rollup (the caller finds the file's shapes by key); 2 when
    none does but an id lies, the first such event's index in *bad. */
@@ -13,7 +13,7 @@
 int rpl_sql_verdicts(int64_t n, const int64_t *seq, const int64_t *ids,
                      int64_t rollups, const int64_t *starts, const int64_t *ends, const int64_t *sizes,
                      const int64_t *offsets, const int64_t *lut, const int32_t *code_a, const int32_t *code_b,
-                     uint8_t *bitmap, int32_t *out_a, int32_t *out_b, int64_t *counts,
+                     uint8_t *bitmap, int32_t *kept_rows, int32_t *out_a, int32_t *out_b, int64_t *counts,
                      int64_t every, int64_t *picks, int64_t *kept, int64_t *bad)
 {
     int64_t k = -1, m = 0, j = 0, at = 0, lying = -1, next_pick = 0;
@@ -47,6 +47,7 @@ int rpl_sql_verdicts(int64_t n, const int64_t *seq, const int64_t *ids,
         int64_t row = lut[at];
         if (row >= 0) {
             bitmap[i >> 3] |= (uint8_t)(1u << (i & 7));
+            kept_rows[m] = (int32_t)i;
             out_a[m] = code_a[row];
             out_b[m] = code_b[row];
             counts[row]++;

@@ -45,7 +45,8 @@ def _outcome(found: Verdicts, events: pa.Table):
     if got is None:
         return "by key", None
     sample = [(k.to_pylist(), a.tolist(), q.tolist()) for k, a, q in found._samples]
-    return "verdicts", (got.events, None if got.keep is None else got.keep.to_pylist(), got.applied_db.to_pylist(),
+    return "verdicts", (got.events, None if got.keep is None else got.keep.to_pylist(),
+                        None if got.rows is None else got.rows.tolist(), got.applied_db.to_pylist(),
                         got.decided_by.to_pylist(), got.counts.tolist(), sample)
 
 

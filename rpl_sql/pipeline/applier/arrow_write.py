@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from rpl_sql.pipeline.applier import kept_rows
 from rpl_sql.pipeline.applier.shapes import APPLIED_SCHEMA
 from rpl_sql.pipeline.applier.verdicts import Verdicts
 from rpl_sql.pipeline.events import DELTA_ENCODED, SHAPE_ID
@@ -169,7 +170,7 @@ def _applied(f: DeltaFile, channel: str, lo: int, hi: int | None, found: Verdict
     got = found.of_file(t)
     if got.keep is not None:  # the ids (not written) and columns of NULLs only (written as such) are not filtered
         t = t.select([c for c in t.column_names if c != SHAPE_ID and t.column(c).null_count < t.num_rows])
-        t = t.filter(got.keep)
+        t = kept_rows.take(t, got.rows, got.keep)
     n = t.num_rows
     filter_db = dict(f.partition).get("filter_db")
     out = []

@@ -27,7 +27,7 @@ MAX_RUNS = 64  # numpy finds ids by runs of events in seq order while a file has
 SAMPLE_EVERY = 1024  # every SAMPLE_EVERY-th event's shape id is checked against its columns
 KEY_COLUMNS = (*PLAIN_KEYS, "tables")
 _P, _N = ctypes.c_void_p, ctypes.c_int64
-_KERNEL_ARGS = [_N, _P, _P, _N, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _N, _P, _P, _P]
+_KERNEL_ARGS = [_N, _P, _P, _N, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _N, _P, _P, _P]
 
 
 @dataclass
@@ -36,6 +36,7 @@ class FileVerdicts:
 
     events: int                        # the file's events
     keep: pa.BooleanArray | None       # which of them are applied; None: all
+    rows: np.ndarray | None            # their indices (int32); None: all
     applied_db: pa.DictionaryArray     # of the kept events, in order
     decided_by: pa.DictionaryArray
     counts: np.ndarray                 # kept events per applied shape (Verdicts.counts' order)
@@ -115,7 +116,8 @@ class Verdicts:
         hit = rows >= 0
         every = bool(hit.all())
         kept = rows if every else rows[hit]
-        return FileVerdicts(len(rows), None if every else pa.array(hit), self.lookup["applied_db"].take(kept),
+        where = None if every else np.flatnonzero(hit).astype(np.int32)
+        return FileVerdicts(len(rows), None if every else pa.array(hit), where, self.lookup["applied_db"].take(kept),
                             self.lookup["decided_by"].take(kept), np.bincount(kept, minlength=len(self.counts)))
 
     def _by_ids(self, events: pa.Table) -> FileVerdicts | None:
@@ -146,7 +148,7 @@ class Verdicts:
     def _native(self, seq: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, FileVerdicts] | None:
         """`_by_ids` by the C kernel: (the sample's shape positions, the verdicts), or None."""
         n = len(seq)
-        bitmap = np.empty((n + 7) // 8, np.uint8)
+        bitmap, kept_rows = np.empty((n + 7) // 8, np.uint8), np.empty(n, np.int32)
         codes = [np.empty(n, np.int32), np.empty(n, np.int32)]
         counts = np.zeros(len(self.counts), np.int64)
         picks = np.empty((n - 1) // SAMPLE_EVERY + 2, np.int64)
@@ -155,8 +157,8 @@ class Verdicts:
         status = self._kernel(n, seq.ctypes.data, ids.ctypes.data, len(self._starts), self._starts.ctypes.data,
                               self._ends.ctypes.data, self._sizes.ctypes.data, self._offsets.ctypes.data,
                               self._lut.ctypes.data, a.codes.ctypes.data, b.codes.ctypes.data, bitmap.ctypes.data,
-                              codes[0].ctypes.data, codes[1].ctypes.data, counts.ctypes.data, SAMPLE_EVERY,
-                              picks.ctypes.data, kept.ctypes.data, bad.ctypes.data)
+                              kept_rows.ctypes.data, codes[0].ctypes.data, codes[1].ctypes.data, counts.ctypes.data,
+                              SAMPLE_EVERY, picks.ctypes.data, kept.ctypes.data, bad.ctypes.data)
         if status == 1:
             return None
         if status == 2:
@@ -164,7 +166,8 @@ class Verdicts:
             self._check_ids(seq[i:i + 1], ids[i:i + 1], np.searchsorted(self._starts, seq[i:i + 1], "right") - 1)
         m = int(kept[0])
         keep = None if m == n else pa.BooleanArray.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bitmap)])
-        return picks, FileVerdicts(n, keep, a.wrap(codes[0][:m]), b.wrap(codes[1][:m]), counts)
+        return picks, FileVerdicts(n, keep, None if m == n else kept_rows[:m], a.wrap(codes[0][:m]),
+                                   b.wrap(codes[1][:m]), counts)
 
     def _positions(self, seq: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
         """Per event, its shape's position among all the rollups' shapes; None when an event lies outside them."""
