@@ -62,9 +62,8 @@ def take(table: pa.Table, rows: np.ndarray, mask: pa.BooleanArray) -> pa.Table:
 class _Plan:
     """One column's gather: what the kernel reads and where it writes in the file's output buffer."""
 
-    def __init__(self, arr: pa.Array, m: int, kind: int, width: int, sizes: list[int]):
-        self.arr, self.m, self.kind, self.width = arr, m, kind, width
-        self.bufs = arr.buffers()
+    def __init__(self, arr: pa.Array, bufs: list, m: int, kind: int, width: int, sizes: list[int]):
+        self.arr, self.bufs, self.m, self.kind, self.width = arr, bufs, m, kind, width
         self.sizes = sizes  # validity, values or offsets, text or child rows
         self.size = sum(_up(s) for s in sizes)
         self._at: list[int] = []
@@ -78,8 +77,6 @@ class _Plan:
             self._at.append(start)
             d[field] = base + start if size else 0
             start += _up(size)
-        if not d[_IN_VALID]:
-            d[_OUT_VALID] = 0
         return start
 
     def result(self, d: np.ndarray, buffer: pa.Buffer) -> pa.Array:
@@ -99,15 +96,15 @@ class _Plan:
 
 def _plan(arr: pa.Array, m: int) -> _Plan | None:
     """How the kernel gathers `arr` (a dictionary column: its indices), None for Arrow's filter."""
-    t = arr.type
-    validity = (m + 7) // 8 if arr.null_count else 0
+    t, bufs = arr.type, arr.buffers()
+    validity = (m + 7) // 8 if arr.null_count else 0  # (no validity in: none out)
     if pa.types.is_integer(t) or pa.types.is_timestamp(t) or pa.types.is_floating(t) or pa.types.is_date(t):
         width = t.bit_width // 8
-        return _Plan(arr, m, 1, width, [validity, m * width, 0]) if width in (1, 2, 4, 8) else None
+        return _Plan(arr, bufs, m, 1, width, [validity, m * width, 0]) if width in (1, 2, 4, 8) else None
     if pa.types.is_string(t) or pa.types.is_binary(t):
-        return _Plan(arr, m, 2, 0, [validity, 4 * (m + 1), arr.buffers()[2].size if arr.buffers()[2] else 0])
+        return _Plan(arr, bufs, m, 2, 0, [validity, 4 * (m + 1), bufs[2].size if bufs[2] is not None else 0])
     if pa.types.is_list(t):
-        return _Plan(arr, m, 3, 0, [validity, 4 * (m + 1), 4 * len(arr.values)])
+        return _Plan(arr, bufs, m, 3, 0, [validity, 4 * (m + 1), 4 * len(arr.values)])
     return None
 
 
