@@ -24,6 +24,7 @@ from rpl_sql.errors import RplSqlError
 SOURCES = Path(__file__).parent
 log = logging.getLogger(__name__)
 _LOADED: dict[str, ctypes.CDLL | None] = {}
+_FUNCTIONS: dict[str, ctypes._CFuncPtr] = {}
 _LOCK = threading.Lock()
 
 
@@ -55,6 +56,21 @@ def library(name: str) -> ctypes.CDLL | None:
                 log.debug("the C kernel %s is not available (%s): numpy does its work", name, e)
                 _LOADED[name] = None
         return _LOADED[name]
+
+
+def function(name: str, argtypes: list, restype) -> ctypes._CFuncPtr | None:
+    """The kernel `name`.c's function `rpl_sql_<name>`, its argument and result types set once (the write
+    threads call it while a driver asks for it again); None as `library` says."""
+    lib = library(name)
+    if lib is None:
+        return None
+    with _LOCK:
+        fn = _FUNCTIONS.get(name)
+        if fn is None:
+            fn = getattr(lib, f"rpl_sql_{name}")
+            fn.argtypes, fn.restype = argtypes, restype
+            _FUNCTIONS[name] = fn
+        return fn
 
 
 def _built(name: str) -> Path:

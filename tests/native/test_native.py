@@ -2,6 +2,8 @@
 (the numpy twin works instead) where no compiler builds them or RPL_SQL_NATIVE=0 asks so."""
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 
 from rpl_sql import native
@@ -12,6 +14,7 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("RPL_SQL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("RPL_SQL_NATIVE", raising=False)
     monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setattr(native, "_FUNCTIONS", {})
     return tmp_path / "cache"
 
 
@@ -43,3 +46,11 @@ def test_a_build_error_says_what_failed(fresh, monkeypatch):
     monkeypatch.setenv("CC", "false")
     with pytest.raises(native.BuildError, match="false failed on verdicts.c"):
         native._built("verdicts")
+
+
+def test_a_kernels_function_comes_typed_and_is_typed_once(fresh):
+    if native._compiler() is None:
+        pytest.skip("no C compiler here (cc, gcc or $CC)")
+    fn = native.function("take", [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None)
+    assert fn is not None and fn.restype is None and len(fn.argtypes) == 4
+    assert native.function("take", [], ctypes.c_int) is fn and fn.restype is None  # set up once, not again

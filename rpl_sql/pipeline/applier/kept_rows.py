@@ -18,13 +18,7 @@ _ALIGN = 64
 
 
 def _kernel():
-    lib = native.library("take")
-    if lib is None:
-        return None
-    fn = lib.rpl_sql_take
-    if fn.restype is not None:  # (ctypes' default is int: not set up yet)
-        fn.argtypes, fn.restype = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None
-    return fn
+    return native.function("take", [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None)
 
 
 def take(table: pa.Table, rows: np.ndarray, mask: pa.BooleanArray) -> pa.Table:

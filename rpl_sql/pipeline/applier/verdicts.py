@@ -43,12 +43,7 @@ class FileVerdicts:
 
 
 def _kernel():
-    lib = native.library("verdicts")
-    if lib is None:
-        return None
-    fn = lib.rpl_sql_verdicts
-    fn.argtypes, fn.restype = _KERNEL_ARGS, ctypes.c_int
-    return fn
+    return native.function("verdicts", _KERNEL_ARGS, ctypes.c_int)
 
 
 class Verdicts:
