@@ -3,7 +3,7 @@
 Each is compiled on first use by the machine's C compiler (`$CC`, else `cc` or `gcc`) into a shared library
 kept in the cache (`~/.cache/rpl_sql`, or `$RPL_SQL_CACHE`) under its source's hash, and loaded with ctypes,
 whose calls let the GIL go. Where none can be built (no compiler, a failed build) or RPL_SQL_NATIVE=0 asks so,
-`library` answers None and the caller does the same work with numpy; tests hold the two equal.
+`library` answers None and the caller does the same work with numpy or Arrow; tests hold the two equal.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ _LOCK = threading.Lock()
 
 
 class BuildError(RplSqlError, OSError):
-    """A kernel could not be compiled here; its numpy twin does the work."""
+    """A kernel could not be compiled here; its numpy or Arrow twin does the work."""
 
 
 def cache_dir() -> Path:
