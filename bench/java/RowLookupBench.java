@@ -48,7 +48,7 @@ public final class RowLookupBench {
       long t1 = System.nanoTime();
       sink += hashes();
       long t2 = System.nanoTime();
-      sink += lookups(memo, memo.scratch());
+      sink += lookups(memo, memo.scratch(), memo.state());
       long t3 = System.nanoTime();
       System.out.printf("round %d: copy %.2f hash %.2f lookup %.2f (%d)%n", round, (t1 - t0) / (double) rows,
           (t2 - t1) / (double) rows, (t3 - t2) / (double) rows, sink & 1);
@@ -97,13 +97,13 @@ public final class RowLookupBench {
     return x;
   }
 
-  private static long lookups(RowCodeMemo m, long[] w) {
+  private static long lookups(RowCodeMemo m, long[] w, Object[] st) {
     long x = 0;
     for (int i = 0; i < names.length; i += 3) {
       UTF8String c = name(names[i]);
       UTF8String k = name(names[i + 1]);
       UTF8String t = name(names[i + 2]);
-      x += lookup(m, w, c.getBaseObject(), c.getBaseOffset(), c.numBytes(), k.getBaseObject(), k.getBaseOffset(),
+      x += lookup(m, w, st, c.getBaseObject(), c.getBaseOffset(), c.numBytes(), k.getBaseObject(), k.getBaseOffset(),
           k.numBytes(), t.getBaseObject(), t.getBaseOffset(), t.numBytes()) == 1 ? 1 : 0;
     }
     return x;
@@ -128,8 +128,61 @@ public final class RowLookupBench {
     w[i + 1] = 0L;
   }
 
-  /** RowCode.lookupFunction's Java for a non-NULL table, with its miss function. */
-  private static int lookup(RowCodeMemo m, long[] w, Object cb, long co, int cn, Object kb, long ko, int kn,
+  /** RowCode.found's Java: a short name's slot in NameIds' slots, -1 where it has none. */
+  private static int id(long[] s, long w0, long w1, int n) {
+    int mask = (s.length >> 2) - 1;
+    int i = NameIds.mix(w0, w1, n) & mask;
+    while (true) {
+      int b = i << 2;
+      long info = s[b + 2];
+      if (info == 0L) {
+        return -1;
+      }
+      if (s[b] == w0 && s[b + 1] == w1 && (int) (info >>> 32) == n) {
+        return (int) info - 1;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
+  /** RowCode.local's Java: a name's first word (its second is last()'s). */
+  private static long first(Object b, long o, int n) {
+    long w = 0L;
+    if (n >= 8) {
+      w = Platform.getLong(b, o);
+    } else if (n >= 4) {
+      w = ((long) Platform.getInt(b, o) & 0xFFFFFFFFL) << 32 | ((long) Platform.getInt(b, o + n - 4) & 0xFFFFFFFFL);
+    } else {
+      for (int j = 0; j < n; j++) {
+        w = w << 8 | (Platform.getByte(b, o + j) & 0xFF);
+      }
+    }
+    return w;
+  }
+
+  /** RowCode.lookupFunction's Java for a non-NULL table: found() in the memo's state, else its scratch path. */
+  private static int lookup(RowCodeMemo m, long[] w, Object[] st, Object cb, long co, int cn, Object kb, long ko,
+      int kn, Object tb, long to, int tn) {
+    byte[][][] codes = (byte[][][]) st[3];
+    if (codes != null && cn <= RowCodeMemo.SHORT && kn <= RowCodeMemo.SHORT && tn <= RowCodeMemo.SHORT) {
+      int c = id((long[]) st[0], first(cb, co, cn), cn >= 8 ? Platform.getLong(cb, co + cn - 8) : 0L, cn);
+      byte[][] byDb = c >= 0 && c < codes.length ? codes[c] : null;
+      if (byDb != null) {
+        int k = id((long[]) st[1], first(kb, ko, kn), kn >= 8 ? Platform.getLong(kb, ko + kn - 8) : 0L, kn);
+        byte[] row = k >= 0 && k < byDb.length ? byDb[k] : null;
+        if (row != null) {
+          int t = id((long[]) st[2], first(tb, to, tn), tn >= 8 ? Platform.getLong(tb, to + tn - 8) : 0L, tn) + 1;
+          if (t > 0 && t < row.length && row[t] != 0) {
+            return row[t] - 2;
+          }
+        }
+      }
+    }
+    return scratchLookup(m, w, cb, co, cn, kb, ko, kn, tb, to, tn);
+  }
+
+  /** The rest of RowCode.lookupFunction's Java, with its miss function. */
+  private static int scratchLookup(RowCodeMemo m, long[] w, Object cb, long co, int cn, Object kb, long ko, int kn,
       Object tb, long to, int tn) {
     if ((long) cn + kn + tn > RowCodeMemo.NAME_BYTES) {
       throw new IllegalArgumentException("names past the memo's scratch");

@@ -951,6 +951,51 @@ def test_the_jvm_memo_answers_a_repeated_row_as_the_row_before_and_tells_near_re
     assert len({r[3:] for r in got["CODEGEN_ONLY"]}) >= 4
 
 
+def test_the_jvm_generated_code_answers_the_rows_its_memo_holds_without_calling_it(spark, monkeypatch):
+    """Generated code looks a row whose names pass no 16 bytes up in the memo's state itself (RowCode.found
+    probes NameIds' slots as find() does), and a statement's shape in the shapes' state, and calls the memo
+    only for a row the state does not hold, or one with a longer name. Over one task of 60,000 rows of 40
+    distinct short (channel, db, table), in the function and the statement forms (the command a column, so by
+    shape), the memos look up about one row per distinct row and form, not one per row; rows with a 20-byte
+    table name each reach the memo. The answers are the reference's."""
+    monkeypatch.setattr("rpl_sql.compile.emit.JVM_MIN_CHARS", 0)
+    state = state_of(0, default=F(do_table=["db.t1", "db.orders_2024_05"], wild_do=["db%.t%"]),
+                     ch1=F(ignore_db=["dx"], wild_ignore=["db.t_%"]))
+    register(spark, state, jvm="expression")
+    jvm = spark.sparkContext._jvm
+
+    def lookups() -> int:  # read in a task: its class loader's RowCodeMemo is the one the functions' code uses
+        return int(spark.sql("SELECT java_method('rpl_sql.jvm.RowCodeMemo', 'lookups')").first()[0])
+
+    names = ("'db', 'dx', 'db1', 'dbé', 'db_with_sixteen_'",
+             "'t1', 't_2', 'orders_2024_05', 'tté', 'x', '', 'audit_log', 't_0123456789abcd'")
+
+    def counted(table_expr: str) -> tuple[list, int]:
+        df = spark.range(0, 60_000, 1, 1).selectExpr(
+            "IF(id % 2 = 0, '', 'ch1') AS c", "IF(id % 2 = 0, 'INSERT', 'DELETE') AS cmd",
+            f"element_at(array({names[0]}), CAST(id % 5 AS INT) + 1) AS d", f"{table_expr} AS t").selectExpr(
+            "*", "array(named_struct('db', CAST(NULL AS STRING), 'name', t, 'updating', true)) AS ts")
+        jvm.java.lang.System.setProperty("rpl_sql.rowcode.countLookups", "true")
+        try:
+            before = lookups()
+            rows = df.selectExpr("c", "d", "t", "cmd", "should_apply(c, d, t) AS v",
+                                 "filter_decided_by(c, d, t) AS l", "should_apply_statement(c, cmd, d, ts) AS s"
+                                 ).collect()
+            after = lookups()
+        finally:
+            jvm.java.lang.System.clearProperty("rpl_sql.rowcode.countLookups")
+        bad = [r for r in rows if (r.v, r.l) != expect_row(state, r.c, r.d, r.t)[:2]
+               or r.s != expect_statement(state, r.c, r.cmd, r.d, [(None, r.t, True)])[0]]
+        assert not bad, bad[:3]
+        return rows, after - before
+
+    rows, n = counted(f"element_at(array({names[1]}), CAST(id DIV 5 % 8 AS INT) + 1)")
+    assert len({(r.c, r.d, r.t) for r in rows}) == 40
+    assert 40 <= n <= 3 * 40, n
+    rows, n = counted("IF(id % 3 = 0, 'table_of_twenty_byte', 't1')")
+    assert n >= 20_000, n
+
+
 def test_the_jvm_name_ids_spread_names_that_differ_only_in_their_last_bytes(spark):
     """NameIds gives a name its slot by mixing the name's words (RowCodeMemo.first/last). Names that share a
     prefix and differ in their last bytes (t_0001, log_2024_07, numbered shards), in a middle byte or in a

@@ -1,6 +1,7 @@
 package rpl_sql.jvm;
 
 import java.util.Arrays;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.array.ByteArrayMethods;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -40,6 +41,14 @@ final class NameIds {
       }
       i = (i + 1) & mask;
     }
+  }
+
+  /**
+   * The slots, four longs each (w0, w1, length << 32 | id + 1, offset of a long name's bytes), as many as a
+   * power of two: what RowCode's generated code probes as find() does (a new array where add() grows them).
+   */
+  long[] slots() {
+    return slots;
   }
 
   /** find(), else a new id for the name; -1 past `max` names. */
@@ -112,12 +121,37 @@ final class NameIds {
   }
 
   /**
+   * The name of a generated function (slots, w0, w1, n) that answers find() of a name of no more than SHORT
+   * bytes in slots(), for generated code that looks names up itself (RowCode, StatementCode).
+   */
+  static String findFunction(CodegenContext ctx) {
+    String fn = ctx.freshName("rplId");
+    return ctx.addNewFunction(fn, "private int " + fn + "(long[] s, long w0, long w1, int n) {\n"
+        + "  int mask = (s.length >> 2) - 1;\n"
+        + "  long h = w0 ^ w1 * 0x9E3779B97F4A7C15L ^ n;\n"  // as mix()
+        + "  h ^= h >>> 29;\n"
+        + "  int i = (int) ((h * 0xC2B2AE3D27D4EB4FL) >>> 32) & mask;\n"
+        + "  while (true) {\n"
+        + "    int b = i << 2;\n"
+        + "    long info = s[b + 2];\n"
+        + "    if (info == 0L) {\n"
+        + "      return -1;\n"
+        + "    }\n"
+        + "    if (s[b] == w0 && s[b + 1] == w1 && (int) (info >>> 32) == n) {\n"
+        + "      return (int) info - 1;\n"
+        + "    }\n"
+        + "    i = (i + 1) & mask;\n"
+        + "  }\n"
+        + "}\n", false);
+  }
+
+  /**
    * A slot index from a name's words: the high bits fold down before the one multiply, whose high half is the
    * index. Names that differ only in their last bytes (t_0001, log_2024_07) differ in a word's top bits, which
    * a multiply alone carries only upward: without the fold, 400 names such as orders_0001 took 50 probes a lookup.
    */
   static int mix(long w0, long w1, int n) {
-    long h = w0 ^ w1 * 0x9E3779B97F4A7C15L ^ n;
+    long h = w0 ^ w1 * 0x9E3779B97F4A7C15L ^ n;  // as findFunction
     h ^= h >>> 29;
     return (int) ((h * 0xC2B2AE3D27D4EB4FL) >>> 32);
   }

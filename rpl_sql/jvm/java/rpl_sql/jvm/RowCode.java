@@ -66,6 +66,7 @@ public final class RowCode extends SpecExpression {
     ExprCode te = names[2].genCode(ctx);
     String ref = ctx.addReferenceObj("rplRowCode", m, "java.util.function.IntUnaryOperator");
     String w = ctx.addReferenceObj("rplScratch", m.scratch(), "long[]");
+    String st = ctx.addReferenceObj("rplState", m.state(), "Object[]");
     // The row's work is in functions of the generated class that take the names' backing objects, offsets and
     // lengths: the method consuming a row stays small enough for the JIT to inline into the scan's loop, and
     // Spark's string objects, never passed on, are then not allocated at all.
@@ -77,7 +78,7 @@ public final class RowCode extends SpecExpression {
       miss = ctx.addNewFunction(mfn, missFunction(mfn, ref, false), false);
     }
     String fn = ctx.freshName("rplLookup");
-    String lookup = ctx.addNewFunction(fn, lookupFunction(fn, ref, w, miss, false), false);
+    String lookup = ctx.addNewFunction(fn, lookupFunction(ctx, fn, ref, w, st, miss, false), false);
     String code = ce.code() + "\n" + ke.code() + "\n" + te.code() + "\n"
         + "boolean " + ev.isNull() + " = true;\n"
         + "int " + ev.value() + " = -1;\n"
@@ -110,30 +111,33 @@ public final class RowCode extends SpecExpression {
   }
 
   private static final String PARAMS = "Object cb, long co, int cn, Object kb, long ko, int kn, Object tb, long to, int tn";
-  private static final String MEMO_PARAMS = "java.util.function.IntUnaryOperator m, long[] w, ";
+  private static final String MEMO_PARAMS = "java.util.function.IntUnaryOperator m, long[] w, Object[] st, ";
 
   /**
-   * The name of a generated function that looks a row up as the lookup function below does, in the memo and
-   * scratch passed as its first two arguments (a memo chosen for each row, as StatementShapes chooses one); that
+   * The name of a generated function that looks a row up as the lookup function below does, in the memo,
+   * scratch and state passed as its first three arguments (a memo chosen for each row, as StatementShapes chooses one); that
    * memo decides a miss.
    */
   static String lookupInMemoPassed(CodegenContext ctx) {
     String mfn = ctx.freshName("rplMiss");
     String miss = ctx.addNewFunction(mfn, missFunction(mfn, "m", true), false);
     String fn = ctx.freshName("rplLookup");
-    return ctx.addNewFunction(fn, lookupFunction(fn, "m", "w", miss, true), false);
+    return ctx.addNewFunction(fn, lookupFunction(ctx, fn, "m", "w", "st", miss, true), false);
   }
 
   /**
-   * The generated function that writes a row's names into scratch (as RowCodeMemo.fill) and looks them up; a
-   * miss goes to the function `miss` if there is one, else returns MISS.
+   * The generated function that looks a row up in the memo's state (RowCodeMemo.state) where its names pass
+   * no SHORT bytes, else writes them into scratch (as RowCodeMemo.fill) and has the memo look them up; a miss
+   * goes to the function `miss` if there is one, else returns MISS.
    */
-  private static String lookupFunction(String name, String ref, String w, String miss, boolean passed) {
+  private static String lookupFunction(CodegenContext ctx, String name, String ref, String w, String st, String miss,
+      boolean passed) {
     String at = "Platform.LONG_ARRAY_OFFSET + " + RowCodeMemo.WORDS * 8;
     String missed = miss == null ? String.valueOf(RowCodeMemo.MISS)
         : miss + "(" + (passed ? "m, " : "") + "cb, co, cn, kb, ko, kn, tb, to, tn)";
     return "private int " + name + "(" + (passed ? MEMO_PARAMS : "") + PARAMS + ") {\n"
         + (passed ? "" : "  long[] w = " + w + ";\n")
+        + found(ctx, passed ? "st" : st)
         + "  if ((long) cn + kn + Math.max(tn, 0) > " + RowCodeMemo.NAME_BYTES + ") {\n"
         + "    w[" + (RowCodeMemo.WORDS - 1) + "] = " + RowCodeMemo.UNKEPT + "L;\n"
         + "    return " + missed + ";\n"
@@ -157,6 +161,50 @@ public final class RowCode extends SpecExpression {
         + "  int v = " + ref + ".applyAsInt(0);\n"
         + "  return v == " + RowCodeMemo.MISS + " ? " + missed + " : v;\n"
         + "}\n";
+  }
+
+  /**
+   * Java that returns the code of a row whose names pass no SHORT bytes where the memo's state `st` holds it:
+   * NameIds.find's probes over each name's slots and the (channel, db)'s row of codes, as applyAsInt reads them.
+   */
+  private static String found(CodegenContext ctx, String st) {
+    String id = NameIds.findFunction(ctx);
+    int shortest = RowCodeMemo.SHORT;
+    return "  byte[][][] codes = (byte[][][]) " + st + "[3];\n"
+        + "  if (codes != null && cn <= " + shortest + " && kn <= " + shortest + " && tn <= " + shortest + ") {\n"
+        + local("cb", "co", "cn", "c0", "c1")
+        + "    int c = " + id + "((long[]) " + st + "[0], c0, c1, cn);\n"
+        + "    byte[][] byDb = c >= 0 && c < codes.length ? codes[c] : null;\n"
+        + "    if (byDb != null) {\n"
+        + local("kb", "ko", "kn", "k0", "k1")
+        + "      int k = " + id + "((long[]) " + st + "[1], k0, k1, kn);\n"
+        + "      byte[] row = k >= 0 && k < byDb.length ? byDb[k] : null;\n"
+        + "      if (row != null) {\n"
+        + local("tb", "to", "tn", "t0", "t1")
+        + "        int t = tn < 0 ? 0 : " + id + "((long[]) " + st + "[2], t0, t1, tn) + 1;\n"
+        + "        if ((t > 0 || tn < 0) && t < row.length && row[t] != 0) {\n"
+        + "          return row[t] - 2;\n"
+        + "        }\n"
+        + "      }\n"
+        + "    }\n"
+        + "  }\n";
+  }
+
+  /** Java that declares w0 and w1, the words of the name at (b, o), `n` bytes (none where n < 0), as words(). */
+  static String local(String b, String o, String n, String w0, String w1) {
+    return "    long " + w0 + " = 0L;\n"
+        + "    long " + w1 + " = 0L;\n"
+        + "    if (" + n + " >= 8) {\n"
+        + "      " + w0 + " = Platform.getLong(" + b + ", " + o + ");\n"
+        + "      " + w1 + " = Platform.getLong(" + b + ", " + o + " + " + n + " - 8);\n"
+        + "    } else if (" + n + " >= 4) {\n"
+        + "      " + w0 + " = ((long) Platform.getInt(" + b + ", " + o + ") & 0xFFFFFFFFL) << 32"
+        + " | ((long) Platform.getInt(" + b + ", " + o + " + " + n + " - 4) & 0xFFFFFFFFL);\n"
+        + "    } else {\n"
+        + "      for (int j = 0; j < " + n + "; j++) {\n"
+        + "        " + w0 + " = " + w0 + " << 8 | (Platform.getByte(" + b + ", " + o + " + j) & 0xFF);\n"
+        + "      }\n"
+        + "    }\n";
   }
 
   /** The generated function that hands a missed row's raw names to the memo (key scratch: lengths, bytes). */

@@ -4,6 +4,7 @@ import java.io.Serializable;
 import java.util.Arrays;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntFunction;
 import java.util.function.IntUnaryOperator;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -24,11 +25,13 @@ import org.apache.spark.unsafe.types.UTF8String;
  * (Shared is). Generated code sees it only through the JDK's function interfaces: Spark's code generator need
  * not load this jar's classes.
  *
- * <p>Generated code writes a row's names into the scratch array (see fill()): each name's two words (its first
- * and last eight bytes, see first()), their lengths, and the bytes of all three where one passes 16 bytes. On a
- * miss it writes the row's raw names (lengths and bytes) into the key scratch, and this object computes the
- * decision key from them with the key's own expressions, bound to the three names; where they cannot be so
- * bound, the generated code computes the key and writes that instead (see fillKey()). Either way Spark's
+ * <p>Generated code looks a row whose names pass no SHORT bytes up itself, in this object's state() (the ids'
+ * slots and the codes), and calls it only for the rows that state does not hold. For those it writes the row's
+ * names into the scratch array (see fill()): each name's two words (its first and last eight bytes, see
+ * first()), their lengths, and the bytes of all three where one passes 16 bytes. On a miss it writes the
+ * row's raw names (lengths and bytes) into the key scratch, and this object computes the decision key from
+ * them with the key's own expressions, bound to the three names; where they cannot be so bound, the
+ * generated code computes the key and writes that instead (see fillKey()). Either way Spark's
  * string objects never leave the generated method, so the JIT need not allocate them (handed to this object
  * on the miss path, which does run, they were allocated for every row: 1.8 GB per 10M rows).
  */
@@ -62,14 +65,27 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   static final String CODE_BYTES_PROPERTY = "rpl_sql.rowcode.bytes";
   /** A JVM property that, set to true, makes tasks started after it look every row up (the bench's A/B). */
   public static final String NO_LAST_ROW_PROPERTY = "rpl_sql.rowcode.noLastRow";
+  /**
+   * A JVM property that, set to true, makes tasks started after it count the rows they hand to applyAsInt to
+   * look up (lookups()): the rows generated code did not find itself (a test's check that it does).
+   */
+  public static final String COUNT_PROPERTY = "rpl_sql.rowcode.countLookups";
+  private static final AtomicLong LOOKUPS = new AtomicLong();
+  /** A JVM property that, set to true, makes tasks started after it hand every row to applyAsInt (the bench's A/B). */
+  public static final String NOT_IN_GENERATED_CODE_PROPERTY = "rpl_sql.rowcode.notInGeneratedCode";
   private final String spec;
   private final Expression[] key;
   private final Decider decider;
   private final boolean pooled;
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
+  /** What generated code reads to look a row up itself (see state()). */
+  private final Object[] state = new Object[STATE_LENGTH];
+  static final int STATE_LENGTH = 4;
   private transient long[] keyScratch;
   private transient TableRules rules;
   private transient Shared shared;
+  private transient boolean counting;
+  private transient boolean published;
   private transient NameIds channels;
   private transient NameIds dbs;
   private transient NameIds tables;
@@ -165,12 +181,15 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     keepPair = true;
     pairHits = 0;
     keepLast = last != null;
+    counting = Boolean.getBoolean(COUNT_PROPERTY);
+    published = !Boolean.getBoolean(NOT_IN_GENERATED_CODE_PROPERTY);
     nextCheck = LAST_WINDOW;
     channels = from.channels;
     dbs = from.dbs;
     tables = from.tables;
     codes = from.codes;
     size = from.size;
+    publish();
   }
 
   /**
@@ -189,6 +208,39 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
     Learned(long sizeMax) {
       this.sizeMax = sizeMax;
     }
+  }
+
+  /**
+   * The ids' slots of channels, dbs and tables (NameIds.slots) and the codes by their ids, all null until the
+   * task's first row: generated code looks up a row whose names pass no SHORT bytes in them itself, as
+   * applyAsInt does, and calls this object only for a row they do not hold. Set again wherever a miss keeps a
+   * code, since that may grow them into new arrays. Handing the row to applyAsInt through scratch, and its
+   * checks for the row before, cost about as much again as the lookup itself.
+   */
+  public Object[] state() {
+    return state;
+  }
+
+  private void publish() {
+    if (!published) {
+      return;
+    }
+    state[0] = channels.slots();
+    state[1] = dbs.slots();
+    state[2] = tables.slots();
+    state[3] = codes;
+  }
+
+  /**
+   * The rows handed to applyAsInt to look up, here and in StatementShapes, by tasks that count them
+   * (COUNT_PROPERTY), since the JVM started.
+   */
+  public static long lookups() {
+    return LOOKUPS.get();
+  }
+
+  static void countLookup() {
+    LOOKUPS.incrementAndGet();
   }
 
   /** The array generated code writes a row's names into before it calls applyAsInt. */
@@ -242,8 +294,12 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
       int v = what == 1 ? decideKey() : decideRaw();
       if (scratch[WORDS - 1] != UNKEPT) {
         keep(v);
+        publish();
       }
       return v;
+    }
+    if (counting) {
+      countLookup();
     }
     long lens = scratch[WORDS - 1];
     if (lens == UNKEPT) {

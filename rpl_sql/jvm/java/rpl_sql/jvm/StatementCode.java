@@ -165,7 +165,9 @@ public final class StatementCode extends SpecExpression {
     String ref = ctx.addReferenceObj("rplShapes", shapes, "java.util.function.IntUnaryOperator");
     String memos = ctx.addReferenceObj("rplShapeMemos", shapes.memos(), "java.util.function.IntUnaryOperator[]");
     String scratches = ctx.addReferenceObj("rplShapeScratches", shapes.scratches(), "long[][]");
-    String shape = shapeFunction(ctx, ctx.addReferenceObj("rplShapeScratch", shapes.scratch(), "long[]"), ref);
+    String states = ctx.addReferenceObj("rplShapeStates", shapes.states(), "Object[][]");
+    String shape = shapeFunction(ctx, ctx.addReferenceObj("rplShapeScratch", shapes.scratch(), "long[]"), ref,
+        ctx.addReferenceObj("rplShapeState", shapes.state(), "Object[]"));
     String lookup = RowCode.lookupInMemoPassed(ctx);
     String s = ctx.freshName("shape");
     String tdb = ctx.freshName("tableDb");
@@ -200,6 +202,7 @@ public final class StatementCode extends SpecExpression {
         .append("    if (").append(s).append(" >= 0) {\n")
         .append("      ").append(value).append(" = ").append(lookup).append("(").append(memos).append("[").append(s)
         .append("], ").append(scratches).append("[").append(s).append("], ")
+        .append(states).append("[").append(s).append("], ")
         .append(RowCode.parts(a[0].value().toString())).append(", ").append(RowCode.parts(a[2], "0")).append(", ")
         .append(RowCode.parts(name, name + " == null", "-1")).append(");\n")
         .append("    }\n")
@@ -210,17 +213,34 @@ public final class StatementCode extends SpecExpression {
   }
 
   /**
-   * The generated function that writes a statement's shape into the shapes' scratch `w` (StatementShapes has
-   * the layout) and answers its index from `ref`, writing the names' bytes for a shape not known yet.
+   * The generated function that answers a statement's shape's index: found in the shapes' state `st` where its
+   * names pass no SHORT bytes (StatementShapes.state), else written into the shapes' scratch `w`
+   * (StatementShapes has the layout) and answered by `ref`, with the names' bytes for a shape not known yet.
    */
-  private static String shapeFunction(CodegenContext ctx, String w, String ref) {
+  private static String shapeFunction(CodegenContext ctx, String w, String ref, String st) {
     String name = ctx.freshName("rplShape");
     String at = "Platform.LONG_ARRAY_OFFSET + " + StatementShapes.WORDS * 8;
     String copy = "    Platform.copyMemory(mb, mo, w, " + at + ", mn);\n"
         + "    if (dn > 0) {\n"
         + "      Platform.copyMemory(db, dbo, w, " + at + " + mn, dn);\n"
         + "    }\n";
+    String id = NameIds.findFunction(ctx);
     String body = "private int " + name + "(Object mb, long mo, int mn, Object db, long dbo, int dn, int updating) {\n"
+        + "  byte[] shapes = (byte[]) " + st + "[2];\n"
+        + "  if (shapes != null && mn <= " + RowCodeMemo.SHORT + " && dn <= " + RowCodeMemo.SHORT + ") {\n"
+        + RowCode.local("mb", "mo", "mn", "m0", "m1")
+        + "    int c = " + id + "((long[]) " + st + "[0], m0, m1, mn);\n"
+        + "    if (c >= 0) {\n"
+        + RowCode.local("db", "dbo", "dn", "d0", "d1")
+        + "      int d = dn < 0 ? 0 : " + id + "((long[]) " + st + "[1], d0, d1, dn) + 1;\n"
+        + "      if (d > 0 || dn < 0) {\n"
+        + "        int e = shapes[(c * " + (StatementShapes.DBS_MAX + 1) + " + d) * 3 + updating];\n"
+        + "        if (e != 0) {\n"
+        + "          return e - 2;\n"
+        + "        }\n"
+        + "      }\n"
+        + "    }\n"
+        + "  }\n"
         + "  if (mn + Math.max(dn, 0) > " + StatementShapes.NAME_BYTES + ") {\n"
         + "    return -1;\n"
         + "  }\n"

@@ -19,9 +19,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>Generated code writes the shape into scratch() (the command's and table db's words, as RowCodeMemo.first
  * and last, then their lengths and the flag, then their bytes where one passes SHORT) and calls applyAsInt(0);
- * on MISS it writes their bytes and calls applyAsInt(1). Either answers the shape's index in memos() and
- * scratches(), or -1: the statement memo decides (a shape OneTableStatement does not take, or past the
- * shapes, commands or dbs kept).
+ * on MISS it writes their bytes and calls applyAsInt(1). Either answers the shape's index in memos(),
+ * scratches() and states(), or -1: the statement memo decides (a shape OneTableStatement does not take, or
+ * past the shapes, commands or dbs kept).
  */
 public final class StatementShapes implements IntUnaryOperator, Serializable {
   private static final long serialVersionUID = 1L;
@@ -43,6 +43,11 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
   private final IntUnaryOperator[] memos = new IntUnaryOperator[SHAPES_MAX];
   private final long[][] scratches = new long[SHAPES_MAX][];
+  private final Object[][] states = new Object[SHAPES_MAX][];
+  /** The commands' and table dbs' slots (NameIds.slots) and the shapes, for generated code (see state()). */
+  private final Object[] state = new Object[3];
+  private transient boolean published;
+  private transient boolean counting;
   /** Shapes' learned names, ids and memos between tasks, by spec and key (one pool id for all the shapes). */
   private static final TaskPool<Learned> POOL = new TaskPool<>();
   private transient Learned learned;
@@ -84,6 +89,28 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
     return scratches;
   }
 
+  /**
+   * The commands' and table dbs' slots and the shapes by their ids (Learned.shapes), null until the task's
+   * first row: generated code looks a shape whose names pass no SHORT bytes up itself, as applyAsInt does, and
+   * calls this object for a shape they do not hold. Set again where a new shape's names may grow the slots.
+   */
+  public Object[] state() {
+    return state;
+  }
+
+  private void publish() {
+    if (published) {
+      state[0] = learned.commands.slots();
+      state[1] = learned.dbs.slots();
+      state[2] = learned.shapes;
+    }
+  }
+
+  /** Each shape's memo's state (RowCodeMemo.state), by index. */
+  public Object[][] states() {
+    return states;
+  }
+
   /** 0: the index of the shape in scratch, or MISS; 1: the same, a new shape made from its bytes. */
   @Override
   public int applyAsInt(int what) {
@@ -93,7 +120,14 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
       for (int i = 0; i < learned.count; i++) {
         memos[i] = learned.memos[i];
         scratches[i] = learned.memos[i].scratch();
+        states[i] = learned.memos[i].state();
       }
+      published = !Boolean.getBoolean(RowCodeMemo.NOT_IN_GENERATED_CODE_PROPERTY);
+      counting = Boolean.getBoolean(RowCodeMemo.COUNT_PROPERTY);
+      publish();
+    }
+    if (counting && what == 0) {
+      RowCodeMemo.countLookup();
     }
     Learned l = learned;
     long[] w = scratch;
@@ -105,6 +139,9 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
     boolean add = what != 0;
     int c = add ? l.commands.add(w[0], w[1], cn, w, at) : l.commands.find(w[0], w[1], cn, w, at);
     int d = dn < 0 ? 0 : (add ? l.dbs.add(w[2], w[3], dn, w, at + cn) : l.dbs.find(w[2], w[3], dn, w, at + cn)) + 1;
+    if (add) {
+      publish();
+    }
     if (c < 0 || d <= 0 && dn >= 0) {
       return add ? -1 : MISS;
     }
@@ -131,6 +168,7 @@ public final class StatementShapes implements IntUnaryOperator, Serializable {
     l.memos[l.count] = m;
     memos[l.count] = m;
     scratches[l.count] = m.scratch();
+    states[l.count] = m.state();
     return l.count++;
   }
 
