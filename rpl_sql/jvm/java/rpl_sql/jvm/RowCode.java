@@ -115,8 +115,8 @@ public final class RowCode extends SpecExpression {
 
   /**
    * The name of a generated function that looks a row up as the lookup function below does, in the memo,
-   * scratch and state passed as its first three arguments (a memo chosen for each row, as StatementShapes chooses one); that
-   * memo decides a miss.
+   * scratch and state passed as its first three arguments (a memo chosen for each row, as StatementShapes
+   * chooses one); that memo decides a miss.
    */
   static String lookupInMemoPassed(CodegenContext ctx) {
     String mfn = ctx.freshName("rplMiss");
