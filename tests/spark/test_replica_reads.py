@@ -174,6 +174,10 @@ def test_rows_equal_the_python_data_source_and_files_are_skipped(spark, warehous
     assert [r.v for r in df.collect()] == ["437"]
     scan = df._jdf.queryExecution().executedPlan().collectLeaves().head()
     assert scan.metrics().apply("numFiles").value() == 1
+    # columns are pruned: the scan reads only the columns the query names
+    assert list(scan.requiredSchema().fieldNames()) == ["id", "v"]
+    only_v = spark.sql("SELECT v FROM t.many")._jdf.queryExecution().executedPlan().collectLeaves().head()
+    assert list(only_v.requiredSchema().fieldNames()) == ["v"]
     assert spark.sql("SELECT count(*) FROM t.many WHERE id >= 950 OR id < 5").collect()[0][0] == 55
     assert spark.sql("SELECT count(*) FROM t.many WHERE id IN (3, 999, 5000)").collect()[0][0] == 2
 
