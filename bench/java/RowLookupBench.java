@@ -111,21 +111,8 @@ public final class RowLookupBench {
 
   /** RowCode.words' Java: the words of the name at (b, o), `n` bytes, into w[i] and w[i + 1]. */
   private static void words(Object b, long o, int n, long[] w, int i) {
-    if (n >= 8) {
-      w[i] = Platform.getLong(b, o);
-      w[i + 1] = Platform.getLong(b, o + n - 8);
-      return;
-    }
-    long h = 0L;
-    if (n >= 4) {
-      h = ((long) Platform.getInt(b, o) & 0xFFFFFFFFL) << 32 | ((long) Platform.getInt(b, o + n - 4) & 0xFFFFFFFFL);
-    } else {
-      for (int j = 0; j < n; j++) {
-        h = h << 8 | (Platform.getByte(b, o + j) & 0xFF);
-      }
-    }
-    w[i] = h;
-    w[i + 1] = 0L;
+    w[i] = first(b, o, n);
+    w[i + 1] = n >= 8 ? Platform.getLong(b, o + n - 8) : 0L;
   }
 
   /** RowCode.found's Java: a short name's slot in NameIds' slots, -1 where it has none. */

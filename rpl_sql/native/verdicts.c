@@ -3,8 +3,8 @@
 
    Per event: the ingest rollup holding its seq (rollups sorted by first seq, not overlapping), its shape id
    checked against that rollup's size, its shape's applied row (`lut`, -1: not applied). Out: the kept events'
-   bitmap (Arrow's bit order) and indices, their applied_db and decided_by codes, each applied row's count, and the shape
-   positions of events 0, every, 2 * every, ... and of the last (the sample `Verdicts.check` compares).
+   bitmap (Arrow's bit order) and indices, their applied_db and decided_by codes, each applied row's count, and
+   the shape positions of events 0, every, 2 * every, ... and of the last (the sample `Verdicts.check` compares).
    Returns 0; 1 when an event lies outside every rollup (the caller finds the file's shapes by key); 2 when
    none does but an id lies, the first such event's index in *bad. */
 #include <stdint.h>

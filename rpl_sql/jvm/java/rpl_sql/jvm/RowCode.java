@@ -190,7 +190,10 @@ public final class RowCode extends SpecExpression {
         + "  }\n";
   }
 
-  /** Java that declares w0 and w1, the words of the name at (b, o), `n` bytes (none where n < 0), as words(). */
+  /**
+   * Java that declares w0 and w1, the words of the name at (b, o), `n` bytes (both 0 where n < 0), as
+   * RowCodeMemo.first/last.
+   */
   static String local(String b, String o, String n, String w0, String w1) {
     return "    long " + w0 + " = 0L;\n"
         + "    long " + w1 + " = 0L;\n"
@@ -231,21 +234,10 @@ public final class RowCode extends SpecExpression {
 
   /** Java that writes the words of the name at (b, o), `n` bytes, to w[i] and w[i + 1], as RowCodeMemo.first/last. */
   static String words(String b, String o, String n, int i) {
-    return "  if (" + n + " >= 8) {\n"
-        + "    w[" + i + "] = Platform.getLong(" + b + ", " + o + ");\n"
-        + "    w[" + (i + 1) + "] = Platform.getLong(" + b + ", " + o + " + " + n + " - 8);\n"
-        + "  } else {\n"
-        + "    long h = 0L;\n"
-        + "    if (" + n + " >= 4) {\n"
-        + "      h = ((long) Platform.getInt(" + b + ", " + o + ") & 0xFFFFFFFFL) << 32"
-        + " | ((long) Platform.getInt(" + b + ", " + o + " + " + n + " - 4) & 0xFFFFFFFFL);\n"
-        + "    } else {\n"
-        + "      for (int j = 0; j < " + n + "; j++) {\n"
-        + "        h = h << 8 | (Platform.getByte(" + b + ", " + o + " + j) & 0xFF);\n"
-        + "      }\n"
-        + "    }\n"
-        + "    w[" + i + "] = h;\n"
-        + "    w[" + (i + 1) + "] = 0L;\n"
+    return "  {\n"
+        + local(b, o, n, "word0", "word1")
+        + "    w[" + i + "] = word0;\n"
+        + "    w[" + (i + 1) + "] = word1;\n"
         + "  }\n";
   }
 

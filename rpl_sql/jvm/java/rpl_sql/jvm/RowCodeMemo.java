@@ -78,9 +78,8 @@ public final class RowCodeMemo implements IntUnaryOperator, IntFunction<Object>,
   private final Decider decider;
   private final boolean pooled;
   private final long[] scratch = new long[WORDS + NAME_BYTES / 8];
-  /** What generated code reads to look a row up itself (see state()). */
-  private final Object[] state = new Object[STATE_LENGTH];
-  static final int STATE_LENGTH = 4;
+  /** What generated code reads to look a row up itself: the three columns' slots and the codes (state()). */
+  private final Object[] state = new Object[4];
   private transient long[] keyScratch;
   private transient TableRules rules;
   private transient Shared shared;
